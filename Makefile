@@ -1,0 +1,36 @@
+# Cohort: `make` builds everything, `make test` runs every test, `make demo`
+# runs the main job on a bundled example. Each installs what it needs.
+BUILD  ?= build
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+JOBS   ?= 2
+
+.PHONY: all deps build venv test demo clean
+
+all: build venv
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(PY): pyproject.toml | deps
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip >/dev/null
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(PY)
+
+venv: $(PY)
+
+test: all
+	$(PY) -m pytest -q tests
+
+demo: all
+	@scripts/demo.sh
+
+clean:
+	rm -rf $(BUILD)

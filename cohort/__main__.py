@@ -1,0 +1,5 @@
+import sys
+
+from cohort.cli import main
+
+sys.exit(main())

@@ -1,0 +1,41 @@
+"""Where Cohort's own build products and the system's allocators live."""
+
+import os
+from pathlib import Path
+
+from cohort.errors import CohortError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ALLOCATORS = {
+    "glibc": None,
+    "jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
+    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+}
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/usr/local/lib")
+
+
+def runtime_library():
+    """libcohort.so: $COHORT_LIB, else the project's build tree."""
+    env = os.environ.get("COHORT_LIB")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT / "build" / "runtime" / "libcohort.so")
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    raise CohortError("libcohort.so not found (build it with `make`, or set COHORT_LIB)")
+
+
+def allocator_library(name):
+    """The shared library of a next allocator, or None for glibc's own malloc."""
+    if name not in ALLOCATORS:
+        raise CohortError(f"unknown allocator '{name}' (choose from {', '.join(ALLOCATORS)})")
+    spec = ALLOCATORS[name]
+    if spec is None:
+        return None
+    soname, package = spec
+    for d in LIB_DIRS:
+        p = Path(d) / soname
+        if p.exists():
+            return p
+    raise CohortError(f"{name} is not installed ({soname} not found; apt-get install {package})")

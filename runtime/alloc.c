@@ -1,0 +1,158 @@
+/* Cohort runtime: the interposed C allocation API.
+ *
+ * Each entry point asks identify.c for a group only when something could be
+ * grouped; a grouped request that the group allocator cannot serve, and every
+ * other request, goes to the next allocator unchanged. Pointers are routed on
+ * free by the O(1) chunk map: ours to heap.c, the bootstrap arena's dropped,
+ * everything else to the next allocator. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+static inline bool ready(void) {
+  return CH_LIKELY(atomic_load_explicit(&ch_next_state, memory_order_acquire) == 2);
+}
+
+/* Before the next allocator is known (dlsym is allocating), serve from the
+ * bootstrap arena. */
+static CH_NOINLINE bool resolve_or_boot(void) {
+  ch_next_resolve();
+  return ready();
+}
+
+static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
+
+/* ------------------------------------------------------------ internal */
+
+/* Group request, or NULL for "not grouped". */
+static inline void *try_group(size_t size, size_t align, bool zero) {
+  if (!ch_identify_active) return NULL;
+  int g = ch_identify(size);
+  if (g < 0) return NULL;
+  return ch_group_alloc((unsigned)g, size, align, zero);
+}
+
+CH_HIDDEN void *ch_malloc_impl(size_t size) {
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(size, 16);
+  void *p = try_group(size, CH_MIN_ALIGN, false);
+  if (p) return p;
+  return ch_next.malloc(size);
+}
+
+/* align is a power of two. */
+CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size) {
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(size, align);
+  if (align <= 4096) {
+    void *p = try_group(size, align, false);
+    if (p) return p;
+  }
+  if (align <= 16 && align <= size) return ch_next.malloc(size);
+  void *p = NULL;
+  int rc = ch_next.posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size);
+  if (rc) { errno = rc; return NULL; }
+  return p;
+}
+
+CH_HIDDEN void ch_free_impl(void *p) {
+  if (!p) return;
+  if (ch_owns(p)) { ch_group_free(p); return; }
+  if (CH_UNLIKELY(ch_bootstrap_owns(p))) return;
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return;
+  ch_next.free(p);
+}
+
+/* --------------------------------------------------------------- C API */
+
+CH_EXPORT void *malloc(size_t size) { return ch_malloc_impl(size); }
+
+CH_EXPORT void free(void *p) { ch_free_impl(p); }
+
+CH_EXPORT void *calloc(size_t n, size_t m) {
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total)) { errno = ENOMEM; return NULL; }
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(total, 16);
+  void *p = try_group(total, CH_MIN_ALIGN, true);
+  if (p) return p;
+  if (ch_next.calloc) return ch_next.calloc(n, m);
+  p = ch_next.malloc(total);
+  if (p) memset(p, 0, total);
+  return p;
+}
+
+CH_EXPORT void *realloc(void *p, size_t size) {
+  if (!p) return ch_malloc_impl(size);
+  if (ch_owns(p)) {
+    if (size == 0) { ch_group_free(p); return NULL; }   /* as glibc does */
+    return ch_group_realloc(p, size);
+  }
+  if (CH_UNLIKELY(ch_bootstrap_owns(p))) {
+    void *q = ch_malloc_impl(size);
+    if (q) {
+      size_t old = ch_bootstrap_size(p);
+      memcpy(q, p, old < size ? old : size);
+    }
+    return q;
+  }
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return NULL;
+  return ch_next.realloc(p, size);
+}
+
+CH_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total)) { errno = ENOMEM; return NULL; }
+  return realloc(p, total);
+}
+
+CH_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+  if (!is_pow2(align) || align % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = ch_aligned_impl(align, size);
+  if (!p) { int e = errno; errno = saved; return e ? e : ENOMEM; }
+  *out = p;
+  return 0;
+}
+
+/* glibc's memalign rounds a non-power-of-two alignment up; so do we. */
+CH_EXPORT void *memalign(size_t align, size_t size) {
+  if (align < CH_MIN_ALIGN) align = CH_MIN_ALIGN;
+  if (!is_pow2(align)) {
+    if (align > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
+    align = (size_t)1 << (64 - __builtin_clzll(align));
+  }
+  return ch_aligned_impl(align, size);
+}
+
+CH_EXPORT void *aligned_alloc(size_t align, size_t size) { return memalign(align, size); }
+
+CH_EXPORT void *valloc(size_t size) { return ch_aligned_impl(ch_page_size(), size); }
+
+CH_EXPORT void *pvalloc(size_t size) {
+  size_t ps = ch_page_size(), rounded;
+  if (__builtin_add_overflow(size, ps - 1, &rounded)) { errno = ENOMEM; return NULL; }
+  rounded &= ~(ps - 1);
+  return ch_aligned_impl(ps, rounded ? rounded : ps);
+}
+
+CH_EXPORT size_t malloc_usable_size(void *p) {
+  if (!p) return 0;
+  if (ch_owns(p)) return ch_group_usable(p);
+  if (ch_bootstrap_owns(p)) return ch_bootstrap_size(p);
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return 0;
+  return ch_next.malloc_usable_size ? ch_next.malloc_usable_size(p) : 0;
+}
+
+/* ----------------------------------------------------------- public API */
+
+CH_EXPORT int cohort_group_of(const void *p) {
+  return p && ch_owns(p) ? (int)ch_chunk_of(p)->group : -1;
+}
+
+CH_EXPORT int cohort_write_stats(const char *path) {
+  ch_identify_flush_thread();
+  return ch_stats_write(path ? path : ch_opt.stats_path);
+}
+
+CH_EXPORT const char *cohort_version(void) { return "cohort-runtime " COHORT_VERSION; }

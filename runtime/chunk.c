@@ -1,0 +1,158 @@
+/* Cohort runtime: slabs of address space, the chunks carved from them, and
+ * the map that says in O(1) whether a pointer lies in a group chunk.
+ *
+ * A chunk is chunk_size bytes, aligned to its size, owned by one group. Its
+ * header (found by masking a pointer) is followed by two bitmaps with one bit
+ * per 8-byte granule, "a block starts here" and "that block is free";
+ * objects themselves carry no header. Empty chunks are kept as spares (dirty,
+ * up to COHORT_SPARES process-wide) or purged with MADV_DONTNEED and kept
+ * reserved for reuse. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <string.h>
+
+size_t ch_chunk_size;
+uintptr_t ch_chunk_mask;
+uint64_t *ch_owned_map;
+
+static ch_lock_t chunk_lock;
+static char *slab_cur, *slab_end;     /* uncarved rest of the newest slab */
+static size_t slab_bytes;             /* size of the next slab to reserve */
+static struct ch_chunk *spares;       /* empty, dirty: reused first */
+static unsigned nspares;
+/* Purged chunks are listed outside themselves: writing a link into a purged
+ * chunk would bring one of its pages back. */
+static struct ch_chunk **cleans;
+static size_t ncleans, cleans_cap;
+static size_t meta_bytes;             /* header + bitmaps, data starts after */
+
+#define SLAB_DEFAULT (256u << 20)
+
+void ch_chunks_init(void) {
+  ch_chunk_size = ch_opt.chunk_size;
+  ch_chunk_mask = ch_chunk_size - 1;
+  size_t bitmap = ch_chunk_size / CH_GRANULE / 8;
+  meta_bytes = ((sizeof(struct ch_chunk) + 63) & ~(size_t)63) + 2 * bitmap;
+  meta_bytes = (meta_bytes + 63) & ~(size_t)63;
+  slab_bytes = SLAB_DEFAULT > ch_chunk_size * 4 ? SLAB_DEFAULT : ch_chunk_size * 4;
+  /* One bit per chunk of the 47-bit user address space; untouched pages of
+   * the map cost nothing. */
+  size_t map_bytes = ((size_t)1 << 47) / ch_chunk_size / 8;
+  ch_owned_map = ch_os_reserve(map_bytes);
+  if (!ch_owned_map) ch_warn("cannot reserve the chunk map; grouping is off");
+}
+
+static void set_owned(struct ch_chunk *c, bool on) {
+  uintptr_t n = (uintptr_t)c >> __builtin_ctzll(ch_chunk_size);
+  _Atomic uint64_t *w = (_Atomic uint64_t *)&ch_owned_map[n >> 6];
+  uint64_t bit = (uint64_t)1 << (n & 63);
+  if (on) atomic_fetch_or(w, bit);
+  else atomic_fetch_and(w, ~bit);
+}
+
+/* Pages of this chunk that have been touched: header, the bitmap words that
+ * cover the used range, and the used range itself. */
+size_t ch_chunk_resident(const struct ch_chunk *c) {
+  size_t ps = ch_page_size();
+  size_t used = (size_t)(c->hwm - (char *)c);
+  size_t hdr = (sizeof(struct ch_chunk) + ps - 1) & ~(ps - 1);
+  size_t bits = (used / CH_GRANULE / 8 + ps - 1) & ~(ps - 1);
+  size_t data = c->hwm > c->data ? ((size_t)(c->hwm - c->data) + ps - 1) & ~(ps - 1) : 0;
+  return hdr + 2 * bits + data;
+}
+
+static struct ch_chunk *carve_locked(void) {
+  if (slab_cur == slab_end) {
+    char *s = NULL;
+    while (!s && slab_bytes >= ch_chunk_size) {
+      s = ch_os_reserve_aligned(slab_bytes, ch_chunk_size);
+      if (!s) slab_bytes /= 2;   /* inside Valgrind, or a tight ulimit -v */
+    }
+    if (!s) return NULL;
+    slab_cur = s;
+    slab_end = s + slab_bytes;
+    atomic_fetch_add(&ch_slabs, 1);
+  }
+  struct ch_chunk *c = (struct ch_chunk *)slab_cur;
+  slab_cur += ch_chunk_size;
+  atomic_fetch_add(&ch_chunks_carved, 1);
+  return c;
+}
+
+struct ch_chunk *ch_chunk_new(uint32_t group) {
+  if (!ch_owned_map) return NULL;
+  ch_lock(&chunk_lock);
+  struct ch_chunk *c;
+  char *hwm = NULL;
+  if ((c = spares)) {
+    spares = c->next;
+    nspares--;
+    hwm = c->hwm;                 /* pages stay resident, contents are stale */
+    atomic_fetch_add(&ch_spares_reused, 1);
+  } else if (ncleans) {
+    c = cleans[--ncleans];
+  } else {
+    c = carve_locked();
+  }
+  ch_unlock(&chunk_lock);
+  if (!c) return NULL;
+
+  char *base = (char *)c;
+  size_t bitmap = ch_chunk_size / CH_GRANULE / 8;
+  size_t hdr = (sizeof(struct ch_chunk) + 63) & ~(size_t)63;
+  memset(c, 0, sizeof *c);
+  c->magic = CH_CHUNK_MAGIC;
+  c->group = group;
+  c->starts = (uint64_t *)(base + hdr);
+  c->freed = (_Atomic uint64_t *)(base + hdr + bitmap);
+  c->data = base + meta_bytes;
+  c->bump = c->data;
+  c->end = base + ch_chunk_size;
+  c->hwm = hwm ? hwm : c->data;
+  set_owned(c, true);
+  atomic_fetch_add(&ch_gstats[group].chunks, 1);
+  unsigned long n = atomic_load(&ch_gstats[group].chunks);
+  if (n > atomic_load(&ch_gstats[group].peak_chunks)) atomic_store(&ch_gstats[group].peak_chunks, n);
+  ch_stats_resident(group, (long)ch_chunk_resident(c));
+  return c;
+}
+
+/* The chunk holds no live object. Keep it as a spare or give its pages back. */
+void ch_chunk_retire(struct ch_chunk *c) {
+  unsigned g = c->group;
+  ch_stats_resident(g, -(long)ch_chunk_resident(c));
+  atomic_fetch_sub(&ch_gstats[g].chunks, 1);
+  set_owned(c, false);
+  /* Clear the bitmap words that cover the used range. */
+  size_t used_words = ((size_t)(c->hwm - (char *)c) / CH_GRANULE + 63) / 64;
+  memset(c->starts, 0, used_words * 8);
+  memset((void *)c->freed, 0, used_words * 8);
+  c->magic = 0;
+  ch_lock(&chunk_lock);
+  if (nspares < ch_opt.max_spares) {
+    c->next = spares;
+    spares = c;
+    nspares++;
+    ch_unlock(&chunk_lock);
+    return;
+  }
+  ch_unlock(&chunk_lock);
+  ch_os_purge(c, ch_chunk_size);
+  atomic_fetch_add(&ch_chunks_purged, 1);
+  ch_lock(&chunk_lock);
+  if (ncleans == cleans_cap) {
+    size_t cap = cleans_cap ? cleans_cap * 2 : 256;
+    struct ch_chunk **n = ch_meta_alloc(cap * sizeof *n);   /* the old array is abandoned */
+    if (!n) { ch_unlock(&chunk_lock); return; }             /* the chunk stays reserved, unused */
+    for (size_t i = 0; i < ncleans; i++) n[i] = cleans[i];
+    cleans = n;
+    cleans_cap = cap;
+  }
+  cleans[ncleans++] = c;
+  ch_unlock(&chunk_lock);
+}
+
+void ch_chunks_atfork_prepare(void) { ch_lock(&chunk_lock); }
+void ch_chunks_atfork_parent(void) { ch_unlock(&chunk_lock); }
+void ch_chunks_atfork_child(void) { ch_lock_init(&chunk_lock); }

@@ -1,0 +1,115 @@
+/* Cohort runtime: which group, if any, an allocation belongs to.
+ *
+ * In plan mode: walk the stack (unwind.c), note which plan sites are on it,
+ * and take the first selector conjunction whose sites are all present
+ * (docs/plan-format.md). The quick test in the walk rejects an allocation
+ * whose innermost application frame the plan marks cold, without a full walk.
+ * Two further modes serve tests and evaluation: "all" groups every small
+ * allocation in one pool, "random" sends each to one of N pools at random
+ * (HALO's random-placement control). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <string.h>
+
+const char *const ch_path_names[CH_PATH_COUNT] = {
+  "off", "large", "reentrant", "cold", "walk_none", "walk_group", "truncated", "all", "random",
+};
+
+bool ch_identify_active;
+size_t ch_max_size = 4096;
+static unsigned ngroups;
+
+/* Per-thread path counts, flushed to the shared counters in batches so an
+ * allocation does not pay for a contended atomic. */
+static CH_TLS uint32_t tcount[CH_PATH_COUNT];
+static CH_TLS uint32_t tpending;
+static CH_TLS uint64_t rng;
+
+static void flush_counts(void) {
+  for (unsigned i = 0; i < CH_PATH_COUNT; i++) {
+    if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
+    tcount[i] = 0;
+  }
+  tpending = 0;
+}
+static inline void count(enum ch_path p) {
+  tcount[p]++;
+  if (CH_UNLIKELY(++tpending == 256)) flush_counts();
+}
+void ch_identify_flush_thread(void) { flush_counts(); }
+
+unsigned ch_ngroups(void) { return ngroups; }
+
+const char *ch_group_name(unsigned g) {
+  static const char *const random_names[] = {"random-0", "random-1", "random-2", "random-3"};
+  switch (ch_opt.mode) {
+  case CH_MODE_ALL: return "all";
+  case CH_MODE_RANDOM: return g < 4 ? random_names[g] : "random";
+  case CH_MODE_PLAN: return ch_plan ? ch_plan->group_names[g] : "?";
+  default: return "?";
+  }
+}
+
+void ch_identify_init(void) {
+  if (ch_opt.max_size) ch_max_size = ch_opt.max_size;
+  switch (ch_opt.mode) {
+  case CH_MODE_ALL:
+    ngroups = 1;
+    break;
+  case CH_MODE_RANDOM:
+    ngroups = ch_opt.random_pools;
+    break;
+  case CH_MODE_PLAN:
+    if (!ch_plan) return;
+    if (!ch_opt.max_size) ch_max_size = ch_plan->max_size;
+    ngroups = ch_plan->ngroups;
+    if (!ch_plan->nconj) { ch_info("plan has no selectors: nothing to group"); return; }
+    break;
+  default:
+    return;
+  }
+  if (ch_owned_map) ch_identify_active = true;
+}
+
+static int decide_plan(void) {
+  struct ch_walk w;
+  ch_walk_stack(&w);
+  if (w.rejected) { count(CH_PATH_COLD); return -1; }
+  const struct ch_plan *pl = ch_plan;
+  for (unsigned i = 0; i < pl->nconj; i++) {
+    const struct ch_plan_conj *cj = &pl->conj[i];
+    bool all = true;
+    for (unsigned k = 0; k < CH_MAX_SITES / 64 && all; k++)
+      all = (w.active[k] & cj->mask[k]) == cj->mask[k];
+    if (all) { count(CH_PATH_WALK_GROUP); return (int)cj->group; }
+  }
+  count(w.truncated ? CH_PATH_TRUNCATED : CH_PATH_WALK_NONE);
+  return -1;
+}
+
+int ch_identify(size_t size) {
+  if (size > ch_max_size) { count(CH_PATH_LARGE); return -1; }
+  if (ch_in_runtime) { count(CH_PATH_REENTRANT); return -1; }
+  switch (ch_opt.mode) {
+  case CH_MODE_ALL:
+    count(CH_PATH_ALL);
+    return 0;
+  case CH_MODE_RANDOM: {
+    if (!rng) rng = ch_opt.seed ^ (uint64_t)(uintptr_t)&rng;
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;   /* xorshift64 */
+    count(CH_PATH_RANDOM);
+    return (int)(rng % ngroups);
+  }
+  case CH_MODE_PLAN: {
+    if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
+    ch_in_runtime++;
+    int g = decide_plan();
+    ch_in_runtime--;
+    return g;
+  }
+  default:
+    count(CH_PATH_OFF);
+    return -1;
+  }
+}

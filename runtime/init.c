@@ -1,0 +1,88 @@
+/* Cohort runtime: start-up, fork and exit.
+ *
+ * The constructor reads the settings and the plan; allocations made before it
+ * (by the loader or earlier constructors) pass straight to the next allocator,
+ * so they are never grouped. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+atomic_int ch_init_state;
+CH_TLS int ch_in_runtime;
+
+static void atfork_prepare(void) {
+  ch_modules_atfork_prepare();
+  ch_heaps_atfork_prepare();
+  ch_chunks_atfork_prepare();
+}
+static void atfork_parent(void) {
+  ch_chunks_atfork_parent();
+  ch_heaps_atfork_parent();
+  ch_modules_atfork_parent();
+}
+static void atfork_child(void) {
+  ch_chunks_atfork_child();
+  ch_heaps_atfork_child();
+  ch_modules_atfork_child();
+}
+
+static void on_stats_signal(int sig) {
+  (void)sig;
+  ch_stats_write(ch_opt.stats_path);
+}
+
+static void install_stats_signal(void) {
+  const char *v = getenv("COHORT_STATS_SIGNAL");
+  if (!v || !*v) return;
+  int sig = !strcmp(v, "USR1") || !strcmp(v, "SIGUSR1") ? SIGUSR1
+          : !strcmp(v, "USR2") || !strcmp(v, "SIGUSR2") ? SIGUSR2 : atoi(v);
+  if (sig <= 0 || sig >= NSIG || !ch_opt.stats_path) {
+    ch_warn("COHORT_STATS_SIGNAL=%s needs COHORT_STATS and a signal (USR1, USR2 or a number)", v);
+    return;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stats_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, NULL);
+}
+
+void ch_ensure_init(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&ch_init_state, &expected, 1)) return;
+  ch_in_runtime++;
+  ch_next_resolve();
+  ch_options_load();
+  if (ch_opt.mode != CH_MODE_OFF) {
+    ch_chunks_init();
+    ch_heaps_init();
+    ch_unwind_init();
+    if (ch_opt.mode == CH_MODE_PLAN && ch_opt.plan_path && ch_plan_load(ch_opt.plan_path) == 0) {
+      ch_modules_init();
+      if (!ch_plan_check_binary()) atomic_store(&ch_plan_disabled, true);
+    }
+    ch_identify_init();
+    if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled)))
+      ch_identify_active = false;
+  }
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  install_stats_signal();
+  ch_info("%s, mode %d, %u group(s), max grouped size %zu", "cohort-runtime " COHORT_VERSION,
+          (int)ch_opt.mode, ch_ngroups(), ch_max_size);
+  ch_in_runtime--;
+  atomic_store(&ch_init_state, 2);
+}
+
+__attribute__((constructor(101))) static void cohort_init(void) { ch_ensure_init(); }
+
+__attribute__((destructor)) static void cohort_fini(void) {
+  if (ch_opt.stats_path) {
+    ch_identify_flush_thread();
+    if (ch_stats_write(ch_opt.stats_path) != 0)
+      ch_warn("cannot write statistics to %s", ch_opt.stats_path);
+  }
+}

@@ -1,0 +1,288 @@
+/* Cohort runtime: declarations shared by the runtime's own files.
+ *
+ * Layers, bottom up (a layer may use only the layers below it):
+ *   os.c, log.c, options.c        system calls, messages, settings
+ *   next.c                         the next allocator and the bootstrap arena
+ *   chunk.c                        slabs, chunks, the ownership map
+ *   heap.c                         per-thread group heaps: bump, bins, remote frees
+ *   modules.c, cfi.c, unwind.c     loaded modules, .eh_frame rules, stack walks
+ *   plan.c, identify.c             the plan and the per-allocation group decision
+ *   stats.c                        counters and the statistics file
+ *   alloc.c, new.c, init.c         the interposed API, start-up, fork, exit
+ */
+#ifndef COHORT_INTERNAL_H
+#define COHORT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#define CH_EXPORT __attribute__((visibility("default")))
+#define CH_HIDDEN __attribute__((visibility("hidden")))
+#define CH_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CH_NOINLINE __attribute__((noinline))
+#define CH_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#define CH_MAX_GROUPS 64
+#define CH_MIN_ALIGN 8
+#define CH_GRANULE 8
+
+/* ------------------------------------------------------------------ os.c */
+void *ch_os_reserve(size_t size);                 /* demand-paged, NULL on failure */
+void *ch_os_reserve_aligned(size_t size, size_t align);
+void ch_os_release(void *p, size_t size);         /* munmap */
+void ch_os_purge(void *p, size_t size);           /* MADV_DONTNEED: give pages back */
+void *ch_meta_alloc(size_t size);                 /* zeroed, never freed, 16-aligned */
+int ch_read_file(const char *path, char **data, size_t *len); /* 0 or errno */
+void ch_write_all(int fd, const char *buf, size_t len);
+size_t ch_page_size(void);
+
+/* A lock that never allocates and is safe to hold across fork handlers. */
+typedef struct { atomic_int v; } ch_lock_t;
+void ch_lock(ch_lock_t *l);
+void ch_unlock(ch_lock_t *l);
+void ch_lock_init(ch_lock_t *l);
+
+/* ----------------------------------------------------------------- log.c */
+void ch_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ch_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void ch_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------- options.c */
+enum ch_mode { CH_MODE_OFF, CH_MODE_PLAN, CH_MODE_ALL, CH_MODE_RANDOM };
+struct ch_options {
+  enum ch_mode mode;
+  unsigned random_pools;      /* CH_MODE_RANDOM: number of pools */
+  uint64_t seed;
+  size_t chunk_size;          /* power of two */
+  size_t max_size;            /* largest grouped request (0: from the plan) */
+  unsigned max_spares;        /* empty chunks kept ready, process-wide */
+  const char *plan_path;
+  const char *stats_path;
+  bool verbose;
+};
+extern struct ch_options ch_opt;
+void ch_options_load(void);
+
+/* ---------------------------------------------------------------- next.c */
+struct ch_next {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  void *(*memalign)(size_t, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+  size_t (*malloc_usable_size)(void *);
+};
+extern struct ch_next ch_next;
+extern atomic_int ch_next_state;     /* 0 unresolved, 1 resolving, 2 ready */
+void ch_next_resolve(void);
+bool ch_bootstrap_owns(const void *p);
+void *ch_bootstrap_alloc(size_t size, size_t align);
+size_t ch_bootstrap_size(const void *p);
+
+/* --------------------------------------------------------------- chunk.c */
+#define CH_NBINS 64
+struct ch_heap;
+
+struct ch_chunk {
+  uint64_t magic;
+  uint32_t group;
+  uint32_t in_avail;                  /* owner's list of chunks with free bins */
+  _Atomic(struct ch_heap *) owner;    /* NULL: orphaned, see heap.c */
+  char *data;                         /* first usable byte */
+  char *bump;                         /* next unallocated byte */
+  char *end;                          /* end of the chunk */
+  char *hwm;                          /* highest byte ever handed out: below it pages are
+                                         resident and dirty, above it they are zero */
+  size_t live_count;                  /* owner's view: remote frees counted when collected */
+  size_t live_bytes;
+  size_t bin_bytes;                   /* bytes sitting in bins */
+  void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
+  _Atomic(void *) remote;             /* blocks freed by other threads, not yet collected */
+  atomic_int queued;                  /* on the owner's pending stack */
+  struct ch_chunk *pending_next;
+  struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
+  struct ch_chunk *avail_next, *avail_prev;
+  uint64_t *starts;                   /* 1 bit per granule: a block starts here */
+  _Atomic uint64_t *freed;            /* 1 bit per granule: the block starting here is free
+                                         (bump-allocated blocks need no write: the bit is 0) */
+};
+
+#define CH_CHUNK_MAGIC 0x43484f52544b4e43ull
+extern size_t ch_chunk_size;            /* bytes, power of two */
+extern uintptr_t ch_chunk_mask;
+
+static inline struct ch_chunk *ch_chunk_of(const void *p) {
+  return (struct ch_chunk *)((uintptr_t)p & ~ch_chunk_mask);
+}
+/* O(1): does p lie inside a live group chunk? (bit map indexed by chunk number) */
+extern uint64_t *ch_owned_map;
+static inline bool ch_owns(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (CH_UNLIKELY(!ch_owned_map) || (a >> 47) != 0) return false;
+  uintptr_t c = a >> __builtin_ctzll(ch_chunk_size);
+  return (ch_owned_map[c >> 6] >> (c & 63)) & 1;
+}
+void ch_chunks_init(void);
+struct ch_chunk *ch_chunk_new(uint32_t group);   /* NULL when the OS says no */
+void ch_chunk_retire(struct ch_chunk *c);         /* chunk is empty: spare or purge */
+size_t ch_chunk_resident(const struct ch_chunk *c);
+void ch_chunks_atfork_prepare(void);
+void ch_chunks_atfork_parent(void);
+void ch_chunks_atfork_child(void);
+
+/* ---------------------------------------------------------------- heap.c */
+struct ch_group_heap {
+  struct ch_chunk *current;
+  struct ch_chunk *chunks;     /* every chunk this heap owns for the group */
+  struct ch_chunk *avail;      /* chunks whose bins may satisfy requests */
+};
+struct ch_heap_stats { uint64_t allocs, frees; long pending_live; };
+struct ch_heap {
+  struct ch_heap *all_next;           /* every heap ever made (never freed) */
+  struct ch_heap *free_next;          /* heaps of exited threads, ready for reuse */
+  pthread_t thread;
+  _Atomic(struct ch_chunk *) pending; /* chunks with remote frees to collect */
+  struct ch_group_heap g[CH_MAX_GROUPS];
+  struct ch_heap_stats st[CH_MAX_GROUPS];   /* this thread's share, summed by stats.c */
+};
+void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
+void ch_group_free(void *p);                       /* p is ours (ch_owns) */
+size_t ch_group_usable(const void *p);             /* p is ours */
+void *ch_group_realloc(void *p, size_t size);      /* p is ours, size > 0 */
+void ch_heaps_atfork_prepare(void);
+void ch_heaps_atfork_parent(void);
+void ch_heaps_atfork_child(void);
+void ch_heaps_init(void);
+void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live);
+_Noreturn void ch_invalid_pointer(const char *what, const void *p);
+
+/* ------------------------------------------------------------- modules.c */
+struct ch_module {
+  uintptr_t bias;               /* load bias: run-time address minus file address */
+  uintptr_t lo, hi;             /* executable range */
+  const uint8_t *eh_frame_hdr;  /* NULL if none */
+  const char *path;
+  uint8_t build_id[32];
+  unsigned build_id_len;
+  bool system;                  /* not part of any context (docs/context.md) */
+  bool is_main;
+  int plan_module;              /* index in the plan, -1 if none */
+};
+void ch_modules_init(void);
+const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
+unsigned ch_modules_generation(void);
+bool ch_module_is_system_name(const char *path);
+unsigned ch_modules_count(void);
+struct ch_module *ch_modules_at(unsigned i);
+void ch_modules_atfork_prepare(void);
+void ch_modules_atfork_parent(void);
+void ch_modules_atfork_child(void);
+
+/* ----------------------------------------------------------------- cfi.c */
+enum ch_cfa_kind { CH_CFA_RSP, CH_CFA_RBP, CH_CFA_EXPR };
+enum ch_rbp_kind { CH_RBP_SAME, CH_RBP_AT_CFA, CH_RBP_UNKNOWN };
+struct ch_cfi_rule {
+  bool found;                   /* an FDE covers the pc */
+  bool outermost;               /* return address undefined: the stack ends here */
+  bool complex;                 /* needs the slow interpreter every time */
+  enum ch_cfa_kind cfa_kind;
+  int32_t cfa_off;
+  enum ch_rbp_kind rbp_kind;
+  int32_t rbp_off;
+  int32_t ra_off;               /* return address at CFA + ra_off */
+  const uint8_t *cfa_expr;      /* CH_CFA_EXPR */
+  size_t cfa_expr_len;
+};
+struct ch_regs { uintptr_t pc, sp, rbp; };
+bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out);
+bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uintptr_t *out);
+
+/* -------------------------------------------------------------- unwind.c */
+#define CH_MAX_FRAMES 256
+#define CH_MAX_SITES 256
+struct ch_walk {
+  uint64_t active[CH_MAX_SITES / 64];   /* plan sites found on the stack */
+  unsigned app_frames;                  /* frames in application modules */
+  bool truncated;                       /* stopped before the outermost frame */
+  bool rejected;                        /* quick test: innermost site is cold */
+};
+void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at return */
+void ch_walk_stack(struct ch_walk *w);
+void ch_unwind_flush(void);
+void ch_unwind_init(void);
+extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
+
+/* ---------------------------------------------------------------- plan.c */
+enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD };
+struct ch_plan_module { char path[512]; uint8_t build_id[32]; unsigned build_id_len; bool resolved; };
+struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
+                      enum ch_entry_verdict entry; };
+struct ch_plan_conj { unsigned group; uint64_t mask[CH_MAX_SITES / 64]; };
+struct ch_plan {
+  unsigned version;
+  size_t max_size;
+  unsigned nmodules, nsites, ngroups, nconj;
+  struct ch_plan_module *modules;
+  struct ch_plan_site *sites;
+  char (*group_names)[64];
+  struct ch_plan_conj *conj;
+  enum ch_entry_verdict unknown_entry;
+};
+extern struct ch_plan *ch_plan;          /* NULL: nothing to identify */
+extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */
+int ch_plan_load(const char *path);      /* 0 ok; otherwise warned and NULL */
+void ch_plan_bind_module(struct ch_module *m);  /* resolve this module's sites */
+int ch_plan_site_at(uintptr_t addr);     /* site index or -1 */
+bool ch_plan_check_binary(void);         /* after modules load: build ids agree */
+
+/* ------------------------------------------------------------ identify.c */
+enum ch_path {
+  CH_PATH_OFF,           /* no grouping configured: straight to the next allocator */
+  CH_PATH_LARGE,         /* above the maximum grouped size */
+  CH_PATH_REENTRANT,     /* allocation made by the runtime itself, or during start-up */
+  CH_PATH_COLD,          /* quick test: innermost application site is cold */
+  CH_PATH_WALK_NONE,     /* full walk, no selector matched */
+  CH_PATH_WALK_GROUP,    /* full walk, a selector matched */
+  CH_PATH_TRUNCATED,     /* walk stopped early (no unwind info); decided on what was seen */
+  CH_PATH_ALL,           /* test mode: every small allocation grouped */
+  CH_PATH_RANDOM,        /* control mode: a random pool */
+  CH_PATH_COUNT
+};
+extern const char *const ch_path_names[CH_PATH_COUNT];
+extern bool ch_identify_active;  /* fast flag: anything to decide at all */
+extern size_t ch_max_size;
+int ch_identify(size_t size);    /* group index or -1 */
+void ch_identify_init(void);
+void ch_identify_flush_thread(void);
+unsigned ch_ngroups(void);
+const char *ch_group_name(unsigned g);
+
+/* --------------------------------------------------------------- stats.c */
+struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */
+  atomic_ulong allocs, frees;           /* made under the orphan lock only */
+  atomic_long live_bytes;               /* batched: each thread may hold back a little */
+  atomic_ulong peak_live, chunks, peak_chunks;
+  atomic_long resident;
+  atomic_ulong resident_at_peak;
+};
+extern struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
+extern atomic_ulong ch_path_count[CH_PATH_COUNT];
+extern atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;
+void ch_stats_live(unsigned g, long delta);         /* live bytes, process-wide */
+void ch_stats_resident(unsigned g, long delta);
+int ch_stats_write(const char *path);
+
+/* ---------------------------------------------------------------- init.c */
+extern atomic_int ch_init_state;   /* 0 none, 1 running, 2 done */
+void ch_ensure_init(void);
+extern CH_TLS int ch_in_runtime;   /* >0 while the runtime itself is allocating */
+
+#endif

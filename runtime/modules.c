@@ -1,0 +1,157 @@
+/* Cohort runtime: the table of loaded modules (executable ranges, build ids,
+ * .eh_frame_hdr), kept append-only so readers need no lock. It is refreshed
+ * when a pc falls outside every known module and the loader reports a change.
+ * The refresh never waits for another refresh: a thread that finds one in
+ * progress treats its pc as unknown, so a dlopen that allocates cannot
+ * deadlock against us. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_MODULES 1024
+
+static struct ch_module mods[MAX_MODULES];
+static char paths[MAX_MODULES][256];
+static atomic_uint nmods;
+static atomic_uint generation;
+static atomic_int refreshing;
+static unsigned long long seen_adds, seen_subs;
+
+unsigned ch_modules_generation(void) { return atomic_load_explicit(&generation, memory_order_acquire); }
+
+/* The exact list is part of the context definition (docs/context.md). */
+bool ch_module_is_system_name(const char *path) {
+  static const char *const prefixes[] = {
+    "libc.so", "libc-", "ld-linux", "ld64.so", "libm.so", "libm-", "libpthread.so", "libdl.so",
+    "librt.so", "libstdc++.so", "libgcc_s.so", "libcohort.so", "libjemalloc.so", "libtcmalloc",
+    "vgpreload_", "linux-vdso.so", "linux-gate.so",
+  };
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+    if (!strncmp(base, prefixes[i], strlen(prefixes[i]))) return true;
+  return false;
+}
+
+static void read_build_id(struct ch_module *m, const ElfW(Phdr) *ph, uintptr_t bias) {
+  const char *p = (const char *)(bias + ph->p_vaddr), *end = p + ph->p_memsz;
+  while (p + sizeof(ElfW(Nhdr)) <= end) {
+    const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+    const char *name = p + sizeof *n;
+    const uint8_t *desc = (const uint8_t *)name + ((n->n_namesz + 3) & ~3u);
+    if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+        n->n_descsz <= sizeof m->build_id) {
+      memcpy(m->build_id, desc, n->n_descsz);
+      m->build_id_len = n->n_descsz;
+      return;
+    }
+    p = (const char *)desc + ((n->n_descsz + 3) & ~3u);
+  }
+}
+
+static bool known(uintptr_t bias, uintptr_t lo, uintptr_t hi) {
+  unsigned n = atomic_load_explicit(&nmods, memory_order_acquire);
+  for (unsigned i = 0; i < n; i++)
+    if (mods[i].bias == bias && mods[i].lo == lo && mods[i].hi == hi) return true;
+  return false;
+}
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  bool *first = arg;
+  bool is_main = *first;
+  *first = false;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+      uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+      if (a < lo) lo = a;
+      if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+    }
+  }
+  if (hi == 0 || known(info->dlpi_addr, lo, hi)) return 0;
+  unsigned n = atomic_load(&nmods);
+  if (n == MAX_MODULES) return 1;
+  struct ch_module *m = &mods[n];
+  memset(m, 0, sizeof *m);
+  m->bias = info->dlpi_addr;
+  m->lo = lo;
+  m->hi = hi;
+  m->is_main = is_main && (!info->dlpi_name || !info->dlpi_name[0]);
+  m->plan_module = -1;
+  if (m->is_main) {
+    ssize_t r = readlink("/proc/self/exe", paths[n], sizeof paths[n] - 1);
+    paths[n][r > 0 ? r : 0] = 0;
+  } else {
+    strncpy(paths[n], info->dlpi_name ? info->dlpi_name : "", sizeof paths[n] - 1);
+  }
+  m->path = paths[n];
+  m->system = !m->is_main && ch_module_is_system_name(m->path);
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_GNU_EH_FRAME) m->eh_frame_hdr = (const uint8_t *)(m->bias + ph->p_vaddr);
+    if (ph->p_type == PT_NOTE && !m->build_id_len) read_build_id(m, ph, m->bias);
+  }
+  ch_plan_bind_module(m);
+  atomic_store_explicit(&nmods, n + 1, memory_order_release);
+  return 0;
+}
+
+static int read_counters(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  unsigned long long *c = arg;
+  c[0] = info->dlpi_adds;
+  c[1] = info->dlpi_subs;
+  return 1;
+}
+
+/* Returns false if another thread is refreshing. */
+static bool refresh(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&refreshing, &expected, 1)) return false;
+  unsigned long long c[2] = {0, 0};
+  dl_iterate_phdr(read_counters, c);
+  if (c[0] != seen_adds || c[1] != seen_subs || !atomic_load(&nmods)) {
+    if (c[1] != seen_subs && atomic_load(&nmods)) {
+      atomic_fetch_add(&generation, 1);   /* a module went away: forget cached rules */
+      ch_unwind_flush();
+    }
+    seen_adds = c[0];
+    seen_subs = c[1];
+    bool first = true;
+    dl_iterate_phdr(add_module, &first);
+  }
+  atomic_store(&refreshing, 0);
+  return true;
+}
+
+void ch_modules_init(void) { refresh(); }
+
+static const struct ch_module *find(uintptr_t pc) {
+  unsigned n = atomic_load_explicit(&nmods, memory_order_acquire);
+  for (unsigned i = n; i-- > 0;)   /* newest first: a reused range names the new module */
+    if (pc >= mods[i].lo && pc < mods[i].hi) return &mods[i];
+  return NULL;
+}
+
+const struct ch_module *ch_module_for(uintptr_t pc) {
+  const struct ch_module *m = find(pc);
+  if (m) return m;
+  if (!refresh()) return NULL;
+  return find(pc);
+}
+
+/* Modules of the process at fork stay valid in the child; only the flag
+ * could be left set by a thread that no longer exists. */
+void ch_modules_atfork_prepare(void) {}
+void ch_modules_atfork_parent(void) {}
+void ch_modules_atfork_child(void) { atomic_store(&refreshing, 0); }
+
+/* For plan.c: every module loaded so far. */
+unsigned ch_modules_count(void) { return atomic_load(&nmods); }
+struct ch_module *ch_modules_at(unsigned i) { return &mods[i]; }

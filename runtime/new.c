@@ -1,0 +1,75 @@
+/* Cohort runtime: every C++ operator new and delete, written in C under their
+ * mangled names. libcohort must define them itself: Debian's jemalloc and
+ * tcmalloc define them too, so with either preloaded behind us C++
+ * allocations would otherwise never reach Cohort. C++ semantics are kept:
+ * the new_handler loop, std::bad_alloc, and null from the nothrow forms.
+ * Compiled with -fexceptions so the exception can pass through our frames. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+
+void *ch_malloc_impl(size_t size);
+void *ch_aligned_impl(size_t align, size_t size);
+void ch_free_impl(void *p);
+
+typedef void (*new_handler_t)(void);
+
+/* libstdc++ is looked up only when an allocation has failed. */
+static new_handler_t current_handler(void) {
+  new_handler_t (*get)(void) = (new_handler_t (*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
+  return get ? get() : NULL;
+}
+
+static _Noreturn void throw_bad_alloc(void) {
+  void (*thr)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
+  if (thr) thr();
+  ch_fatal("operator new: out of memory and no C++ runtime to throw std::bad_alloc");
+}
+
+static void *new_loop(size_t size, size_t align, bool nothrow) {
+  for (;;) {
+    void *p = align ? ch_aligned_impl(align, size) : ch_malloc_impl(size);
+    if (CH_LIKELY(p != NULL)) return p;
+    new_handler_t h = current_handler();
+    if (!h) {
+      if (nothrow) return NULL;
+      throw_bad_alloc();
+    }
+    h();
+  }
+}
+
+static size_t fix_align(size_t a) { return a < CH_MIN_ALIGN ? CH_MIN_ALIGN : a; }
+
+/* operator new / new[] */
+CH_EXPORT void *_Znwm(size_t n) { return new_loop(n, 0, false); }
+CH_EXPORT void *_Znam(size_t n) { return new_loop(n, 0, false); }
+CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return new_loop(n, 0, true); }
+CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return new_loop(n, 0, true); }
+CH_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_loop(n, fix_align(a), false); }
+CH_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_loop(n, fix_align(a), false); }
+CH_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) {
+  (void)nt; return new_loop(n, fix_align(a), true);
+}
+CH_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) {
+  (void)nt; return new_loop(n, fix_align(a), true);
+}
+
+/* operator delete / delete[]: every form frees the same way. */
+CH_EXPORT void _ZdlPv(void *p) { ch_free_impl(p); }
+CH_EXPORT void _ZdaPv(void *p) { ch_free_impl(p); }
+CH_EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; ch_free_impl(p); }
+CH_EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; ch_free_impl(p); }
+CH_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; ch_free_impl(p); }
+CH_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; ch_free_impl(p); }
+CH_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; ch_free_impl(p); }
+CH_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; ch_free_impl(p); }
+CH_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; ch_free_impl(p); }
+CH_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; ch_free_impl(p); }
+CH_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) {
+  (void)a; (void)nt; ch_free_impl(p);
+}
+CH_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) {
+  (void)a; (void)nt; ch_free_impl(p);
+}

@@ -1,0 +1,77 @@
+/* Cohort runtime: settings, read once from the environment (docs/runtime.md). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ch_options ch_opt = {
+  .mode = CH_MODE_PLAN,
+  .random_pools = 4,
+  .seed = 0x9e3779b97f4a7c15ull,
+  .chunk_size = 1u << 20,
+  .max_size = 0,
+  .max_spares = 8,
+};
+
+/* "123", "64K", "1M": returns false on anything else. */
+static bool parse_size(const char *s, size_t *out) {
+  if (!s || !*s) return false;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return false;
+  if (*end == 'K' || *end == 'k') { v <<= 10; end++; }
+  else if (*end == 'M' || *end == 'm') { v <<= 20; end++; }
+  if (*end) return false;
+  *out = (size_t)v;
+  return true;
+}
+
+static const char *env(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+void ch_options_load(void) {
+  const char *v;
+  ch_opt.plan_path = env("COHORT_PLAN");
+  ch_opt.stats_path = env("COHORT_STATS");
+  ch_opt.verbose = env("COHORT_VERBOSE") && strcmp(env("COHORT_VERBOSE"), "0") != 0;
+  ch_opt.mode = ch_opt.plan_path ? CH_MODE_PLAN : CH_MODE_OFF;
+
+  if ((v = env("COHORT_MODE"))) {
+    if (!strcmp(v, "off")) ch_opt.mode = CH_MODE_OFF;
+    else if (!strcmp(v, "plan")) ch_opt.mode = CH_MODE_PLAN;
+    else if (!strcmp(v, "all")) ch_opt.mode = CH_MODE_ALL;
+    else if (!strncmp(v, "random", 6)) {
+      ch_opt.mode = CH_MODE_RANDOM;
+      if (v[6] == ':') {
+        unsigned long n = strtoul(v + 7, NULL, 10);
+        if (n >= 1 && n <= CH_MAX_GROUPS) ch_opt.random_pools = (unsigned)n;
+        else ch_warn("COHORT_MODE=%s: pool count must be 1..%d; using 4", v, CH_MAX_GROUPS);
+      }
+    } else {
+      ch_warn("COHORT_MODE=%s is not off, plan, all or random[:N]; grouping is off", v);
+      ch_opt.mode = CH_MODE_OFF;
+    }
+  }
+  if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
+
+  size_t sz;
+  if ((v = env("COHORT_CHUNK_SIZE"))) {
+    if (parse_size(v, &sz) && sz >= (256u << 10) && sz <= (64u << 20) && !(sz & (sz - 1)))
+      ch_opt.chunk_size = sz;
+    else
+      ch_warn("COHORT_CHUNK_SIZE=%s must be a power of two from 256K to 64M; using 1M", v);
+  }
+  if ((v = env("COHORT_MAX_SIZE"))) {
+    if (parse_size(v, &sz) && sz >= 8 && sz <= ch_opt.chunk_size / 8)
+      ch_opt.max_size = sz;
+    else
+      ch_warn("COHORT_MAX_SIZE=%s must be from 8 to an eighth of the chunk size; ignored", v);
+  }
+  if ((v = env("COHORT_SPARES"))) {
+    if (parse_size(v, &sz) && sz <= 4096) ch_opt.max_spares = (unsigned)sz;
+    else ch_warn("COHORT_SPARES=%s must be a count from 0 to 4096; using 8", v);
+  }
+}

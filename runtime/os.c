@@ -1,0 +1,116 @@
+/* Cohort runtime: everything that talks to the kernel directly.
+ * Nothing here may call malloc: this code runs inside malloc. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+size_t ch_page_size(void) {
+  static size_t ps;
+  if (!ps) ps = (size_t)sysconf(_SC_PAGESIZE);
+  return ps;
+}
+
+/* ---------------------------------------------------------------- locks */
+
+void ch_lock_init(ch_lock_t *l) { atomic_store(&l->v, 0); }
+
+void ch_lock(ch_lock_t *l) {
+  for (unsigned spins = 0;; spins++) {
+    if (!atomic_load_explicit(&l->v, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
+      return;
+    if (spins > 64) sched_yield();
+    else __builtin_ia32_pause();
+  }
+}
+
+void ch_unlock(ch_lock_t *l) { atomic_store_explicit(&l->v, 0, memory_order_release); }
+
+/* ------------------------------------------------------- address space */
+
+void *ch_os_reserve(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* Reserve size bytes aligned to align (a power of two) by over-reserving and
+ * trimming both ends, so nothing outside the aligned range stays mapped. */
+void *ch_os_reserve_aligned(size_t size, size_t align) {
+  size_t span = size + align;
+  char *p = ch_os_reserve(span);
+  if (!p) return NULL;
+  uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = a - (uintptr_t)p, tail = span - head - size;
+  if (head) munmap(p, head);
+  if (tail) munmap((char *)a + size, tail);
+  return (void *)a;
+}
+
+void ch_os_release(void *p, size_t size) { munmap(p, size); }
+
+void ch_os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+
+/* ------------------------------------------------------------ metadata */
+
+static ch_lock_t meta_lock;
+static char *meta_cur, *meta_end;
+
+void *ch_meta_alloc(size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  ch_lock(&meta_lock);
+  if ((size_t)(meta_end - meta_cur) < size) {
+    size_t block = size > (1u << 20) ? size : (1u << 20);
+    char *p = ch_os_reserve(block);
+    if (!p) { ch_unlock(&meta_lock); return NULL; }
+    meta_cur = p;
+    meta_end = p + block;
+  }
+  void *r = meta_cur;
+  meta_cur += size;
+  ch_unlock(&meta_lock);
+  return r;
+}
+
+/* ----------------------------------------------------------------- files */
+
+/* Read a whole file into fresh mapped memory (the caller keeps it). */
+int ch_read_file(const char *path, char **data, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  struct stat st;
+  if (fstat(fd, &st) != 0) { int e = errno; close(fd); return e; }
+  if (!S_ISREG(st.st_mode)) { close(fd); return EINVAL; }
+  size_t cap = (size_t)st.st_size + 1;
+  char *buf = ch_os_reserve(cap);
+  if (!buf) { close(fd); return ENOMEM; }
+  size_t n = 0;
+  while (n + 1 < cap) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = 0;
+  *data = buf;
+  *len = n;
+  return 0;
+}
+
+void ch_write_all(int fd, const char *buf, size_t len) {
+  while (len) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    buf += w;
+    len -= (size_t)w;
+  }
+}

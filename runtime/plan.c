@@ -1,0 +1,283 @@
+/* Cohort runtime: reading a plan (docs/plan-format.md) and binding its call
+ * sites to the modules of this process. Any fault gives one warning naming
+ * the file and line, and the process runs without grouping. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_VERSION 1
+#define MAX_PLAN_MODULES 256
+#define MAX_CONJ 4096
+
+struct ch_plan *ch_plan;
+atomic_bool ch_plan_disabled;
+
+/* ---------------------------------------------------------------- lexing */
+
+struct lexer { const char *path; unsigned line; char *p; };
+
+static bool next_token(char **s, char **tok) {
+  while (**s == ' ' || **s == '\t') (*s)++;
+  if (!**s) return false;
+  *tok = *s;
+  while (**s && **s != ' ' && **s != '\t') (*s)++;
+  if (**s) *(*s)++ = 0;
+  return true;
+}
+
+static bool parse_uint(const char *t, int base, unsigned long long max, unsigned long long *out) {
+  if (!t || !*t) return false;
+  if (base == 16 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t += 2;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(t, &end, base);
+  if (*end || errno || v > max || *t == '-' || *t == '+') return false;
+  *out = v;
+  return true;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* -------------------------------------------------------------- parsing */
+
+static int fail(const char *path, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(const char *path, unsigned line, const char *fmt, ...) {
+  char msg[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ch_warn("plan %s line %u: %s; running without grouping", path, line, msg);
+  return -1;
+}
+#define FAIL(...) return fail(path, line, __VA_ARGS__)
+
+static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
+  unsigned line = 0;
+  bool have_header = false, have_end = false;
+  char *p = text, *limit = text + len;
+  while (p < limit) {
+    char *eol = memchr(p, '\n', (size_t)(limit - p));
+    if (!eol) eol = limit;
+    *eol = 0;
+    char *s = p;
+    p = eol + 1;
+    line++;
+    if (strlen(s) != (size_t)(eol - s)) FAIL("contains a NUL byte: not a text plan");
+    char *hash = strchr(s, '#');
+    if (hash) *hash = 0;
+    size_t sl = strlen(s);
+    while (sl && (s[sl - 1] == ' ' || s[sl - 1] == '\t' || s[sl - 1] == '\r')) s[--sl] = 0;
+    char *kw;
+    if (!next_token(&s, &kw)) continue;
+    if (have_end) FAIL("text after 'end'");
+    if (!have_header) {
+      char *v;
+      unsigned long long ver;
+      if (strcmp(kw, "cohort-plan")) FAIL("not a Cohort plan (first line must be 'cohort-plan %d')", PLAN_VERSION);
+      if (!next_token(&s, &v) || !parse_uint(v, 10, 1000, &ver)) FAIL("bad version");
+      if (ver != PLAN_VERSION) FAIL("plan format version %llu; this runtime reads version %d", ver, PLAN_VERSION);
+      pl->version = (unsigned)ver;
+      have_header = true;
+      continue;
+    }
+    char *a, *b, *c;
+    unsigned long long x, y, z;
+    if (!strcmp(kw, "max-size")) {
+      if (!next_token(&s, &a) || !parse_uint(a, 10, ch_chunk_size / 8, &x) || x < 8 || *s)
+        FAIL("max-size needs a byte count from 8 to %zu", ch_chunk_size / 8);
+      pl->max_size = (size_t)x;
+    } else if (!strcmp(kw, "module")) {
+      if (!next_token(&s, &a) || !parse_uint(a, 10, MAX_PLAN_MODULES - 1, &x)) FAIL("module needs an index");
+      if (x != pl->nmodules) FAIL("module %llu out of order (expected %u)", x, pl->nmodules);
+      if (!next_token(&s, &b)) FAIL("module needs a build id (hex, or '-')");
+      while (*s == ' ' || *s == '\t') s++;
+      if (!*s) FAIL("module needs a path");
+      struct ch_plan_module *m = &pl->modules[pl->nmodules];
+      if (strlen(s) >= sizeof m->path) FAIL("module path too long");
+      strcpy(m->path, s);
+      if (strcmp(b, "-")) {
+        size_t hl = strlen(b);
+        if (hl % 2 || hl / 2 > sizeof m->build_id || hl == 0) FAIL("bad build id '%s'", b);
+        for (size_t i = 0; i < hl / 2; i++) {
+          int h = hexval(b[2 * i]), l = hexval(b[2 * i + 1]);
+          if (h < 0 || l < 0) FAIL("bad build id '%s'", b);
+          m->build_id[i] = (uint8_t)(h << 4 | l);
+        }
+        m->build_id_len = (unsigned)(hl / 2);
+      }
+      pl->nmodules++;
+    } else if (!strcmp(kw, "site")) {
+      if (!next_token(&s, &a) || !parse_uint(a, 10, CH_MAX_SITES - 1, &x)) FAIL("site needs an index below %d", CH_MAX_SITES);
+      if (x != pl->nsites) FAIL("site %llu out of order (expected %u)", x, pl->nsites);
+      if (!next_token(&s, &b) || !parse_uint(b, 10, ~0ull, &y) || y >= pl->nmodules) FAIL("site names an undeclared module");
+      if (!next_token(&s, &c) || !parse_uint(c, 16, UINTPTR_MAX, &z)) FAIL("site needs a hex offset");
+      struct ch_plan_site *st = &pl->sites[pl->nsites];
+      st->module = (unsigned)y;
+      st->offset = (uintptr_t)z;
+      st->entry = CH_ENTRY_UNKNOWN;
+      char *v;
+      if (next_token(&s, &v)) {
+        if (!strcmp(v, "cold")) st->entry = CH_ENTRY_COLD;
+        else if (!strcmp(v, "walk")) st->entry = CH_ENTRY_WALK;
+        else FAIL("site verdict must be 'cold' or 'walk', not '%s'", v);
+      }
+      if (*s) FAIL("extra text after site");
+      pl->nsites++;
+    } else if (!strcmp(kw, "group")) {
+      if (!next_token(&s, &a) || !parse_uint(a, 10, CH_MAX_GROUPS - 1, &x)) FAIL("group needs an index below %d", CH_MAX_GROUPS);
+      if (x != pl->ngroups) FAIL("group %llu out of order (expected %u)", x, pl->ngroups);
+      if (!next_token(&s, &b)) FAIL("group needs a name");
+      if (*s) FAIL("group name must be one word");
+      strncpy(pl->group_names[pl->ngroups], b, 63);
+      pl->ngroups++;
+    } else if (!strcmp(kw, "select")) {
+      if (pl->nconj == MAX_CONJ) FAIL("more than %d select lines", MAX_CONJ);
+      if (!next_token(&s, &a) || !parse_uint(a, 10, ~0ull, &x) || x >= pl->ngroups) FAIL("select names an undeclared group");
+      struct ch_plan_conj *cj = &pl->conj[pl->nconj];
+      cj->group = (unsigned)x;
+      unsigned n = 0;
+      while (next_token(&s, &b)) {
+        if (!parse_uint(b, 10, ~0ull, &y) || y >= pl->nsites) FAIL("select names an undeclared site '%s'", b);
+        cj->mask[y >> 6] |= (uint64_t)1 << (y & 63);
+        n++;
+      }
+      if (!n) FAIL("select needs at least one site");
+      pl->nconj++;
+    } else if (!strcmp(kw, "unknown-entry")) {
+      if (!next_token(&s, &a) || *s) FAIL("unknown-entry needs 'walk' or 'cold'");
+      if (!strcmp(a, "walk")) pl->unknown_entry = CH_ENTRY_WALK;
+      else if (!strcmp(a, "cold")) pl->unknown_entry = CH_ENTRY_COLD;
+      else FAIL("unknown-entry needs 'walk' or 'cold'");
+    } else if (!strcmp(kw, "end")) {
+      if (*s) FAIL("extra text after end");
+      have_end = true;
+    } else {
+      FAIL("unknown directive '%s'", kw);
+    }
+  }
+  if (!have_header) FAIL("empty file: not a Cohort plan");
+  if (!have_end) FAIL("truncated: no 'end' line");
+  return 0;
+}
+#undef FAIL
+
+int ch_plan_load(const char *path) {
+  char *text;
+  size_t len;
+  int err = ch_read_file(path, &text, &len);
+  if (err) {
+    ch_warn("cannot read plan %s: %s; running without grouping", path, strerror(err));
+    return -1;
+  }
+  struct ch_plan *pl = ch_meta_alloc(sizeof *pl);
+  if (!pl) return -1;
+  pl->modules = ch_meta_alloc(sizeof *pl->modules * MAX_PLAN_MODULES);
+  pl->sites = ch_meta_alloc(sizeof *pl->sites * CH_MAX_SITES);
+  pl->group_names = ch_meta_alloc(sizeof *pl->group_names * CH_MAX_GROUPS);
+  pl->conj = ch_meta_alloc(sizeof *pl->conj * MAX_CONJ);
+  pl->max_size = 4096;
+  pl->unknown_entry = CH_ENTRY_WALK;
+  if (!pl->modules || !pl->sites || !pl->group_names || !pl->conj) return -1;
+  int rc = parse(text, len, path, pl);
+  ch_os_release(text, len + 1);
+  if (rc) return -1;
+  ch_plan = pl;
+  return 0;
+}
+
+/* ------------------------------------------------------------- binding */
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+static bool same_build(const struct ch_plan_module *pm, const struct ch_module *m) {
+  if (pm->build_id_len)
+    return pm->build_id_len == m->build_id_len && !memcmp(pm->build_id, m->build_id, m->build_id_len);
+  return !strcmp(pm->path, m->path) || !strcmp(base_name(pm->path), base_name(m->path));
+}
+
+static void hex(const uint8_t *b, unsigned n, char *out) {
+  static const char d[] = "0123456789abcdef";
+  for (unsigned i = 0; i < n; i++) { out[2 * i] = d[b[i] >> 4]; out[2 * i + 1] = d[b[i] & 15]; }
+  out[2 * n] = 0;
+}
+
+static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m) {
+  char want[70], have[70];
+  hex(pm->build_id, pm->build_id_len, want);
+  hex(m->build_id, m->build_id_len, have);
+  ch_warn("plan %s was made for another build of %s (build-id %s, running %s); "
+          "running without grouping", ch_opt.plan_path, base_name(m->path), want,
+          m->build_id_len ? have : "none");
+}
+
+/* Called for every module as it becomes known. */
+void ch_plan_bind_module(struct ch_module *m) {
+  struct ch_plan *pl = ch_plan;
+  if (!pl || m->system) return;
+  for (unsigned i = 0; i < pl->nmodules; i++) {
+    struct ch_plan_module *pm = &pl->modules[i];
+    if (pm->resolved) continue;
+    if (same_build(pm, m)) {
+      pm->resolved = true;
+      m->plan_module = (int)i;
+      for (unsigned s = 0; s < pl->nsites; s++)
+        if (pl->sites[s].module == i) pl->sites[s].addr = m->bias + pl->sites[s].offset;
+      return;
+    }
+    /* Same program or library, different build: the plan does not describe it. */
+    if (!strcmp(base_name(pm->path), base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
+      if (ch_init_state == 2) mismatch(pm, m);   /* at start-up, check_binary reports it */
+      atomic_store(&ch_plan_disabled, true);
+      return;
+    }
+  }
+}
+
+bool ch_plan_check_binary(void) {
+  struct ch_plan *pl = ch_plan;
+  if (!pl) return false;
+  if (atomic_load(&ch_plan_disabled)) {
+    unsigned n = ch_modules_count();
+    for (unsigned i = 0; i < n; i++) {
+      struct ch_module *m = ch_modules_at(i);
+      for (unsigned j = 0; j < pl->nmodules; j++)
+        if (!pl->modules[j].resolved && !m->system &&
+            !strcmp(base_name(pl->modules[j].path), base_name(m->path))) {
+          mismatch(&pl->modules[j], m);
+          return false;
+        }
+    }
+    return false;
+  }
+  bool any = false;
+  for (unsigned j = 0; j < pl->nmodules; j++) any |= pl->modules[j].resolved;
+  if (!any) {
+    /* A plan for another program of the family (an exec'd child, say): quiet. */
+    ch_info("plan %s names no module of this process; running without grouping", ch_opt.plan_path);
+    return false;
+  }
+  return true;
+}
+
+int ch_plan_site_at(uintptr_t addr) {
+  struct ch_plan *pl = ch_plan;
+  if (!pl) return -1;
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (pl->sites[s].addr == addr) return (int)s;
+  return -1;
+}

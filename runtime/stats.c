@@ -1,0 +1,175 @@
+/* Cohort runtime: process-wide counters and the statistics file
+ * (docs/stats-format.md). Formatting uses no stdio and no malloc, so the
+ * file can be written at exit, on request, or from a signal handler. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
+atomic_ulong ch_path_count[CH_PATH_COUNT];
+atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;
+
+void ch_stats_live(unsigned g, long delta) {
+  struct ch_group_stats *s = &ch_gstats[g];
+  long live = atomic_fetch_add_explicit(&s->live_bytes, delta, memory_order_relaxed) + delta;
+  if (delta > 0 && live > 0 && (unsigned long)live > atomic_load_explicit(&s->peak_live, memory_order_relaxed)) {
+    atomic_store_explicit(&s->peak_live, (unsigned long)live, memory_order_relaxed);
+    long r = atomic_load_explicit(&s->resident, memory_order_relaxed);
+    atomic_store_explicit(&s->resident_at_peak, r > 0 ? (unsigned long)r : 0, memory_order_relaxed);
+  }
+}
+
+void ch_stats_resident(unsigned g, long delta) {
+  atomic_fetch_add_explicit(&ch_gstats[g].resident, delta, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------ formatting */
+
+struct out { char buf[16384]; size_t n; int fd; };
+
+static void put(struct out *o, const char *s) {
+  size_t len = strlen(s);
+  if (o->n + len > sizeof o->buf) { ch_write_all(o->fd, o->buf, o->n); o->n = 0; }
+  if (len > sizeof o->buf) { ch_write_all(o->fd, s, len); return; }
+  memcpy(o->buf + o->n, s, len);
+  o->n += len;
+}
+
+static void put_u(struct out *o, unsigned long v) {
+  char t[24];
+  int i = 23;
+  t[i] = 0;
+  do { t[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+  put(o, t + i);
+}
+
+static void put_str(struct out *o, const char *s) {   /* JSON string */
+  char t[2] = {0, 0};
+  put(o, "\"");
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') { put(o, "\\"); t[0] = *s; put(o, t); }
+    else if ((unsigned char)*s < 0x20) put(o, "?");
+    else { t[0] = *s; put(o, t); }
+  }
+  put(o, "\"");
+}
+
+static void field_u(struct out *o, const char *name, unsigned long v, bool comma) {
+  put_str(o, name);
+  put(o, ": ");
+  put_u(o, v);
+  if (comma) put(o, ", ");
+}
+
+/* percent with two decimals of num/den */
+static void field_pct(struct out *o, const char *name, unsigned long num, unsigned long den) {
+  put_str(o, name);
+  put(o, ": ");
+  unsigned long hund = den ? (unsigned long)((unsigned __int128)num * 10000 / den) : 0;
+  put_u(o, hund / 100);
+  put(o, ".");
+  if (hund % 100 < 10) put(o, "0");
+  put_u(o, hund % 100);
+}
+
+static const char *mode_name(void) {
+  switch (ch_opt.mode) {
+  case CH_MODE_OFF: return "off";
+  case CH_MODE_PLAN: return "plan";
+  case CH_MODE_ALL: return "all";
+  case CH_MODE_RANDOM: return "random";
+  }
+  return "?";
+}
+
+/* Replace "%p" in the path by the process id, so several processes of one
+ * program family each keep their own file. */
+static void expand_path(const char *path, char *dst, size_t cap) {
+  size_t n = 0;
+  for (const char *s = path; *s && n + 24 < cap; s++) {
+    if (s[0] == '%' && s[1] == 'p') {
+      char t[24];
+      int i = 23;
+      unsigned long v = (unsigned long)getpid();
+      t[i] = 0;
+      do { t[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+      for (const char *q = t + i; *q; q++) dst[n++] = *q;
+      s++;
+    } else {
+      dst[n++] = *s;
+    }
+  }
+  dst[n] = 0;
+}
+
+int ch_stats_write(const char *path) {
+  if (!path) return -1;
+  char final[1024], tmp[1100];
+  expand_path(path, final, sizeof final);
+  size_t fl = strlen(final);
+  memcpy(tmp, final, fl);
+  memcpy(tmp + fl, ".tmp", 5);
+  static struct out out_buf;   /* too big for a signal stack */
+  static ch_lock_t out_lock;
+  struct out *o = &out_buf;
+  ch_lock(&out_lock);
+  o->n = 0;
+  o->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (o->fd < 0) { ch_unlock(&out_lock); return -1; }
+
+  put(o, "{\n  \"format\": \"cohort-stats\", \"version\": 1, ");
+  field_u(o, "pid", (unsigned long)getpid(), true);
+  put(o, "\"mode\": "); put_str(o, mode_name()); put(o, ", ");
+  put(o, "\"plan\": ");
+  if (ch_opt.plan_path) put_str(o, ch_opt.plan_path); else put(o, "null");
+  put(o, ", \"plan_active\": ");
+  put(o, ch_plan && !atomic_load(&ch_plan_disabled) ? "true" : "false");
+  put(o, ",\n  ");
+  field_u(o, "chunk_size", ch_chunk_size, true);
+  field_u(o, "max_size", ch_max_size, true);
+  field_u(o, "slabs", atomic_load(&ch_slabs), true);
+  field_u(o, "chunks_carved", atomic_load(&ch_chunks_carved), true);
+  field_u(o, "spares_reused", atomic_load(&ch_spares_reused), true);
+  field_u(o, "chunks_purged", atomic_load(&ch_chunks_purged), true);
+  field_u(o, "unwind_cache_misses", atomic_load(&ch_unwind_slow), false);
+  put(o, ",\n  \"identification\": {");
+  for (unsigned i = 0; i < CH_PATH_COUNT; i++)
+    field_u(o, ch_path_names[i], atomic_load(&ch_path_count[i]), i + 1 < CH_PATH_COUNT);
+  put(o, "},\n  \"groups\": [");
+  unsigned ng = ch_ngroups();
+  for (unsigned g = 0; g < ng; g++) {
+    struct ch_group_stats *s = &ch_gstats[g];
+    uint64_t allocs = atomic_load(&s->allocs), frees = atomic_load(&s->frees);
+    long pending = 0;
+    ch_heaps_sum(g, &allocs, &frees, &pending);
+    long live = atomic_load(&s->live_bytes) + pending;
+    unsigned long peak = atomic_load(&s->peak_live);
+    long res = atomic_load(&s->resident);
+    unsigned long res_peak = atomic_load(&s->resident_at_peak);
+    if (live > 0 && (unsigned long)live > peak) { peak = (unsigned long)live; res_peak = res > 0 ? (unsigned long)res : 0; }
+    unsigned long frag = res_peak > peak ? res_peak - peak : 0;
+    put(o, g ? ",\n    {" : "\n    {");
+    field_u(o, "id", g, true);
+    put(o, "\"name\": "); put_str(o, ch_group_name(g)); put(o, ", ");
+    field_u(o, "allocations", allocs, true);
+    field_u(o, "frees", frees, true);
+    field_u(o, "live_bytes", live > 0 ? (unsigned long)live : 0, true);
+    field_u(o, "peak_live_bytes", peak, true);
+    field_u(o, "chunks", atomic_load(&s->chunks), true);
+    field_u(o, "peak_chunks", atomic_load(&s->peak_chunks), true);
+    field_u(o, "resident_bytes", res > 0 ? (unsigned long)res : 0, true);
+    field_u(o, "resident_at_peak_bytes", res_peak, true);
+    field_u(o, "fragmentation_at_peak_bytes", frag, true);
+    field_pct(o, "fragmentation_at_peak_percent", frag, res_peak);
+    put(o, "}");
+  }
+  put(o, ng ? "\n  ]\n}\n" : "]\n}\n");
+  ch_write_all(o->fd, o->buf, o->n);
+  close(o->fd);
+  ch_unlock(&out_lock);
+  return rename(tmp, final) == 0 ? 0 : -1;
+}

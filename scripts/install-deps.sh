@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what building and testing Cohort needs on Debian 12, only if missing.
+set -euo pipefail
+pkgs=(gcc g++ make cmake ninja-build binutils python3 python3-venv git valgrind
+      libjemalloc2 libtcmalloc-minimal4 coreutils file)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

