@@ -6,9 +6,10 @@
  * inside a chunk is reused by the same group and a long-lived object cannot
  * pin an otherwise empty chunk. Only the owning thread touches a chunk's
  * bins and counts; another thread's free sets the block's freed bit
- * atomically and pushes the block onto the chunk's remote stack, which the
- * owner collects. Chunks of exited threads become orphans, handled under a
- * lock until a heap adopts them. */
+ * atomically and pushes the block onto the owning heap's delayed list, which
+ * the owner drains. Heaps are never freed (an exited thread's heap waits for
+ * reuse), so that push can never land in freed memory. Chunks of exited
+ * threads become orphans, handled under a lock until a heap adopts them. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -47,12 +48,20 @@ static inline void note_free(struct ch_heap *h, unsigned g, size_t bytes) {
   note_live(h, g, -(long)bytes);
 }
 
-static void collect_remote(struct ch_heap *h, struct ch_chunk *c);
+static void drain_list(struct ch_heap *h, void *b);
 
 void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live) {
+  /* Frees that reached the heaps of exited threads after they left: count
+   * them now (no thread owns those heaps, so this thread may drain them). */
   ch_lock(&heaps_lock);
-  /* Frees that reached orphans after their owner left: count them now. */
-  for (struct ch_chunk *c = orphans[g]; c; c = c->next) collect_remote(NULL, c);
+  void *late = NULL;
+  for (struct ch_heap *h = free_heaps; h; h = h->free_next) {
+    void *b = atomic_exchange(&h->delayed, NULL);
+    while (b) { void *n = *(void **)b; *(void **)b = late; late = b; b = n; }
+  }
+  ch_unlock(&heaps_lock);
+  drain_list(NULL, late);
+  ch_lock(&heaps_lock);
   for (struct ch_heap *h = all_heaps; h; h = h->all_next) {
     *allocs += h->st[g].allocs;
     *frees += h->st[g].frees;
@@ -170,21 +179,6 @@ static void chunk_reset(struct ch_chunk *c) {
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
 
-/* Remote frees: owner h (or, with h NULL, the orphan-lock holder) moves
- * them into the bins. */
-static void collect_remote(struct ch_heap *h, struct ch_chunk *c) {
-  void *b = atomic_exchange_explicit(&c->remote, NULL, memory_order_acquire);
-  while (b) {
-    void *next = *(void **)b;
-    size_t size = block_size(c, b);
-    bin_push(c, b, size);
-    c->live_count--;
-    c->live_bytes -= size;
-    note_free(h, c->group, size);
-    b = next;
-  }
-}
-
 /* After frees: retire an empty chunk, reset an empty current one, or offer
  * a chunk with enough binned space for allocation. */
 static void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
@@ -196,19 +190,6 @@ static void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
     return;
   }
   if (c != gh->current && !c->in_avail && c->bin_bytes >= AVAIL_MIN) avail_add(gh, c);
-}
-
-static void drain_pending(struct ch_heap *h) {
-  struct ch_chunk *c = atomic_exchange_explicit(&h->pending, NULL, memory_order_acquire);
-  while (c) {
-    struct ch_chunk *next = c->pending_next;
-    atomic_store(&c->queued, 0);
-    if (atomic_load(&c->owner) == h) {
-      collect_remote(h, c);
-      after_free(&h->g[c->group], c);
-    }
-    c = next;
-  }
 }
 
 /* ------------------------------------------------------------- allocate */
@@ -289,11 +270,14 @@ static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
   if (c) {
     list_del(&orphans[group], c);
     atomic_store(&c->owner, h);
-    atomic_store(&c->queued, 0);
-    collect_remote(NULL, c);
   }
   ch_unlock(&heaps_lock);
   return c;
+}
+
+static void drain_delayed(struct ch_heap *h) {
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed))
+    drain_list(h, atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire));
 }
 
 /* The current chunk could not serve the request: collect remote frees, then
@@ -301,10 +285,9 @@ static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
 static CH_NOINLINE void *alloc_slow(struct ch_heap *h, unsigned group, size_t n, size_t align,
                                     bool zero, size_t req) {
   struct ch_group_heap *gh = &h->g[group];
-  drain_pending(h);
+  drain_delayed(h);
   struct ch_chunk *c = gh->current;
   if (c) {
-    collect_remote(h, c);
     void *p = chunk_alloc(h, c, n, align, zero, req);
     if (p) return p;
   }
@@ -369,16 +352,22 @@ static void free_owned(struct ch_heap *h, struct ch_chunk *c, void *p) {
   after_free(&h->g[c->group], c);
 }
 
+static void free_remote(struct ch_heap *owner, void *p) {
+  void *old = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
+  do *(void **)p = old;
+  while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &old, p, memory_order_release,
+                                                memory_order_relaxed));
+}
+
 /* Free in a chunk whose owner thread has exited. */
 static void free_orphaned(struct ch_chunk *c, void *p) {
   ch_lock(&heaps_lock);
-  if (atomic_load(&c->owner) != NULL) {   /* adopted meanwhile: it is remote now */
+  struct ch_heap *owner = atomic_load(&c->owner);
+  if (owner != NULL) {   /* adopted meanwhile: the free is remote now */
     ch_unlock(&heaps_lock);
-    void *old = atomic_load(&c->remote);
-    do *(void **)p = old; while (!atomic_compare_exchange_weak(&c->remote, &old, p));
+    free_remote(owner, p);
     return;
   }
-  collect_remote(NULL, c);
   size_t size = block_size(c, p);
   bin_push(c, p, size);
   c->live_count--;
@@ -391,19 +380,6 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
     return;
   }
   ch_unlock(&heaps_lock);
-}
-
-static void free_remote(struct ch_heap *owner, struct ch_chunk *c, void *p) {
-  void *old = atomic_load_explicit(&c->remote, memory_order_relaxed);
-  do *(void **)p = old;
-  while (!atomic_compare_exchange_weak_explicit(&c->remote, &old, p, memory_order_release,
-                                                memory_order_relaxed));
-  if (!atomic_exchange(&c->queued, 1)) {
-    struct ch_chunk *head = atomic_load_explicit(&owner->pending, memory_order_relaxed);
-    do c->pending_next = head;
-    while (!atomic_compare_exchange_weak_explicit(&owner->pending, &head, c, memory_order_release,
-                                                  memory_order_relaxed));
-  }
 }
 
 /* Checks that p is the start of a live block, marks it free. Stops the
@@ -424,7 +400,21 @@ void ch_group_free(void *p) {
   struct ch_heap *h = my_heap;
   if (CH_LIKELY(owner == h && h)) free_owned(h, c, p);
   else if (!owner) free_orphaned(c, p);
-  else free_remote(owner, c, p);
+  else free_remote(owner, p);
+}
+
+/* Finish frees other threads started (freed bits are already set): each
+ * block goes to whoever owns its chunk now. h is the draining heap, or NULL. */
+static void drain_list(struct ch_heap *h, void *b) {
+  while (b) {
+    void *next = *(void **)b;
+    struct ch_chunk *c = ch_chunk_of(b);
+    struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
+    if (owner && owner == h) free_owned(h, c, b);
+    else if (!owner) free_orphaned(c, b);
+    else free_remote(owner, b);
+    b = next;
+  }
 }
 
 /* ------------------------------------------------- usable size, realloc */
@@ -485,7 +475,6 @@ void *ch_group_realloc(void *p, size_t size) {
 /* ---------------------------------------------------------- heap life */
 
 static void heap_abandon(struct ch_heap *h) {
-  drain_pending(h);
   for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
     if (h->st[g].pending_live) ch_stats_live(g, h->st[g].pending_live);
     h->st[g].pending_live = 0;
@@ -496,7 +485,6 @@ static void heap_abandon(struct ch_heap *h) {
     while ((c = gh->chunks)) {
       list_del(&gh->chunks, c);
       c->in_avail = 0;
-      collect_remote(h, c);
       if (c->live_count == 0) { ch_chunk_retire(c); continue; }
       ch_lock(&heaps_lock);
       atomic_store(&c->owner, NULL);
@@ -509,6 +497,8 @@ static void heap_abandon(struct ch_heap *h) {
     gh->current = NULL;
     gh->avail = NULL;
   }
+  /* Our chunks are orphans now: late frees into them take the orphan path. */
+  drain_list(NULL, atomic_exchange(&h->delayed, NULL));
   ch_lock(&heaps_lock);
   h->free_next = free_heaps;
   free_heaps = h;

@@ -101,13 +101,10 @@ struct ch_chunk {
   char *end;                          /* end of the chunk */
   char *hwm;                          /* highest byte ever handed out: below it pages are
                                          resident and dirty, above it they are zero */
-  size_t live_count;                  /* owner's view: remote frees counted when collected */
+  size_t live_count;                  /* owner's view: remote frees count once drained */
   size_t live_bytes;
   size_t bin_bytes;                   /* bytes sitting in bins */
   void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
-  _Atomic(void *) remote;             /* blocks freed by other threads, not yet collected */
-  atomic_int queued;                  /* on the owner's pending stack */
-  struct ch_chunk *pending_next;
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
   struct ch_chunk *avail_next, *avail_prev;
   uint64_t *starts;                   /* 1 bit per granule: a block starts here */
@@ -149,7 +146,7 @@ struct ch_heap {
   struct ch_heap *all_next;           /* every heap ever made (never freed) */
   struct ch_heap *free_next;          /* heaps of exited threads, ready for reuse */
   pthread_t thread;
-  _Atomic(struct ch_chunk *) pending; /* chunks with remote frees to collect */
+  _Atomic(void *) delayed;            /* blocks other threads freed into our chunks */
   struct ch_group_heap g[CH_MAX_GROUPS];
   struct ch_heap_stats st[CH_MAX_GROUPS];   /* this thread's share, summed by stats.c */
 };
