@@ -220,14 +220,7 @@ static bool run(const uint8_t *p, const uint8_t *end, const struct cie *cie, uin
     case 0x08: set_reg(s, uleb(&p), R_SAME, 0); break;
     case 0x09: reg = uleb(&p); uleb(&p); set_reg(s, reg, R_OTHER, 0); break;
     case 0x0a: if (depth == 8) return false; stack[depth++] = *s; break;
-    case 0x0b: {
-      if (!depth) return false;
-      int cr = s->cfa_reg; int64_t co = s->cfa_off;   /* the CFA is not part of the saved rows */
-      const uint8_t *ce = s->cfa_expr; size_t cl = s->cfa_expr_len;
-      *s = stack[--depth];
-      s->cfa_reg = cr; s->cfa_off = co; s->cfa_expr = ce; s->cfa_expr_len = cl;
-      break;
-    }
+    case 0x0b: if (!depth) return false; *s = stack[--depth]; break;   /* the CFA rule too */
     case 0x0c: s->cfa_reg = (int)uleb(&p); s->cfa_off = (int64_t)uleb(&p); s->cfa_expr = NULL; break;
     case 0x0d: s->cfa_reg = (int)uleb(&p); s->cfa_expr = NULL; break;
     case 0x0e: s->cfa_off = (int64_t)uleb(&p); break;

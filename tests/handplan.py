@@ -1,0 +1,68 @@
+"""Writing plans by hand for tests: call sites found in a binary's own
+disassembly (objdump), build ids read from its notes (readelf)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+
+def build_id(binary):
+    out = subprocess.run(["readelf", "-n", str(binary)], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m.group(1) if m else "-"
+
+
+def call_sites(binary, caller, callee):
+    """Return addresses (ELF virtual addresses) of every call from function
+    `caller` to `callee` (a symbol name; '@plt' calls match too)."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(binary)],
+                         capture_output=True, text=True, check=True).stdout
+    sites, in_fn, pending = [], False, False
+    for line in out.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if head:
+            in_fn = head.group(1) == caller
+            pending = False
+            continue
+        ins = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
+        if not ins:
+            continue
+        if pending:
+            sites.append(int(ins.group(1), 16))
+            pending = False
+        if in_fn and ins.group(2).startswith("call") and re.search(
+                rf"<{re.escape(callee)}(@plt)?>", ins.group(3)):
+            pending = True
+    if not sites:
+        raise AssertionError(f"no call {caller} -> {callee} in {binary}")
+    return sites
+
+
+def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1):
+    """modules: [binary path]; sites: [(module index, offset, verdict or None)];
+    groups: [name]; selects: [(group index, [site indexes])]."""
+    lines = [f"cohort-plan {version}", "# written by hand in a test"]
+    if max_size:
+        lines.append(f"max-size {max_size}")
+    for i, m in enumerate(modules):
+        lines.append(f"module {i} {build_id(m)} {Path(m).resolve()}")
+    for i, (mod, off, verdict) in enumerate(sites):
+        lines.append(f"site {i} {mod} {off:#x}" + (f" {verdict}" if verdict else ""))
+    for i, name in enumerate(groups):
+        lines.append(f"group {i} {name}")
+    for g, ss in selects:
+        lines.append(f"select {g} " + " ".join(str(s) for s in ss))
+    if unknown_entry:
+        lines.append(f"unknown-entry {unknown_entry}")
+    lines.append("end")
+    Path(path).write_text("\n".join(lines) + "\n")
+    return path
+
+
+def read_log(path):
+    """Lines "kind index group address" -> {kind: [(index, group, address)]}."""
+    objs = {}
+    for line in Path(path).read_text().splitlines():
+        kind, idx, grp, addr = line.split()
+        objs.setdefault(kind, []).append((int(idx), int(grp), int(addr, 16)))
+    return objs

@@ -1,0 +1,139 @@
+"""Identification: a plan written by hand against a test program's known call
+sites groups exactly the objects it names, on every kind of build."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import PROGRAMS, cohort_env, run
+from handplan import call_sites, read_log, write_plan
+
+SIZES = {"a": 32, "b": 48, "c": 24, "w1": 40, "w2": 40}
+
+
+def groups_plan(tmp_path, binary, ctor_module=None):
+    """group 0 'hot': objects made by make_a or make_b called from build();
+    group 1 'wrapped': the shared wrapper reached through via_wrap_1; the
+    malloc call in make_c is a cold entry (the quick test rejects it)."""
+    modules = [binary] + ([ctor_module] if ctor_module else [])
+    cm = 1 if ctor_module else 0
+    ctors = ctor_module or binary
+    main_callee = (lambda f: f)
+    sites = [
+        (0, call_sites(binary, "build", main_callee("make_a"))[0], None),
+        (0, call_sites(binary, "build", main_callee("make_b"))[0], None),
+        (0, call_sites(binary, "build", main_callee("via_wrap_1"))[0], None),
+        (cm, call_sites(ctors, "make_c", "malloc")[0], "cold"),
+    ]
+    return write_plan(tmp_path / "plan", modules, sites, ["hot", "wrapped"],
+                      [(0, [0]), (0, [1]), (1, [2])])
+
+
+def check_layout(objs, threads=1):
+    for kind in ("a", "b", "w1"):
+        assert all(g == (1 if kind == "w1" else 0) for _, g, _ in objs[kind]), kind
+    for kind in ("c", "w2"):
+        assert all(g == -1 for _, g, _ in objs[kind]), kind
+    # group 0 in allocation order: a0 b0 a1 b1 ... each right after the last
+    # (within one thread's run; a chunk boundary may intervene)
+    per_thread = len(objs["a"]) // threads
+    for t in range(threads):
+        seq = []
+        for i in range(per_thread):
+            seq.append((objs["a"][t * per_thread + i][2], 32))
+            seq.append((objs["b"][t * per_thread + i][2], 48))
+        adjacent = sum(1 for (p, n), (q, _) in zip(seq, seq[1:]) if q == p + n)
+        assert adjacent >= len(seq) - 1 - 2, f"only {adjacent} of {len(seq) - 1} consecutive"
+        w = [objs["w1"][t * per_thread + i][2] for i in range(per_thread)]
+        assert sum(1 for p, q in zip(w, w[1:]) if q == p + 40) >= len(w) - 3
+
+
+@pytest.mark.parametrize("build", ["groups_O2", "groups_O0"])
+def test_plan_groups_named_objects(tmp_path, build):
+    binary = PROGRAMS / build
+    plan = groups_plan(tmp_path, binary)
+    base = run([binary, tmp_path / "base.log"], env=cohort_env())
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == b""
+    assert r.stdout == base.stdout
+    check_layout(read_log(tmp_path / "log"))
+    st = json.loads(stats.read_text())
+    assert st["plan_active"] is True
+    assert [g["name"] for g in st["groups"]] == ["hot", "wrapped"]
+    assert st["groups"][0]["allocations"] == 4000 and st["groups"][1]["allocations"] == 2000
+    ident = st["identification"]
+    assert ident["cold"] == 2000            # every make_c allocation, by the quick test
+    assert ident["walk_group"] == 6000
+    assert ident["truncated"] == 0
+    assert ident["walk_none"] >= 2000       # via_wrap_2 and the program's own stdio
+
+
+def test_stripped_binary_same_result(tmp_path):
+    """Plans name sites by build id and offset, so stripping changes nothing."""
+    binary = tmp_path / "groups_stripped"
+    shutil.copy(PROGRAMS / "groups_O2", binary)
+    plan = groups_plan(tmp_path, PROGRAMS / "groups_O2")
+    subprocess.run(["strip", "-s", binary], check=True)
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan))
+    assert r.returncode == 0 and r.stderr == b""
+    check_layout(read_log(tmp_path / "log"))
+
+
+def test_sites_in_a_shared_library(tmp_path):
+    binary = PROGRAMS / "groups_lib"
+    lib = PROGRAMS / "libgroupsctors.so"
+    plan = groups_plan(tmp_path, binary, ctor_module=lib)
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    check_layout(read_log(tmp_path / "log"))
+    assert json.loads(stats.read_text())["identification"]["cold"] == 2000
+
+
+def test_threads_each_get_contiguous_groups(tmp_path):
+    binary = PROGRAMS / "groups_O2"
+    plan = groups_plan(tmp_path, binary)
+    r = run([binary, tmp_path / "log", 4], env=cohort_env(plan=plan))
+    assert r.returncode == 0 and r.stderr == b""
+    base = run([binary, tmp_path / "base", 4], env=cohort_env())
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    for kind in ("a", "b"):
+        assert all(g == 0 for _, g, _ in objs[kind])
+    assert all(g == -1 for _, g, _ in objs["c"])
+
+
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc"])
+def test_cxx_new_is_identified(tmp_path, allocator):
+    binary = PROGRAMS / "cxx_groups"
+    sites = [(0, call_sites(binary, "main", "_Z9make_leafl")[0], None),
+             (0, call_sites(binary, "main", "_Z9make_pairl")[0], None)]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["hot"], [(0, [0]), (0, [1])])
+    base = run([binary], env=cohort_env(allocator))
+    r = run([binary, tmp_path / "log"], env=cohort_env(allocator, plan=plan))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    assert all(g == 0 for _, g, _ in objs["leaf"] + objs["pair"])
+    assert all(g == -1 for _, g, _ in objs["cold"])
+
+
+def test_unknown_entry_cold_rejects_everything_unlisted(tmp_path):
+    """With `unknown-entry cold`, only allocations whose innermost site the
+    plan lists as `walk` are walked at all."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, "build", "make_a")[0], None),
+             (0, call_sites(binary, "make_a", "malloc")[0], "walk")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["a"], [(0, [0])], unknown_entry="cold")
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b""
+    objs = read_log(tmp_path / "log")
+    assert all(g == 0 for _, g, _ in objs["a"])
+    assert all(g == -1 for _, g, _ in objs["b"] + objs["w1"])
+    ident = json.loads(stats.read_text())["identification"]
+    assert ident["walk_group"] == 2000 and ident["walk_none"] == 0
