@@ -1,5 +1,6 @@
-"""Writing plans by hand for tests: call sites found in a binary's own
-disassembly (objdump), build ids read from its notes (readelf)."""
+"""Plans written by hand: call sites found in a binary's own disassembly
+(objdump), build ids read from its notes (readelf). The tests and the demo use
+it to name known call sites; `cohort plan` derives plans from profiles."""
 
 import re
 import subprocess

@@ -1,0 +1,83 @@
+"""Bad plans: each gives one documented warning on stderr, and the program
+runs exactly as it would without Cohort."""
+
+import pytest
+
+from conftest import PROGRAMS, cohort_env, run
+from cohort.handplan import call_sites, write_plan
+
+BINARY = PROGRAMS / "groups_O2"
+
+
+def good_plan(path, binary=BINARY):
+    sites = [(0, call_sites(binary, "build", "make_a")[0], None)]
+    return write_plan(path, [binary], sites, ["a"], [(0, [0])])
+
+
+def run_with(plan, tmp_path):
+    base = run([BINARY], env=cohort_env())
+    r = run([BINARY, tmp_path / "log"], env=cohort_env(plan=plan))
+    assert r.returncode == 0
+    assert r.stdout == base.stdout
+    groups = {line.split()[2] for line in (tmp_path / "log").read_text().splitlines()}
+    assert groups == {"-1"}, "nothing may be grouped under a bad plan"
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def edit(tmp_path, old, new):
+    p = good_plan(tmp_path / "plan")
+    p.write_text(p.read_text().replace(old, new, 1))
+    return p
+
+
+def test_missing_file(tmp_path):
+    msg = run_with(tmp_path / "nope", tmp_path)
+    assert msg == f"cohort: warning: cannot read plan {tmp_path / 'nope'}: No such file or directory; running without grouping"
+
+
+def test_garbage(tmp_path):
+    p = tmp_path / "plan"
+    p.write_bytes(bytes(range(256)) * 4)
+    msg = run_with(p, tmp_path)
+    assert msg.startswith(f"cohort: warning: plan {p} line 1: ")
+    assert msg.endswith("; running without grouping")
+
+
+def test_wrong_version(tmp_path):
+    msg = run_with(edit(tmp_path, "cohort-plan 1", "cohort-plan 7"), tmp_path)
+    assert "line 1: plan format version 7; this runtime reads version 1" in msg
+
+
+def test_unknown_directive_names_the_line(tmp_path):
+    msg = run_with(edit(tmp_path, "group 0 a", "group 0 a\nfrobnicate 3"), tmp_path)
+    assert "line 6: unknown directive 'frobnicate'" in msg
+
+
+def test_truncated(tmp_path):
+    msg = run_with(edit(tmp_path, "end\n", ""), tmp_path)
+    assert "truncated: no 'end' line" in msg
+
+
+def test_undeclared_site(tmp_path):
+    msg = run_with(edit(tmp_path, "select 0 0", "select 0 9"), tmp_path)
+    assert "select names an undeclared site '9'" in msg
+
+
+def test_wrong_build_id(tmp_path):
+    p = good_plan(tmp_path / "plan")
+    text = p.read_text()
+    bid = text.split("module 0 ")[1].split()[0]
+    p.write_text(text.replace(bid, "00" * (len(bid) // 2)))
+    msg = run_with(p, tmp_path)
+    assert msg == (f"cohort: warning: plan {p} was made for another build of groups_O2 "
+                   f"(build-id {'00' * (len(bid) // 2)}, running {bid}); running without grouping")
+
+
+def test_plan_for_another_program_is_quiet(tmp_path):
+    """An exec'd child of the planned program inherits the plan; a plan that
+    names no module of the process is ignored without a word."""
+    plan = good_plan(tmp_path / "plan", PROGRAMS / "groups_O0")
+    other = run([PROGRAMS / "cxx_map", 1000], env=cohort_env(plan=plan))
+    assert other.returncode == 0 and other.stderr == b""

@@ -1,0 +1,78 @@
+"""Real programs under the runtime, passing through and with every small
+allocation grouped, must produce byte-identical output."""
+
+import json
+import os
+import random
+import subprocess
+
+import pytest
+
+from conftest import PROGRAMS, cohort_env, run
+
+MODES = [{}, {"mode": "off"}, {"mode": "all"}, {"mode": "random:4"}]
+IDS = ["preload", "off", "all", "random"]
+
+PY_SCRIPT = r"""
+import collections, json, re
+words = re.findall(r"[a-z]+", open('/usr/share/common-licenses/GPL-3').read().lower())
+c = collections.Counter(words)
+d = {w: [len(w), n, w[::-1]] for w, n in c.items()}
+print(len(words), len(c), c.most_common(5))
+print(json.dumps(sorted(d.items())[:50])[:2000])
+print(sorted(c)[-10:], sum(len(v[2]) for v in d.values()))
+"""
+
+
+def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
+    env0 = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
+    base = subprocess.run([str(a) for a in argv], env=env0, capture_output=True, cwd=cwd, input=stdin, timeout=300)
+    assert base.returncode == 0, base.stderr
+    for settings in MODES:
+        stats = tmp_path / "stats.json"
+        r = subprocess.run([str(a) for a in argv], env=cohort_env(allocator, stats=stats, **settings),
+                           capture_output=True, cwd=cwd, input=stdin, timeout=300)
+        assert r.returncode == base.returncode, (settings, r.stderr)
+        assert r.stdout == base.stdout, settings
+        assert r.stderr == base.stderr, settings
+        if settings.get("mode") == "all":
+            groups = json.loads(stats.read_text())["groups"]
+            assert groups[0]["allocations"] > 100, "the program's objects should really be grouped"
+
+
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
+def test_python(tmp_path, allocator):
+    same_everywhere(["python3", "-c", PY_SCRIPT], tmp_path, allocator)
+
+
+def test_sort(tmp_path):
+    rng = random.Random(7)
+    data = tmp_path / "data.txt"
+    with open(data, "w") as f:
+        for i in range(250000):
+            f.write(f"{rng.random():.12f} {rng.randrange(10**9)} line{i}\n")
+    assert data.stat().st_size > 5_000_000
+    same_everywhere(["sort", "-k2,2n", "-k1,1", data], tmp_path)
+    same_everywhere(["sort", "-u", "--parallel=2", "-S", "2M", data], tmp_path, "jemalloc")
+
+
+def test_git(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@e", GIT_AUTHOR_DATE="2026-01-01T00:00:00Z",
+               GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, env=env)
+    for i in range(30):
+        (repo / f"f{i % 7}.txt").write_text("\n".join(f"line {i} {k}" for k in range(200)))
+        subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+        subprocess.run(["git", "commit", "-qm", f"c{i}"], cwd=repo, check=True, env=env)
+    same_everywhere(["git", "log", "--stat", "--format=%H %s"], tmp_path, cwd=repo)
+    same_everywhere(["git", "-c", "core.pager=cat", "diff", "HEAD~20", "HEAD"], tmp_path, cwd=repo)
+    same_everywhere(["git", "gc", "-q", "--aggressive"], tmp_path, cwd=repo)
+    same_everywhere(["git", "fsck", "--full"], tmp_path, cwd=repo)
+
+
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc"])
+def test_cxx_map_string(tmp_path, allocator):
+    same_everywhere([PROGRAMS / "cxx_map"], tmp_path, allocator)
