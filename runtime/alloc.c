@@ -27,26 +27,31 @@ static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
 
 /* ------------------------------------------------------------ internal */
 
+/* Every exported entry point passes its own frame address (the library is
+ * built with frame pointers), so the stack walk starts at the program's frame
+ * instead of unwinding the runtime's own. */
+#define ENTRY_FRAME CH_ENTRY_FRAME
+
 /* Group request, or NULL for "not grouped". */
-static inline void *try_group(size_t size, size_t align, bool zero) {
+static inline void *try_group(size_t size, size_t align, bool zero, const uintptr_t *fp) {
   if (!ch_identify_active) return NULL;
-  int g = ch_identify(size);
+  int g = ch_identify(size, fp);
   if (g < 0) return NULL;
   return ch_group_alloc((unsigned)g, size, align, zero);
 }
 
-CH_HIDDEN void *ch_malloc_impl(size_t size) {
+CH_HIDDEN void *ch_malloc_impl(size_t size, const uintptr_t *fp) {
   if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(size, 16);
-  void *p = try_group(size, CH_MIN_ALIGN, false);
+  void *p = try_group(size, CH_MIN_ALIGN, false, fp);
   if (p) return p;
   return ch_next.malloc(size);
 }
 
 /* align is a power of two. */
-CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size) {
+CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) {
   if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(size, align);
   if (align <= 4096) {
-    void *p = try_group(size, align, false);
+    void *p = try_group(size, align, false, fp);
     if (p) return p;
   }
   if (align <= 16 && align <= size) return ch_next.malloc(size);
@@ -66,15 +71,24 @@ CH_HIDDEN void ch_free_impl(void *p) {
 
 /* --------------------------------------------------------------- C API */
 
-CH_EXPORT void *malloc(size_t size) { return ch_malloc_impl(size); }
+CH_EXPORT void *malloc(size_t size) {
+  if (!ch_identify_active && CH_LIKELY(ready())) return ch_next.malloc(size);   /* pass-through */
+  return CH_KEEP_FRAME(ch_malloc_impl(size, ENTRY_FRAME()));
+}
 
-CH_EXPORT void free(void *p) { ch_free_impl(p); }
+CH_EXPORT void free(void *p) {
+  if (CH_LIKELY(!ch_owns(p)) && !ch_bootstrap_owns(p) && CH_LIKELY(ready())) {
+    ch_next.free(p);   /* pass-through, NULL included */
+    return;
+  }
+  ch_free_impl(p);
+}
 
 CH_EXPORT void *calloc(size_t n, size_t m) {
   size_t total;
   if (__builtin_mul_overflow(n, m, &total)) { errno = ENOMEM; return NULL; }
   if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(total, 16);
-  void *p = try_group(total, CH_MIN_ALIGN, true);
+  void *p = try_group(total, CH_MIN_ALIGN, true, ENTRY_FRAME());
   if (p) return p;
   if (ch_next.calloc) return ch_next.calloc(n, m);
   p = ch_next.malloc(total);
@@ -82,14 +96,14 @@ CH_EXPORT void *calloc(size_t n, size_t m) {
   return p;
 }
 
-CH_EXPORT void *realloc(void *p, size_t size) {
-  if (!p) return ch_malloc_impl(size);
+static void *realloc_impl(void *p, size_t size, const uintptr_t *fp) {
+  if (!p) return ch_malloc_impl(size, fp);
   if (ch_owns(p)) {
     if (size == 0) { ch_group_free(p); return NULL; }   /* as glibc does */
     return ch_group_realloc(p, size);
   }
   if (CH_UNLIKELY(ch_bootstrap_owns(p))) {
-    void *q = ch_malloc_impl(size);
+    void *q = ch_malloc_impl(size, fp);
     if (q) {
       size_t old = ch_bootstrap_size(p);
       memcpy(q, p, old < size ? old : size);
@@ -100,40 +114,50 @@ CH_EXPORT void *realloc(void *p, size_t size) {
   return ch_next.realloc(p, size);
 }
 
+CH_EXPORT void *realloc(void *p, size_t size) { return CH_KEEP_FRAME(realloc_impl(p, size, ENTRY_FRAME())); }
+
 CH_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
   size_t total;
   if (__builtin_mul_overflow(n, m, &total)) { errno = ENOMEM; return NULL; }
-  return realloc(p, total);
+  return CH_KEEP_FRAME(realloc_impl(p, total, ENTRY_FRAME()));
 }
 
 CH_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   if (!is_pow2(align) || align % sizeof(void *)) return EINVAL;
   int saved = errno;
-  void *p = ch_aligned_impl(align, size);
+  void *p = CH_KEEP_FRAME(ch_aligned_impl(align, size, ENTRY_FRAME()));
   if (!p) { int e = errno; errno = saved; return e ? e : ENOMEM; }
   *out = p;
   return 0;
 }
 
 /* glibc's memalign rounds a non-power-of-two alignment up; so do we. */
-CH_EXPORT void *memalign(size_t align, size_t size) {
+static void *memalign_impl(size_t align, size_t size, const uintptr_t *fp) {
   if (align < CH_MIN_ALIGN) align = CH_MIN_ALIGN;
   if (!is_pow2(align)) {
     if (align > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
     align = (size_t)1 << (64 - __builtin_clzll(align));
   }
-  return ch_aligned_impl(align, size);
+  return ch_aligned_impl(align, size, fp);
 }
 
-CH_EXPORT void *aligned_alloc(size_t align, size_t size) { return memalign(align, size); }
+CH_EXPORT void *memalign(size_t align, size_t size) {
+  return CH_KEEP_FRAME(memalign_impl(align, size, ENTRY_FRAME()));
+}
 
-CH_EXPORT void *valloc(size_t size) { return ch_aligned_impl(ch_page_size(), size); }
+CH_EXPORT void *aligned_alloc(size_t align, size_t size) {
+  return CH_KEEP_FRAME(memalign_impl(align, size, ENTRY_FRAME()));
+}
+
+CH_EXPORT void *valloc(size_t size) {
+  return CH_KEEP_FRAME(ch_aligned_impl(ch_page_size(), size, ENTRY_FRAME()));
+}
 
 CH_EXPORT void *pvalloc(size_t size) {
   size_t ps = ch_page_size(), rounded;
   if (__builtin_add_overflow(size, ps - 1, &rounded)) { errno = ENOMEM; return NULL; }
   rounded &= ~(ps - 1);
-  return ch_aligned_impl(ps, rounded ? rounded : ps);
+  return CH_KEEP_FRAME(ch_aligned_impl(ps, rounded ? rounded : ps, ENTRY_FRAME()));
 }
 
 CH_EXPORT size_t malloc_usable_size(void *p) {

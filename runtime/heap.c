@@ -82,12 +82,24 @@ static inline void set_start(struct ch_chunk *c, size_t g) {   /* owner only */
   uint64_t w = __atomic_load_n(&c->starts[g >> 6], __ATOMIC_RELAXED);
   __atomic_store_n(&c->starts[g >> 6], w | ((uint64_t)1 << (g & 63)), __ATOMIC_RELAXED);
 }
-static inline bool freed_set(struct ch_chunk *c, size_t g) {   /* returns the old bit */
+/* Freed bits. Another thread's free sets its bit atomically; the owner uses
+ * plain loads and stores, which are cheaper but may lose a concurrent remote
+ * update of another bit in the same word. Draining the delayed list sets each
+ * remotely freed block's bit again, so only a double free racing with its own
+ * drain can slip past detection. */
+static inline bool freed_set_remote(struct ch_chunk *c, size_t g) {   /* returns the old bit */
   uint64_t bit = (uint64_t)1 << (g & 63);
   return atomic_fetch_or_explicit(&c->freed[g >> 6], bit, memory_order_relaxed) & bit;
 }
-static inline void freed_clear(struct ch_chunk *c, size_t g) {
-  atomic_fetch_and_explicit(&c->freed[g >> 6], ~((uint64_t)1 << (g & 63)), memory_order_relaxed);
+static inline bool freed_set(struct ch_chunk *c, size_t g) {          /* owner; the old bit */
+  uint64_t bit = (uint64_t)1 << (g & 63);
+  uint64_t w = atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed);
+  atomic_store_explicit(&c->freed[g >> 6], w | bit, memory_order_relaxed);
+  return w & bit;
+}
+static inline void freed_clear(struct ch_chunk *c, size_t g) {        /* owner */
+  uint64_t w = atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed);
+  atomic_store_explicit(&c->freed[g >> 6], w & ~((uint64_t)1 << (g & 63)), memory_order_relaxed);
 }
 static inline char *load_bump(const struct ch_chunk *c) {
   return __atomic_load_n(&c->bump, __ATOMIC_ACQUIRE);
@@ -121,8 +133,11 @@ static inline unsigned bin_of(size_t n) {
   return b < CH_NBINS ? b : CH_NBINS - 1;
 }
 
+/* A free block holds the next block of its bin in its first word and, above
+ * 128 bytes (where bins hold mixed sizes), its own size in the second. */
 static inline void bin_push(struct ch_chunk *c, void *p, size_t size) {
   unsigned b = bin_of(size);
+  if (b >= 16) ((size_t *)p)[1] = size;
   *(void **)p = c->bins[b];
   c->bins[b] = p;
   c->bin_bytes += size;
@@ -200,7 +215,7 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
   for (unsigned b = first; b <= last && b < CH_NBINS; b++) {
     void *p = c->bins[b];
     if (!p) continue;
-    size_t size = block_size(c, p);
+    size_t size = b < 16 ? (b + 1) * CH_GRANULE : ((size_t *)p)[1];
     if (size < n) continue;   /* only the bin of n itself and the last bin can hold these */
     c->bins[b] = *(void **)p;
     c->bin_bytes -= size;
@@ -384,20 +399,21 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
 
 /* Checks that p is the start of a live block, marks it free. Stops the
  * program on misuse, as glibc does. */
-static void check_and_unmark(struct ch_chunk *c, void *p) {
+static void check_and_unmark(struct ch_chunk *c, void *p, bool owner) {
   if (CH_UNLIKELY(c->magic != CH_CHUNK_MAGIC || ((uintptr_t)p & (CH_MIN_ALIGN - 1)) ||
                   (char *)p < c->data || (char *)p >= load_bump(c)))
     ch_invalid_pointer("free(): invalid pointer", p);
   size_t g = granule(c, p);
   if (CH_UNLIKELY(!start_bit(c, g))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(freed_set(c, g))) ch_invalid_pointer("free(): double free detected", p);
+  if (CH_UNLIKELY(owner ? freed_set(c, g) : freed_set_remote(c, g)))
+    ch_invalid_pointer("free(): double free detected", p);
 }
 
 void ch_group_free(void *p) {
   struct ch_chunk *c = ch_chunk_of(p);
-  check_and_unmark(c, p);
   struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   struct ch_heap *h = my_heap;
+  check_and_unmark(c, p, owner == h && h);
   if (CH_LIKELY(owner == h && h)) free_owned(h, c, p);
   else if (!owner) free_orphaned(c, p);
   else free_remote(owner, p);
@@ -410,7 +426,10 @@ static void drain_list(struct ch_heap *h, void *b) {
     void *next = *(void **)b;
     struct ch_chunk *c = ch_chunk_of(b);
     struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
-    if (owner && owner == h) free_owned(h, c, b);
+    if (owner && owner == h) {
+      freed_set(c, granule(c, b));   /* restore a bit an owner store may have lost */
+      free_owned(h, c, b);
+    }
     else if (!owner) free_orphaned(c, b);
     else free_remote(owner, b);
     b = next;

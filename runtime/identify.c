@@ -72,9 +72,9 @@ void ch_identify_init(void) {
   if (ch_owned_map) ch_identify_active = true;
 }
 
-static int decide_plan(void) {
+static int decide_plan(const uintptr_t *fp) {
   struct ch_walk w;
-  ch_walk_stack(&w);
+  ch_walk_stack(&w, fp);
   if (w.rejected) { count(CH_PATH_COLD); return -1; }
   const struct ch_plan *pl = ch_plan;
   for (unsigned i = 0; i < pl->nconj; i++) {
@@ -88,7 +88,7 @@ static int decide_plan(void) {
   return -1;
 }
 
-int ch_identify(size_t size) {
+int ch_identify(size_t size, const uintptr_t *fp) {
   if (size > ch_max_size) { count(CH_PATH_LARGE); return -1; }
   if (ch_in_runtime) { count(CH_PATH_REENTRANT); return -1; }
   switch (ch_opt.mode) {
@@ -104,7 +104,7 @@ int ch_identify(size_t size) {
   case CH_MODE_PLAN: {
     if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
     ch_in_runtime++;
-    int g = decide_plan();
+    int g = decide_plan(fp);
     ch_in_runtime--;
     return g;
   }

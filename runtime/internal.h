@@ -25,6 +25,12 @@
 #define CH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define CH_NOINLINE __attribute__((noinline))
 #define CH_TLS __thread __attribute__((tls_model("initial-exec")))
+/* The frame address of the calling entry point, for the stack walk. A call
+ * that is handed it goes through CH_KEEP_FRAME, so the compiler cannot turn
+ * it into a sibling call that pops the frame first. */
+#define CH_ENTRY_FRAME() ((const uintptr_t *)__builtin_frame_address(0))
+#define CH_KEEP_FRAME(call) __extension__({ __typeof__(call) r_ = (call); \
+                                             __asm__ volatile("" ::: "memory"); r_; })
 
 #define CH_MAX_GROUPS 64
 #define CH_MIN_ALIGN 8
@@ -212,7 +218,9 @@ struct ch_walk {
   bool rejected;                        /* quick test: innermost site is cold */
 };
 void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at return */
-void ch_walk_stack(struct ch_walk *w);
+/* Walk from the frame of the runtime entry point whose frame address is fp
+ * (NULL: from the caller of ch_walk_stack itself). */
+void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
 void ch_unwind_flush(void);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
@@ -256,7 +264,7 @@ enum ch_path {
 extern const char *const ch_path_names[CH_PATH_COUNT];
 extern bool ch_identify_active;  /* fast flag: anything to decide at all */
 extern size_t ch_max_size;
-int ch_identify(size_t size);    /* group index or -1 */
+int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1 */
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 unsigned ch_ngroups(void);

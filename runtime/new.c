@@ -9,8 +9,9 @@
 
 #include <dlfcn.h>
 
-void *ch_malloc_impl(size_t size);
-void *ch_aligned_impl(size_t align, size_t size);
+void *ch_malloc_impl(size_t size, const uintptr_t *fp);
+void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp);
+#define ENTRY_FRAME CH_ENTRY_FRAME   /* see alloc.c */
 void ch_free_impl(void *p);
 
 typedef void (*new_handler_t)(void);
@@ -27,9 +28,9 @@ static _Noreturn void throw_bad_alloc(void) {
   ch_fatal("operator new: out of memory and no C++ runtime to throw std::bad_alloc");
 }
 
-static void *new_loop(size_t size, size_t align, bool nothrow) {
+static void *new_loop(size_t size, size_t align, bool nothrow, const uintptr_t *fp) {
   for (;;) {
-    void *p = align ? ch_aligned_impl(align, size) : ch_malloc_impl(size);
+    void *p = align ? ch_aligned_impl(align, size, fp) : ch_malloc_impl(size, fp);
     if (CH_LIKELY(p != NULL)) return p;
     new_handler_t h = current_handler();
     if (!h) {
@@ -43,17 +44,17 @@ static void *new_loop(size_t size, size_t align, bool nothrow) {
 static size_t fix_align(size_t a) { return a < CH_MIN_ALIGN ? CH_MIN_ALIGN : a; }
 
 /* operator new / new[] */
-CH_EXPORT void *_Znwm(size_t n) { return new_loop(n, 0, false); }
-CH_EXPORT void *_Znam(size_t n) { return new_loop(n, 0, false); }
-CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return new_loop(n, 0, true); }
-CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return new_loop(n, 0, true); }
-CH_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_loop(n, fix_align(a), false); }
-CH_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_loop(n, fix_align(a), false); }
+CH_EXPORT void *_Znwm(size_t n) { return CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME())); }
+CH_EXPORT void *_Znam(size_t n) { return CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME())); }
+CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
+CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
+CH_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return CH_KEEP_FRAME(new_loop(n, fix_align(a), false, ENTRY_FRAME())); }
+CH_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return CH_KEEP_FRAME(new_loop(n, fix_align(a), false, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) {
-  (void)nt; return new_loop(n, fix_align(a), true);
+  (void)nt; return CH_KEEP_FRAME(new_loop(n, fix_align(a), true, ENTRY_FRAME()));
 }
 CH_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) {
-  (void)nt; return new_loop(n, fix_align(a), true);
+  (void)nt; return CH_KEEP_FRAME(new_loop(n, fix_align(a), true, ENTRY_FRAME()));
 }
 
 /* operator delete / delete[]: every form frees the same way. */

@@ -143,11 +143,18 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
 
 #define MAX_SPAN ((uintptr_t)1 << 30)   /* no stack is deeper than this */
 
-void ch_walk_stack(struct ch_walk *w) {
+void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   memset(w, 0, sizeof *w);
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
-  cohort_capture_regs(&r);
+  if (fp) {
+    /* The entry point's frame: saved %rbp, then the return address. */
+    r.rbp = fp[0];
+    r.pc = fp[1];
+    r.sp = (uintptr_t)(fp + 2);
+  } else {
+    cohort_capture_regs(&r);
+  }
   unsigned gen = ch_modules_generation();
   uintptr_t sp0 = r.sp;
   bool rbp_known = true;

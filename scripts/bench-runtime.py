@@ -1,0 +1,92 @@
+"""The runtime's own costs, measured side by side in one run (issue 2):
+pass-through overhead, cost of a grouped allocation, identification cost.
+Interleaved trials, medians and quartiles of allocbench's ns/op.
+Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS]"""
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from cohort.handplan import call_sites, write_plan  # noqa: E402
+from cohort.runner import environment  # noqa: E402
+
+BIN = ROOT / "build" / "workloads" / "allocbench"
+OUT = ROOT / "demo-out"
+TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
+
+
+def plans():
+    OUT.mkdir(exist_ok=True)
+    deep = call_sites(BIN, "run_deep", "descend")[0]
+    entry = call_sites(BIN, "leaf_alloc", "malloc")[0]
+    other = call_sites(BIN, "main", "malloc")[0]
+    return {
+        # the selector site is near the outermost frame: a full walk that matches
+        "walk-match": write_plan(OUT / "ab-walk.plan", [BIN], [(0, deep, None)], ["deep"], [(0, [0])]),
+        # the selector site is never on the stack: a full walk that finds nothing
+        "walk-nomatch": write_plan(OUT / "ab-none.plan", [BIN], [(0, other, None)], ["x"], [(0, [0])]),
+        # the entry site is cold: the quick test
+        "cold": write_plan(OUT / "ab-cold.plan", [BIN], [(0, deep, None), (0, entry, "cold")],
+                           ["deep"], [(0, [0])]),
+    }
+
+
+def ns(argv, env):
+    r = subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, check=True)
+    return float(re.search(r"([\d.]+) ns/op", r.stdout).group(1))
+
+
+def measure(cases):
+    """cases: {name: (argv, env)}; all run once per round, rounds interleaved."""
+    got = {k: [] for k in cases}
+    for name, (argv, env) in cases.items():
+        ns(argv, env)  # warm-up
+    for _ in range(TRIALS):
+        for name, (argv, env) in cases.items():
+            got[name].append(ns(argv, env))
+    return got
+
+
+def show(title, got, base):
+    print(f"\n{title}")
+    b = statistics.median(got[base])
+    for k, v in got.items():
+        q = statistics.quantiles(v, n=4)
+        m = statistics.median(v)
+        print(f"  {k:<28} median {m:7.2f} ns/op  (p25 {q[0]:6.2f}, p75 {q[2]:6.2f})  x{m / b:5.2f}")
+
+
+def main():
+    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("COHORT_")}
+    off = environment(mode="off")
+    jem = environment(allocator="jemalloc", mode="off")
+    jem_plain = dict(plain, LD_PRELOAD="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+    every = environment(mode="all")
+    print(f"allocbench, {TRIALS} interleaved trials per case; ratios against the first line")
+
+    churn = [BIN, "churn", 20_000_000]
+    show("pass-through: malloc+free pairs, 16..256 B, window of 1024",
+         measure({"glibc": (churn, plain), "libcohort off -> glibc": (churn, off),
+                  "jemalloc": (churn, jem_plain), "libcohort off -> jemalloc": (churn, jem)}), "glibc")
+
+    bump = [BIN, "bump", 10_000_000]
+    show("grouped allocation: 10M mallocs of 32 B (no identification: mode all)",
+         measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every)}), "glibc")
+    show("grouped churn: malloc+free pairs (mode all)",
+         measure({"glibc": (churn, plain), "cohort group": (churn, every)}), "glibc")
+
+    p = plans()
+    for depth in (3, 15):
+        deep = [BIN, "deep", 2_000_000, depth]
+        cases = {"glibc": (deep, plain), "libcohort off": (deep, off)}
+        cases.update({f"plan {k}": (deep, environment(plan=v)) for k, v in p.items()})
+        show(f"identification: malloc+free {depth} calls deep, -O2 PIE without frame pointers", measure(cases), "glibc")
+
+
+if __name__ == "__main__":
+    main()
