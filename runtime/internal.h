@@ -221,7 +221,6 @@ void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at retu
 /* Walk from the frame of the runtime entry point whose frame address is fp
  * (NULL: from the caller of ch_walk_stack itself). */
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
-void ch_unwind_flush(void);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 

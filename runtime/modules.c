@@ -118,8 +118,7 @@ static bool refresh(void) {
   dl_iterate_phdr(read_counters, c);
   if (c[0] != seen_adds || c[1] != seen_subs || !atomic_load(&nmods)) {
     if (c[1] != seen_subs && atomic_load(&nmods)) {
-      atomic_fetch_add(&generation, 1);   /* a module went away: forget cached rules */
-      ch_unwind_flush();
+      atomic_fetch_add(&generation, 1);   /* a module went away: cached rules go stale */
     }
     seen_adds = c[0];
     seen_subs = c[1];

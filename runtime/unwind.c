@@ -94,8 +94,6 @@ static void cache_put(uintptr_t pc, unsigned gen, uint64_t v) {
   }
 }
 
-void ch_unwind_flush(void) { /* entries carry the generation; stale ones miss */ }
-
 /* ---------------------------------------------------- computing a rule */
 
 static bool fits(int64_t v, unsigned bits) {

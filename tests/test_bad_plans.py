@@ -45,24 +45,16 @@ def test_garbage(tmp_path):
     assert msg.endswith("; running without grouping")
 
 
-def test_wrong_version(tmp_path):
-    msg = run_with(edit(tmp_path, "cohort-plan 1", "cohort-plan 7"), tmp_path)
-    assert "line 1: plan format version 7; this runtime reads version 1" in msg
-
-
-def test_unknown_directive_names_the_line(tmp_path):
-    msg = run_with(edit(tmp_path, "group 0 a", "group 0 a\nfrobnicate 3"), tmp_path)
-    assert "line 6: unknown directive 'frobnicate'" in msg
-
-
-def test_truncated(tmp_path):
-    msg = run_with(edit(tmp_path, "end\n", ""), tmp_path)
-    assert "truncated: no 'end' line" in msg
-
-
-def test_undeclared_site(tmp_path):
-    msg = run_with(edit(tmp_path, "select 0 0", "select 0 9"), tmp_path)
-    assert "select names an undeclared site '9'" in msg
+@pytest.mark.parametrize("old,new,message", [
+    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads version 1"),
+    ("group 0 a", "group 0 a\nfrobnicate 3", "line 6: unknown directive 'frobnicate'"),
+    ("end\n", "", "truncated: no 'end' line"),
+    ("select 0 0", "select 0 9", "select names an undeclared site '9'"),
+    ("site 0 0 ", "site 0 4 ", "site names an undeclared module"),
+], ids=["version", "directive", "truncated", "undeclared-site", "undeclared-module"])
+def test_malformed_plan_names_the_line(tmp_path, old, new, message):
+    msg = run_with(edit(tmp_path, old, new), tmp_path)
+    assert message in msg
 
 
 def test_wrong_build_id(tmp_path):
