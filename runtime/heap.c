@@ -397,14 +397,18 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
   ch_unlock(&heaps_lock);
 }
 
+/* Could p be a block handed out from c: aligned, in the used range, at a
+ * block start? */
+static inline bool block_start(const struct ch_chunk *c, const void *p) {
+  return c->magic == CH_CHUNK_MAGIC && !((uintptr_t)p & (CH_MIN_ALIGN - 1)) &&
+         (const char *)p >= c->data && (const char *)p < load_bump(c) && start_bit(c, granule(c, p));
+}
+
 /* Checks that p is the start of a live block, marks it free. Stops the
  * program on misuse, as glibc does. */
 static void check_and_unmark(struct ch_chunk *c, void *p, bool owner) {
-  if (CH_UNLIKELY(c->magic != CH_CHUNK_MAGIC || ((uintptr_t)p & (CH_MIN_ALIGN - 1)) ||
-                  (char *)p < c->data || (char *)p >= load_bump(c)))
-    ch_invalid_pointer("free(): invalid pointer", p);
+  if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
   size_t g = granule(c, p);
-  if (CH_UNLIKELY(!start_bit(c, g))) ch_invalid_pointer("free(): invalid pointer", p);
   if (CH_UNLIKELY(owner ? freed_set(c, g) : freed_set_remote(c, g)))
     ch_invalid_pointer("free(): double free detected", p);
 }
@@ -439,13 +443,9 @@ static void drain_list(struct ch_heap *h, void *b) {
 /* ------------------------------------------------- usable size, realloc */
 
 static void check_live(struct ch_chunk *c, const void *p, const char *what) {
-  if (CH_UNLIKELY(c->magic != CH_CHUNK_MAGIC || ((uintptr_t)p & (CH_MIN_ALIGN - 1)) ||
-                  (const char *)p < c->data || (const char *)p >= load_bump(c)))
-    ch_invalid_pointer(what, p);
+  if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer(what, p);
   size_t g = granule(c, p);
-  uint64_t bit = (uint64_t)1 << (g & 63);
-  if (CH_UNLIKELY(!start_bit(c, g) ||
-                  (atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed) & bit)))
+  if (CH_UNLIKELY(atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed) & ((uint64_t)1 << (g & 63))))
     ch_invalid_pointer(what, p);
 }
 
