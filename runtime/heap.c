@@ -50,9 +50,9 @@ static inline void note_free(struct ch_heap *h, unsigned g, size_t bytes) {
 
 static void drain_list(struct ch_heap *h, void *b);
 
-void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live) {
-  /* Frees that reached the heaps of exited threads after they left: count
-   * them now (no thread owns those heaps, so this thread may drain them). */
+/* Frees that reached the heaps of exited threads after they left: finish
+ * them (no thread owns those heaps, so this thread may drain them). */
+void ch_heaps_drain_exited(void) {
   ch_lock(&heaps_lock);
   void *late = NULL;
   for (struct ch_heap *h = free_heaps; h; h = h->free_next) {
@@ -61,6 +61,9 @@ void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_l
   }
   ch_unlock(&heaps_lock);
   drain_list(NULL, late);
+}
+
+void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live) {
   ch_lock(&heaps_lock);
   for (struct ch_heap *h = all_heaps; h; h = h->all_next) {
     *allocs += h->st[g].allocs;

@@ -164,6 +164,7 @@ void ch_heaps_atfork_prepare(void);
 void ch_heaps_atfork_parent(void);
 void ch_heaps_atfork_child(void);
 void ch_heaps_init(void);
+void ch_heaps_drain_exited(void);
 void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live);
 _Noreturn void ch_invalid_pointer(const char *what, const void *p);
 

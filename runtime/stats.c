@@ -141,6 +141,7 @@ int ch_stats_write(const char *path) {
     field_u(o, ch_path_names[i], atomic_load(&ch_path_count[i]), i + 1 < CH_PATH_COUNT);
   put(o, "},\n  \"groups\": [");
   unsigned ng = ch_ngroups();
+  ch_heaps_drain_exited();
   for (unsigned g = 0; g < ng; g++) {
     struct ch_group_stats *s = &ch_gstats[g];
     uint64_t allocs = atomic_load(&s->allocs), frees = atomic_load(&s->frees);
