@@ -27,9 +27,9 @@ static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
 
 /* ------------------------------------------------------------ internal */
 
-/* Every exported entry point passes its own frame address (the library is
- * built with frame pointers), so the stack walk starts at the program's frame
- * instead of unwinding the runtime's own. */
+/* Every exported entry point passes its own frame address (taking it makes
+ * the compiler keep a frame in that function), so the stack walk starts at
+ * the program's frame instead of unwinding the runtime's own. */
 #define ENTRY_FRAME CH_ENTRY_FRAME
 
 /* Group request, or NULL for "not grouped". */
@@ -61,12 +61,20 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
   return p;
 }
 
-CH_HIDDEN void ch_free_impl(void *p) {
-  if (!p) return;
+static CH_NOINLINE void free_slow(void *p) {
   if (ch_owns(p)) { ch_group_free(p); return; }
-  if (CH_UNLIKELY(ch_bootstrap_owns(p))) return;
-  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return;
-  ch_next.free(p);
+  if (ch_bootstrap_owns(p)) return;
+  if (resolve_or_boot()) ch_next.free(p);
+}
+
+/* free and every operator delete. The common case, a pointer that is not
+ * ours (NULL included), goes straight to the next allocator. */
+CH_HIDDEN void ch_free_impl(void *p) {
+  if (CH_LIKELY(!ch_owns(p) && !ch_bootstrap_owns(p) && ready())) {
+    ch_next.free(p);
+    return;
+  }
+  free_slow(p);
 }
 
 /* --------------------------------------------------------------- C API */
@@ -76,13 +84,7 @@ CH_EXPORT void *malloc(size_t size) {
   return CH_KEEP_FRAME(ch_malloc_impl(size, ENTRY_FRAME()));
 }
 
-CH_EXPORT void free(void *p) {
-  if (CH_LIKELY(!ch_owns(p)) && !ch_bootstrap_owns(p) && CH_LIKELY(ready())) {
-    ch_next.free(p);   /* pass-through, NULL included */
-    return;
-  }
-  ch_free_impl(p);
-}
+CH_EXPORT void free(void *p) { ch_free_impl(p); }
 
 CH_EXPORT void *calloc(size_t n, size_t m) {
   size_t total;
