@@ -32,6 +32,17 @@ def cmd_run(args, target):
     exec_program(target, env)
 
 
+def cmd_profile(args, target):
+    from cohort.profile import profile, summary
+    if not target:
+        raise CohortError("no program given (usage: cohort profile [options] -o profile.json -- ./prog args...)")
+    data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
+                       max_size=args.max_size, coverage=args.coverage)
+    print(summary(data, rc), file=sys.stderr)
+    print(f"cohort: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def build_parser():
     p = Parser(prog="cohort", description="Place related heap objects together.")
     p.add_argument("--version", action="version", version=f"cohort {__version__}")
@@ -47,6 +58,20 @@ def build_parser():
                                   "or random[:N] (HALO's random control)")
     r.add_argument("--stats", help="write the runtime's statistics (JSON) to this file at exit")
     r.set_defaults(func=cmd_run)
+
+    pr = sub.add_parser("profile", help="profile a program: HALO's affinity graph of its heap contexts",
+                        description="Run PROG under Cohort's Valgrind tool and write a profile "
+                                    "(docs/profile-format.md). Usage: cohort profile [options] "
+                                    "-o profile.json -- PROG ARGS...")
+    pr.add_argument("-o", "--output", default="profile.json", help="profile to write (default: profile.json)")
+    pr.add_argument("--force", action="store_true", help="overwrite an existing profile")
+    pr.add_argument("--affinity-distance", type=int, default=128, metavar="BYTES",
+                    help="HALO's affinity distance A (default: 128)")
+    pr.add_argument("--max-size", type=int, default=4096, metavar="BYTES",
+                    help="largest object whose accesses are tracked (default: 4096)")
+    pr.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
+                    help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
+    pr.set_defaults(func=cmd_profile)
     return p
 
 

@@ -1,16 +1,16 @@
 """Plans written by hand: call sites found in a binary's own disassembly
-(objdump), build ids read from its notes (readelf). The tests and the demo use
+(objdump), build ids read from its notes. The tests and the demo use
 it to name known call sites; `cohort plan` derives plans from profiles."""
 
 import re
 import subprocess
 from pathlib import Path
 
+from cohort import elf
+
 
 def build_id(binary):
-    out = subprocess.run(["readelf", "-n", str(binary)], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"Build ID: ([0-9a-f]+)", out)
-    return m.group(1) if m else "-"
+    return elf.build_id(binary) or "-"
 
 
 def call_sites(binary, caller, callee):

@@ -39,3 +39,15 @@ def allocator_library(name):
         if p.exists():
             return p
     raise CohortError(f"{name} is not installed ({soname} not found; apt-get install {package})")
+
+
+def profiler_lib():
+    """The directory VALGRIND_LIB must name to run Cohort's tool: $COHORT_PROFILER_LIB,
+    else the project's build tree."""
+    env = os.environ.get("COHORT_PROFILER_LIB")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT / "build" / "profiler" / "lib")
+    for c in candidates:
+        if (c / "cohort-amd64-linux").is_file() and (c / "vgpreload_core-amd64-linux.so").exists():
+            return c.resolve()
+    raise CohortError("Cohort's profiler is not built (run `make`, or set COHORT_PROFILER_LIB)")

@@ -6,6 +6,7 @@
  * deadlock against us. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "system_modules.h"
 
 #include <elf.h>
 #include <link.h>
@@ -23,13 +24,9 @@ static unsigned long long seen_adds, seen_subs;
 
 unsigned ch_modules_generation(void) { return atomic_load_explicit(&generation, memory_order_acquire); }
 
-/* The exact list is part of the context definition (docs/context.md). */
+/* The list is part of the context definition (docs/context.md). */
 bool ch_module_is_system_name(const char *path) {
-  static const char *const prefixes[] = {
-    "libc.so", "libc-", "ld-linux", "ld64.so", "libm.so", "libm-", "libpthread.so", "libdl.so",
-    "librt.so", "libstdc++.so", "libgcc_s.so", "libcohort.so", "libjemalloc.so", "libtcmalloc",
-    "vgpreload_", "linux-vdso.so", "linux-gate.so",
-  };
+  static const char *const prefixes[] = {COHORT_SYSTEM_MODULE_PREFIXES};
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
   for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)

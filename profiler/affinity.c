@@ -1,0 +1,158 @@
+/* Affinity: HALO's affinity queue and graph (CGO 2020, section 4.1).
+ *
+ * Each thread has a queue of its most recent macro accesses to tracked
+ * objects. A new macro access to object u (context x) walks the queue back
+ * from the newest entry; entry v (context y) is affinitive while the sizes of
+ * the entries from v up to u, v included and u excluded, sum to less than A.
+ * That is Figure 5: with 4-byte accesses and A = 32, the newest access is
+ * affinitive to the seven before it. For each affinitive v, edge {x, y} gains
+ * 1, subject to the paper's four constraints:
+ *   - deduplication: consecutive accesses to one object are one macro access
+ *     (its queue entry grows by their sizes) and do not walk the queue again;
+ *   - no self-affinity: u != v;
+ *   - no double counting: each v at most once per walk;
+ *   - co-allocatability: no allocation from x or y lies chronologically
+ *     between the allocations of u and v.
+ * Entries beyond A bytes can never become affinitive again, so the walk
+ * also trims the queue: it never holds more than A + 1 entries. */
+#include "profiler.h"
+
+ULong ch_total_accesses, ch_tracked_accesses;
+
+/* ==== edges =============================================================== */
+
+/* {x, y} with x <= y, packed as x << 32 | y, + 1 so that 0 marks empty. */
+static ULong *edge_keys, *edge_weights;
+static UWord edge_cap, edge_used;
+
+static void edge_put(ULong key, ULong w);
+
+static void edges_grow(void) {
+  ULong *ok = edge_keys, *ow = edge_weights;
+  UWord ocap = edge_cap;
+  edge_cap = edge_cap ? 2 * edge_cap : 1 << 12;
+  edge_keys = VG_(calloc)("cohort.edges", edge_cap, sizeof(ULong));
+  edge_weights = VG_(calloc)("cohort.edges", edge_cap, sizeof(ULong));
+  edge_used = 0;
+  for (UWord i = 0; i < ocap; i++)
+    if (ok[i]) edge_put(ok[i], ow[i]);
+  if (ok) { VG_(free)(ok); VG_(free)(ow); }
+}
+
+static void edge_put(ULong key, ULong w) {
+  if (2 * (edge_used + 1) > edge_cap) edges_grow();
+  UWord i = ch_hash64(key) & (edge_cap - 1);
+  while (edge_keys[i] && edge_keys[i] != key) i = (i + 1) & (edge_cap - 1);
+  if (!edge_keys[i]) { edge_keys[i] = key; edge_used++; }
+  edge_weights[i] += w;
+}
+
+static inline void edge_add(UInt x, UInt y) {
+  ULong key = x <= y ? ((ULong)x << 32 | y) : ((ULong)y << 32 | x);
+  edge_put(key + 1, 1);
+}
+
+/* ==== per-thread queues =================================================== */
+
+typedef struct {
+  UInt id;     /* object id */
+  UInt size;   /* bytes in this macro access (saturates at A) */
+  ULong seq;   /* the object's allocation seq: a recycled id does not match */
+} Entry;
+
+typedef struct {
+  Entry *q;    /* ring of cap entries */
+  UInt head;   /* index of the newest entry */
+  UInt len;    /* entries in use */
+  ULong walks;
+} Queue;
+
+static Queue **queues;  /* by thread id, VG_N_THREADS of them */
+static Queue *cur;
+static UInt qcap, qmask;
+static UInt stamp;
+
+static Queue *queue_for(ThreadId tid) {
+  if (!queues[tid]) {
+    Queue *q = VG_(calloc)("cohort.queue", 1, sizeof *q);
+    q->q = VG_(calloc)("cohort.queue", qcap, sizeof(Entry));
+    queues[tid] = q;
+  }
+  return queues[tid];
+}
+
+void ch_set_thread(ThreadId tid) { cur = queue_for(tid); }
+
+void ch_affinity_init(void) {
+  qcap = 2;
+  while (qcap < (UInt)ch_clo_affinity + 2) qcap *= 2;
+  qmask = qcap - 1;
+  queues = VG_(calloc)("cohort.queues", VG_N_THREADS, sizeof *queues);
+  edges_grow();
+}
+
+/* u and v (u != v) could sit side by side in one pool filled in allocation
+ * order only if nothing from either context was allocated between them. */
+static inline Bool coallocatable(const Obj *u, const Obj *v) {
+  const Obj *older = u->seq < v->seq ? u : v, *newer = u->seq < v->seq ? v : u;
+  return newer->prev_same <= older->seq && older->next_same >= newer->seq;
+}
+
+static void walk(Queue *q, UInt id, Obj *u) {
+  CtxStats *cx = ch_ctx_stats(u->ctx);
+  UInt x = u->ctx;
+  UInt sum = 0, k;
+  if (++stamp == 0) stamp = 1;
+  u->stamp = stamp;  /* u itself never counts */
+  for (k = 0; k < q->len; k++) {  /* from the newest entry back */
+    Entry *e = &q->q[(q->head - k) & qmask];
+    sum += e->size;
+    if (sum >= (UInt)ch_clo_affinity) break;
+    Obj *v = ch_obj(e->id);
+    if (v->seq != e->seq || v->stamp == stamp) continue;
+    v->stamp = stamp;
+    if (coallocatable(u, v)) edge_add(x, v->ctx);
+  }
+  q->len = k;  /* entry k and older are out of reach for good */
+  q->walks++;
+  cx->macro++;
+}
+
+VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
+  ch_total_accesses++;
+  UInt id = ch_shadow_get(a);
+  if (!id) return;
+  Obj *u = ch_obj(id);
+  ch_tracked_accesses++;
+  ch_ctx_stats(u->ctx)->accesses++;
+  Queue *q = cur;
+  Entry *h = &q->q[q->head];
+  if (q->len && h->id == id && h->seq == u->seq) {  /* same macro access */
+    UInt s = h->size + (UInt)size;
+    h->size = s < (UInt)ch_clo_affinity ? s : (UInt)ch_clo_affinity;
+    return;
+  }
+  walk(q, id, u);
+  q->head = (q->head + 1) & qmask;
+  if (q->len < qcap) q->len++;
+  h = &q->q[q->head];
+  h->id = id;
+  h->seq = u->seq;
+  h->size = size < (SizeT)ch_clo_affinity ? (UInt)size : (UInt)ch_clo_affinity;
+}
+
+/* ==== output ============================================================== */
+
+void ch_affinity_write(VgFile *f) {
+  ULong walks = 0;
+  UInt threads = 0;
+  for (UInt t = 0; t < VG_N_THREADS; t++)
+    if (queues[t]) { walks += queues[t]->walks; threads++; }
+  VG_(fprintf)(f, "accesses all %llu tracked %llu macro %llu threads %u\n", ch_total_accesses,
+               ch_tracked_accesses, walks, threads);
+  for (UWord i = 0; i < edge_cap; i++)
+    if (edge_keys[i]) {
+      ULong k = edge_keys[i] - 1;
+      VG_(fprintf)(f, "edge %u %u %llu\n", (UInt)(k >> 32), (UInt)k, edge_weights[i]);
+    }
+}

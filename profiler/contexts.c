@@ -1,0 +1,322 @@
+/* Contexts: from the stack at an allocation to a reduced context id, by the
+ * definition in docs/context.md (the runtime's, so plans match).
+ *
+ * A return address is resolved once to a *site* (module + offset, symbols,
+ * kind of call); an ip cache keeps that per address. A context is the
+ * sequence of non-system sites, innermost first, each at its first
+ * occurrence only; contexts are interned in a hash table. */
+#include "profiler.h"
+#include "pub_tool_aspacemgr.h"
+#include "pub_tool_clientstate.h"
+#include "pub_tool_stacktrace.h"
+#include "../runtime/system_modules.h"
+
+/* ==== growable arrays ===================================================== */
+
+#define GROW(arr, n, cap, what)                                              \
+  do {                                                                       \
+    if ((n) == (cap)) {                                                      \
+      (cap) = (cap) ? 2 * (cap) : 64;                                        \
+      (arr) = VG_(realloc)(what, (arr), (cap) * sizeof *(arr));              \
+    }                                                                        \
+  } while (0)
+
+/* ==== modules ============================================================= */
+
+typedef struct {
+  HChar *path;
+  Bool system;
+  PtrdiffT bias;
+  Addr text_lo, text_hi;
+} Module;
+static Module *modules;
+static UInt n_modules, modules_cap;
+
+static Bool system_name(const HChar *path) {
+  static const HChar *const prefixes[] = {COHORT_SYSTEM_MODULE_PREFIXES};
+  const HChar *base = VG_(strrchr)(path, '/');
+  base = base ? base + 1 : path;
+  for (UInt i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+    if (VG_(strncmp)(base, prefixes[i], VG_(strlen)(prefixes[i])) == 0) return True;
+  return False;
+}
+
+static UInt module_of(const DebugInfo *di) {
+  const HChar *path = VG_(DebugInfo_get_filename)(di);
+  for (UInt i = 0; i < n_modules; i++)
+    if (VG_(strcmp)(modules[i].path, path) == 0) {
+      modules[i].bias = VG_(DebugInfo_get_text_bias)(di);  /* may be reloaded elsewhere */
+      return i;
+    }
+  GROW(modules, n_modules, modules_cap, "cohort.modules");
+  Module *m = &modules[n_modules];
+  m->path = VG_(strdup)("cohort.modpath", path);
+  /* The main executable is never a system module, whatever its name.
+   * Valgrind names mapped files by their resolved path, as --cohort-main. */
+  m->system = system_name(path) && !(ch_clo_main && VG_(strcmp)(ch_clo_main, path) == 0) &&
+              VG_(strcmp)(VG_(args_the_exename), path) != 0;
+  m->bias = VG_(DebugInfo_get_text_bias)(di);
+  m->text_lo = VG_(DebugInfo_get_text_avma)(di);
+  m->text_hi = m->text_lo + VG_(DebugInfo_get_text_size)(di);
+  return n_modules++;
+}
+
+/* ==== kinds of call ======================================================= */
+
+/* Return address -> kind of the call before it, noted when the call was
+ * translated (instrument.c). Open addressing; 0 is the empty key. */
+static Addr *kind_keys;
+static UChar *kind_vals;
+static UWord kind_cap, kind_used;
+
+static void kind_put(Addr ra, UChar kind) {
+  if (2 * (kind_used + 1) > kind_cap) {
+    Addr *ok = kind_keys;
+    UChar *ov = kind_vals;
+    UWord ocap = kind_cap;
+    kind_cap = kind_cap ? 2 * kind_cap : 4096;
+    kind_keys = VG_(calloc)("cohort.kinds", kind_cap, sizeof(Addr));
+    kind_vals = VG_(calloc)("cohort.kinds", kind_cap, 1);
+    kind_used = 0;
+    for (UWord i = 0; i < ocap; i++)
+      if (ok[i]) kind_put(ok[i], ov[i]);
+    if (ok) { VG_(free)(ok); VG_(free)(ov); }
+  }
+  UWord i = ch_hash64(ra) & (kind_cap - 1);
+  while (kind_keys[i] && kind_keys[i] != ra) i = (i + 1) & (kind_cap - 1);
+  if (!kind_keys[i]) kind_used++;
+  kind_keys[i] = ra;
+  kind_vals[i] = kind;
+}
+
+void ch_note_call(Addr ra, Bool direct) { kind_put(ra, direct ? CH_CALL_DIRECT : CH_CALL_INDIRECT); }
+
+static UChar kind_get(Addr ra) {
+  if (!kind_cap) return CH_CALL_OTHER;
+  UWord i = ch_hash64(ra) & (kind_cap - 1);
+  while (kind_keys[i]) {
+    if (kind_keys[i] == ra) return kind_vals[i];
+    i = (i + 1) & (kind_cap - 1);
+  }
+  /* Never seen as a call: a signal frame, a hand-pushed address, or code
+   * run before the tool could see it. */
+  return CH_CALL_OTHER;
+}
+
+/* ==== sites =============================================================== */
+
+typedef struct {
+  UInt module;
+  Addr offset;  /* return address - module bias */
+  UChar kind;
+  HChar *fn, *file;
+  UInt line;
+} Site;
+static Site *sites;
+static UInt n_sites, sites_cap;
+
+#define NO_SITE 0xffffffffu   /* not inside any module: the walk stops */
+
+/* (module, offset) -> site, so a module reloaded at another address keeps
+ * its sites. Values are site index + 1. */
+static UInt *site_tab;
+static UWord site_tab_cap;
+
+static UWord site_hash(UInt module, Addr offset) { return ch_hash64(((ULong)module << 48) ^ offset); }
+
+static void site_tab_insert(UInt s) {
+  UWord i = site_hash(sites[s].module, sites[s].offset) & (site_tab_cap - 1);
+  while (site_tab[i]) i = (i + 1) & (site_tab_cap - 1);
+  site_tab[i] = s + 1;
+}
+
+static HChar *copy_or_empty(const HChar *s) { return VG_(strdup)("cohort.sym", s ? s : ""); }
+
+static UInt site_for(UInt module, Addr offset, Addr ra) {
+  if (2 * (n_sites + 1) > site_tab_cap) {
+    if (site_tab) VG_(free)(site_tab);
+    site_tab_cap = site_tab_cap ? 2 * site_tab_cap : 4096;
+    site_tab = VG_(calloc)("cohort.sitetab", site_tab_cap, sizeof(UInt));
+    for (UInt s = 0; s < n_sites; s++) site_tab_insert(s);
+  }
+  UWord i = site_hash(module, offset) & (site_tab_cap - 1);
+  for (; site_tab[i]; i = (i + 1) & (site_tab_cap - 1)) {
+    Site *s = &sites[site_tab[i] - 1];
+    if (s->module == module && s->offset == offset) return site_tab[i] - 1;
+  }
+  GROW(sites, n_sites, sites_cap, "cohort.sites");
+  Site *s = &sites[n_sites];
+  s->module = module;
+  s->offset = offset;
+  s->kind = kind_get(ra);
+  /* Name the call instruction (ra - 1), so line numbers are the caller's. */
+  DiEpoch ep = VG_(current_DiEpoch)();
+  const HChar *fn = NULL, *file = NULL, *dir = NULL;
+  UInt line = 0;
+  if (!VG_(get_fnname)(ep, ra - 1, &fn)) fn = NULL;
+  s->fn = copy_or_empty(fn);
+  if (!VG_(get_filename_linenum)(ep, ra - 1, &file, &dir, &line)) { file = NULL; line = 0; }
+  s->file = copy_or_empty(file);
+  s->line = line;
+  site_tab[i] = n_sites + 1;
+  return n_sites++;
+}
+
+/* ==== the ip cache ======================================================== */
+
+static Addr *ip_keys;
+static UInt *ip_vals;
+static UWord ip_cap = 1 << 14, ip_used;
+
+static void ip_reset(UWord cap) {
+  if (ip_keys) { VG_(free)(ip_keys); VG_(free)(ip_vals); }
+  ip_cap = cap;
+  ip_used = 0;
+  ip_keys = VG_(calloc)("cohort.ipkeys", ip_cap, sizeof(Addr));
+  ip_vals = VG_(calloc)("cohort.ipvals", ip_cap, sizeof(UInt));
+}
+
+static UInt resolve(Addr ra) {
+  DebugInfo *di = VG_(find_DebugInfo)(VG_(current_DiEpoch)(), ra);
+  if (!di) return NO_SITE;
+  UInt m = module_of(di);
+  return site_for(m, ra - modules[m].bias, ra);
+}
+
+static UInt site_of(Addr ra) {
+  UWord i = ch_hash64(ra) & (ip_cap - 1);
+  for (; ip_keys[i]; i = (i + 1) & (ip_cap - 1))
+    if (ip_keys[i] == ra) return ip_vals[i];
+  UInt s = resolve(ra);
+  if (2 * (ip_used + 1) > ip_cap) {  /* grow by starting afresh, bigger */
+    ip_reset(2 * ip_cap);
+    i = ch_hash64(ra) & (ip_cap - 1);
+  }
+  ip_keys[i] = ra;
+  ip_vals[i] = s;
+  ip_used++;
+  return s;
+}
+
+void ch_contexts_forget_range(Addr a, SizeT len) {
+  for (UInt m = 0; m < n_modules; m++)
+    if (a < modules[m].text_hi && a + len > modules[m].text_lo) {
+      ip_reset(ip_cap);
+      return;
+    }
+}
+
+/* ==== contexts ============================================================ */
+
+typedef struct {
+  UInt *sites;
+  UInt n;
+  Bool truncated;
+  UWord hash;
+} Ctx;
+static Ctx *ctxs;
+static CtxStats *stats;
+static UInt n_ctxs, ctxs_cap, stats_cap;
+static UInt *ctx_tab;  /* context index + 1 */
+static UWord ctx_tab_cap;
+
+static UWord ctx_hash(const UInt *s, UInt n, Bool truncated) {
+  ULong h = 0x9e3779b97f4a7c15ULL ^ n ^ ((ULong)truncated << 40);
+  for (UInt i = 0; i < n; i++) h = ch_hash64(h ^ s[i]);
+  return h;
+}
+
+static void ctx_tab_insert(UInt c) {
+  UWord i = ctxs[c].hash & (ctx_tab_cap - 1);
+  while (ctx_tab[i]) i = (i + 1) & (ctx_tab_cap - 1);
+  ctx_tab[i] = c + 1;
+}
+
+static UInt intern(const UInt *s, UInt n, Bool truncated) {
+  if (2 * (n_ctxs + 1) > ctx_tab_cap) {
+    if (ctx_tab) VG_(free)(ctx_tab);
+    ctx_tab_cap = ctx_tab_cap ? 2 * ctx_tab_cap : 1024;
+    ctx_tab = VG_(calloc)("cohort.ctxtab", ctx_tab_cap, sizeof(UInt));
+    for (UInt c = 0; c < n_ctxs; c++) ctx_tab_insert(c);
+  }
+  UWord h = ctx_hash(s, n, truncated);
+  UWord i = h & (ctx_tab_cap - 1);
+  for (; ctx_tab[i]; i = (i + 1) & (ctx_tab_cap - 1)) {
+    Ctx *c = &ctxs[ctx_tab[i] - 1];
+    if (c->hash == h && c->n == n && c->truncated == truncated &&
+        VG_(memcmp)(c->sites, s, n * sizeof(UInt)) == 0)
+      return ctx_tab[i] - 1;
+  }
+  GROW(ctxs, n_ctxs, ctxs_cap, "cohort.ctxs");
+  if (n_ctxs == stats_cap) {
+    UInt old = stats_cap;
+    stats_cap = ctxs_cap;
+    stats = VG_(realloc)("cohort.ctxstats", stats, stats_cap * sizeof *stats);
+    VG_(memset)(stats + old, 0, (stats_cap - old) * sizeof *stats);
+  }
+  Ctx *c = &ctxs[n_ctxs];
+  c->sites = VG_(malloc)("cohort.ctxsites", (n ? n : 1) * sizeof(UInt));
+  VG_(memcpy)(c->sites, s, n * sizeof(UInt));
+  c->n = n;
+  c->truncated = truncated;
+  c->hash = h;
+  ctx_tab[i] = n_ctxs + 1;
+  return n_ctxs++;
+}
+
+UInt ch_context_of(ThreadId tid) {
+  Addr ips[CH_MAX_FRAMES + 1];
+  UInt s[CH_MAX_FRAMES];
+  UInt n = VG_(get_StackTrace)(tid, ips, CH_MAX_FRAMES + 1, NULL, NULL, 0);
+  Bool truncated = n > CH_MAX_FRAMES;
+  if (truncated) n = CH_MAX_FRAMES;
+  UInt k = 0;
+  for (UInt f = 0; f < n; f++) {
+    /* Valgrind names outer frames by return address - 1 (the call). */
+    Addr ra = f ? ips[f] + 1 : ips[f];
+    if (ips[f] == 0) break;  /* the outermost frame */
+    UInt site = site_of(ra);
+    if (site == NO_SITE) {
+      /* Valgrind's unwinder goes on past the outermost frame (_start,
+       * clone), where the runtime stops, and yields addresses in no code at
+       * all. Only code outside every module (JIT code) truncates. */
+      NSegment const *seg = VG_(am_find_nsegment)(ra);
+      truncated = seg && seg->hasX;
+      break;
+    }
+    if (modules[sites[site].module].system) continue;
+    UInt j = 0;
+    while (j < k && s[j] != site) j++;   /* recursion: keep the innermost */
+    if (j == k) s[k++] = site;
+  }
+  return intern(s, k, truncated);
+}
+
+CtxStats *ch_ctx_stats(UInt ctx) { return &stats[ctx]; }
+UInt ch_n_contexts(void) { return n_ctxs; }
+
+void ch_contexts_init(void) { ip_reset(ip_cap); }
+
+/* ==== output ============================================================== */
+
+static const HChar *kind_name(UChar k) {
+  return k == CH_CALL_DIRECT ? "direct" : k == CH_CALL_INDIRECT ? "indirect" : "other";
+}
+
+void ch_contexts_write(VgFile *f) {
+  for (UInt m = 0; m < n_modules; m++)
+    VG_(fprintf)(f, "module %u %d 0x%lx %s\n", m, modules[m].system ? 1 : 0,
+                 (unsigned long)modules[m].bias, modules[m].path);
+  for (UInt i = 0; i < n_sites; i++)
+    VG_(fprintf)(f, "site %u %u 0x%lx %s\t%s\t%s\t%u\n", i, sites[i].module,
+                 (unsigned long)sites[i].offset, kind_name(sites[i].kind), sites[i].fn,
+                 sites[i].file, sites[i].line);
+  for (UInt c = 0; c < n_ctxs; c++) {
+    CtxStats *st = &stats[c];
+    VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu :", c,
+                 ctxs[c].truncated ? 1 : 0, st->allocs, st->bytes, st->min_size, st->max_size,
+                 st->frees, st->life_sum, st->life_max, st->accesses, st->macro);
+    for (UInt i = 0; i < ctxs[c].n; i++) VG_(fprintf)(f, " %u", ctxs[c].sites[i]);
+    VG_(fprintf)(f, "\n");
+  }
+}

@@ -1,0 +1,119 @@
+/* Instrumentation: every load and store of the client calls ch_access, and
+ * every call instruction tells contexts.c what kind of call it is.
+ *
+ * Most accesses touch the stack or globals, never the heap. So the call is
+ * guarded inline by a range test against the span of tracked objects
+ * (ch_heap_lo, ch_heap_span, read by the generated code itself): the helper
+ * runs only for addresses that may hold a tracked object. */
+#include "profiler.h"
+#include "pub_tool_machine.h"
+
+static IRExpr *load_word(IRSB *sb, const void *where) {
+  IRTemp t = newIRTemp(sb->tyenv, Ity_I64);
+  addStmtToIRSB(sb, IRStmt_WrTmp(t, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)where))));
+  return IRExpr_RdTmp(t);
+}
+
+static IRExpr *bin(IRSB *sb, IROp op, IRType ty, IRExpr *a, IRExpr *b) {
+  IRTemp t = newIRTemp(sb->tyenv, ty);
+  addStmtToIRSB(sb, IRStmt_WrTmp(t, IRExpr_Binop(op, a, b)));
+  return IRExpr_RdTmp(t);
+}
+
+/* ch_access(addr, size) if addr is in the heap span and `guard` (may be NULL). */
+static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard) {
+  IRExpr *lo = load_word(sb, &ch_heap_lo);
+  IRExpr *span = load_word(sb, &ch_heap_span);
+  IRExpr *off = bin(sb, Iop_Sub64, Ity_I64, addr, lo);
+  IRExpr *in = bin(sb, Iop_CmpLT64U, Ity_I1, off, span);
+  if (guard) in = bin(sb, Iop_And1, Ity_I1, in, guard);
+  IRDirty *d = unsafeIRDirty_0_N(2, "ch_access", VG_(fnptr_to_fnentry)(&ch_access),
+                                 mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
+  d->guard = in;
+  addStmtToIRSB(sb, IRStmt_Dirty(d));
+}
+
+static Int loadg_size(IRLoadGOp cvt) {
+  switch (cvt) {
+  case ILGop_IdentV128: return 16;
+  case ILGop_Ident64: return 8;
+  case ILGop_Ident32: return 4;
+  case ILGop_16Uto32: case ILGop_16Sto32: return 2;
+  case ILGop_8Uto32: case ILGop_8Sto32: return 1;
+  default: return 8;
+  }
+}
+
+IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout,
+                    const VexGuestExtents *vge, const VexArchInfo *archinfo_host,
+                    IRType gWordTy, IRType hWordTy) {
+  IRSB *out = deepCopyIRSBExceptStmts(in);
+  IRTypeEnv *env = in->tyenv;
+  Addr insn = 0, after = 0;  /* the current instruction, and the address after it */
+  Addr pending_ra = 0;       /* a call whose return address was pushed */
+  Int i = 0;
+
+  while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark) addStmtToIRSB(out, in->stmts[i++]);
+
+  for (; i < in->stmts_used; i++) {
+    IRStmt *st = in->stmts[i];
+    if (!st || st->tag == Ist_NoOp) continue;
+    switch (st->tag) {
+    case Ist_IMark:
+      /* A call the translator followed into its callee (a chased direct call). */
+      if (pending_ra && st->Ist.IMark.addr != pending_ra) ch_note_call(pending_ra, True);
+      pending_ra = 0;
+      insn = st->Ist.IMark.addr;
+      after = insn + st->Ist.IMark.len;
+      break;
+    case Ist_WrTmp:
+      if (st->Ist.WrTmp.data->tag == Iex_Load) {
+        IRExpr *ld = st->Ist.WrTmp.data;
+        add_access(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL);
+      }
+      break;
+    case Ist_Store: {
+      IRExpr *data = st->Ist.Store.data;
+      /* A call pushes the address after itself. */
+      if (data->tag == Iex_Const && data->Iex.Const.con->tag == Ico_U64 &&
+          data->Iex.Const.con->Ico.U64 == after)
+        pending_ra = after;
+      add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL);
+      break;
+    }
+    case Ist_StoreG: {
+      IRStoreG *sg = st->Ist.StoreG.details;
+      add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard);
+      break;
+    }
+    case Ist_LoadG: {
+      IRLoadG *lg = st->Ist.LoadG.details;
+      add_access(out, lg->addr, loadg_size(lg->cvt), lg->guard);
+      break;
+    }
+    case Ist_Dirty: {
+      IRDirty *d = st->Ist.Dirty.details;
+      if (d->mFx != Ifx_None && d->mAddr) add_access(out, d->mAddr, d->mSize, NULL);
+      break;
+    }
+    case Ist_CAS: {
+      IRCAS *cas = st->Ist.CAS.details;
+      Int size = sizeofIRType(typeOfIRExpr(env, cas->dataLo)) * (cas->dataHi ? 2 : 1);
+      add_access(out, cas->addr, size, NULL);
+      break;
+    }
+    case Ist_LLSC: {
+      IRType ty = st->Ist.LLSC.storedata ? typeOfIRExpr(env, st->Ist.LLSC.storedata)
+                                         : typeOfIRTemp(env, st->Ist.LLSC.result);
+      add_access(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+      break;
+    }
+    default:
+      break;
+    }
+    addStmtToIRSB(out, st);
+  }
+  if (pending_ra && in->jumpkind == Ijk_Call) ch_note_call(pending_ra, in->next->tag == Iex_Const);
+  else if (pending_ra) ch_note_call(pending_ra, True);
+  return out;
+}

@@ -1,0 +1,98 @@
+/* Cohort's profiler: a Valgrind tool that builds HALO's affinity graph.
+ * Shared declarations for the tool's files; see README.md for who does what.
+ *
+ * Valgrind tools have no libc: everything here uses the VG_() API only. The
+ * core serialises client threads, so none of this state needs locks. */
+#ifndef COHORT_PROFILER_H
+#define COHORT_PROFILER_H
+
+#include "pub_tool_basics.h"
+#include "pub_tool_debuginfo.h"
+#include "pub_tool_hashtable.h"
+#include "pub_tool_libcassert.h"
+#include "pub_tool_libcbase.h"
+#include "pub_tool_libcprint.h"
+#include "pub_tool_mallocfree.h"
+#include "pub_tool_threadstate.h"
+#include "pub_tool_tooliface.h"
+
+#define CH_TOOL_VERSION "1"
+#define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
+
+/* ---- options (main.c) ---------------------------------------------------- */
+extern const HChar *ch_clo_out;      /* raw profile path (--cohort-out) */
+extern Long ch_clo_affinity;         /* affinity distance A in bytes */
+extern Long ch_clo_max_size;         /* largest object whose accesses count */
+extern const HChar *ch_clo_main;     /* resolved path of the main executable */
+
+/* ---- contexts (contexts.c) ----------------------------------------------- */
+enum { CH_CALL_UNKNOWN = 0, CH_CALL_DIRECT, CH_CALL_INDIRECT, CH_CALL_OTHER };
+
+typedef struct {
+  ULong allocs, bytes, min_size, max_size, frees;
+  ULong life_sum, life_max;   /* lifetimes of freed objects, in allocations */
+  ULong accesses, macro;      /* machine-level and macro accesses */
+  ULong last_seq;             /* latest allocation from this context */
+  UInt last_obj;              /* its object id (may be stale: check seq) */
+} CtxStats;
+
+UInt ch_context_of(ThreadId tid);          /* the current allocation's context */
+CtxStats *ch_ctx_stats(UInt ctx);
+UInt ch_n_contexts(void);
+void ch_note_call(Addr ret_addr, Bool direct); /* from instrumentation */
+void ch_contexts_forget_range(Addr a, SizeT len); /* code unmapped */
+void ch_contexts_write(VgFile *f);
+void ch_contexts_init(void);
+
+/* ---- objects (objects.c) ------------------------------------------------- */
+typedef struct {
+  Addr start;
+  SizeT size;
+  ULong seq;        /* allocation sequence number, from 1 */
+  ULong prev_same;  /* seq of the previous allocation from ctx, 0 if none */
+  ULong next_same;  /* seq of the next allocation from ctx, ~0 until there is one */
+  UInt ctx;
+  UInt stamp;       /* last queue traversal that counted this object */
+  Bool live;
+} Obj;
+
+extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page */
+static inline Obj *ch_obj(UInt id) { return &ch_obj_pages[id >> 16][id & 0xffff]; }
+
+/* Shadow map: one object id per 16-byte granule of tracked objects. The
+ * client arena aligns every block to 16 and keeps headers between blocks, so
+ * no granule is shared by two objects. Three levels cover 47 bits. */
+extern UInt **ch_shadow_l1[1 << 15];
+static inline UInt ch_shadow_get(Addr a) {
+  if (a >> 47) return 0;
+  UInt **l2 = ch_shadow_l1[a >> 32];
+  if (!l2) return 0;
+  UInt *l3 = l2[(a >> 16) & 0xffff];
+  return l3 ? l3[(a >> 4) & 0xfff] : 0;
+}
+extern Addr ch_heap_lo, ch_heap_span; /* tracked objects lie in [lo, lo+span) */
+extern ULong ch_seq;                  /* allocations so far */
+extern ULong ch_shadow_conflicts;
+void ch_objects_init(void);
+void ch_objects_write(VgFile *f);
+
+/* ---- affinity (affinity.c) ----------------------------------------------- */
+VG_REGPARM(2) void ch_access(Addr a, SizeT size);
+void ch_set_thread(ThreadId tid);
+void ch_affinity_init(void);
+void ch_affinity_write(VgFile *f);
+extern ULong ch_total_accesses;   /* every instrumented access seen by ch_access */
+extern ULong ch_tracked_accesses; /* those that hit a tracked object */
+
+/* ---- instrumentation (instrument.c) -------------------------------------- */
+IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGuestLayout *layout,
+                    const VexGuestExtents *vge, const VexArchInfo *archinfo_host,
+                    IRType gWordTy, IRType hWordTy);
+
+/* ---- small helpers ------------------------------------------------------- */
+static inline UWord ch_hash64(ULong x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
+  return (UWord)(x ^ (x >> 33));
+}
+
+#endif
