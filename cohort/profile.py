@@ -98,7 +98,7 @@ def parse_raw(text):
                                  "call": call, "function": fn or None, "file": file or None,
                                  "line": int(lineno) or None})
         elif kind == "context":
-            nums, _, sites = rest.partition(" : ")
+            nums, _, sites = rest.partition(":")
             v = [int(x) for x in nums.split()]
             raw["contexts"].append({"id": v[0], "truncated": v[1] == 1, "allocs": v[2],
                                     "bytes": v[3], "min": v[4], "max": v[5], "frees": v[6],

@@ -1,0 +1,238 @@
+"""The profiler: `cohort profile` on programs whose affinity graphs are known
+(tests/programs/patterns.c), and its handling of bad input."""
+
+import json
+import os
+
+import pytest
+
+from conftest import COHORT, PROGRAMS, ROOT, run
+from cohort.profile import hot_nodes, load_profile
+
+O0 = PROGRAMS / "patterns_O0"
+O2 = PROGRAMS / "patterns_O2"      # PIE, no frame pointers, stripped
+O2FP = PROGRAMS / "patterns_O2fp"  # the same code, not PIE, frame pointers, symbols
+
+
+def profile(tmp_path, *argv, name="profile.json", expect_rc=0):
+    out = tmp_path / name
+    r = run([COHORT, "profile", "-o", out, "--", *argv])
+    assert r.returncode == expect_rc, r.stderr.decode()
+    return load_profile(out), r
+
+
+def fn_names(p, ctx):
+    return [p["sites"][s]["function"] for s in p["contexts"][ctx]["sites"]]
+
+
+def ctx_made_by(p, function):
+    """Contexts whose sites include `function` (needs symbols)."""
+    return [c["id"] for c in p["contexts"] if function in fn_names(p, c["id"])]
+
+
+def weight(p, x, y):
+    x, y = min(x, y), max(x, y)
+    return sum(w for a, b, w in p["graph"]["edges"] if (a, b) == (x, y))
+
+
+def the(ids):
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+@pytest.fixture(scope="module")
+def alternate(tmp_path_factory):
+    return profile(tmp_path_factory.mktemp("alt"), O0, "alternate")[0]
+
+
+def test_alternating_contexts_get_a_heavy_edge(alternate):
+    p = alternate
+    a, b = the(ctx_made_by(p, "new_a")), the(ctx_made_by(p, "new_b"))
+    assert sorted(p["graph"]["nodes"]) == sorted([a, b])
+    # 10 passes over 2000 pairs; each b access is affinitive to a few a nodes
+    assert weight(p, a, b) > 10 * 2000
+    assert weight(p, a, b) > weight(p, a, a)
+    c = p["contexts"][a]
+    assert (c["allocations"], c["bytes"], c["min_size"], c["max_size"], c["same_size"]) == \
+        (2000, 2000 * 32, 32, 32, True)
+    assert c["frees"] == 2000 and c["lifetime"]["live_at_exit"] == 0
+    assert c["accesses"] >= 10 * 2000 * 2 and c["macro_accesses"] <= c["accesses"]
+    assert p["target"]["exit_status"] == 0 and p["totals"]["threads"] == 1
+
+
+def test_not_coallocatable_means_no_edge(tmp_path, alternate):
+    p, _ = profile(tmp_path, O0, "separate")
+    a, b = the(ctx_made_by(p, "new_a")), the(ctx_made_by(p, "new_b"))
+    # All a nodes were allocated before all b nodes: between a_i and b_i lie
+    # other a's. Only the pair (last a, first b) is co-allocatable: at most
+    # one edge per pass, where alternate gets thousands.
+    assert weight(p, a, b) <= 10 * 2
+    assert weight(alternate, the(ctx_made_by(alternate, "new_a")),
+                  the(ctx_made_by(alternate, "new_b"))) > 1000 * weight(p, a, b)
+    assert weight(p, a, a) > 10 * 2000  # each list on its own is fine
+
+
+def test_one_object_accessed_repeatedly_has_no_self_edge(tmp_path):
+    p, _ = profile(tmp_path, O0, "self")
+    a, b = the(ctx_made_by(p, "new_a")), the(ctx_made_by(p, "new_b"))
+    assert weight(p, a, a) == 0 and weight(p, b, b) == 0
+    assert weight(p, a, b) > 10000
+
+
+def test_wrapper_contexts_are_told_apart_by_their_callers(tmp_path):
+    p, _ = profile(tmp_path, O0, "wrapper")
+    a, b = the(ctx_made_by(p, "wrapped_a")), the(ctx_made_by(p, "wrapped_b"))
+    assert a != b
+    sa, sb = p["contexts"][a]["sites"], p["contexts"][b]["sites"]
+    assert sa[0] == sb[0] and fn_names(p, a)[0] == "xmalloc"  # same entry site
+    assert sa[1] != sb[1]
+    assert weight(p, a, b) > 10 * 2000
+
+
+def test_recursion_is_reduced(tmp_path):
+    p, _ = profile(tmp_path, O0, "recursive")
+    ctxs = ctx_made_by(p, "build_rec")
+    # 50 depths, but only two contexts: the outermost call (from main) and
+    # every recursive one (each call site kept once).
+    assert len(ctxs) == 2
+    inner = max(ctxs, key=lambda c: p["contexts"][c]["allocations"])
+    assert p["contexts"][inner]["allocations"] == 40 * 49
+    assert fn_names(p, inner).count("build_rec") == 2
+    sites = p["contexts"][inner]["sites"]
+    assert len(sites) == len(set(sites))
+
+
+def test_cold_context_is_filtered_out(tmp_path):
+    p, _ = profile(tmp_path, O0, "cold")
+    c = the(ctx_made_by(p, "new_c"))
+    assert p["contexts"][c]["accesses"] > 0
+    assert c not in p["graph"]["nodes"]
+    assert all(c not in e[:2] for e in p["graph"]["edges"])
+    assert p["graph"]["coverage"] >= 0.9
+
+
+def test_hot_node_filter():
+    ctxs = [{"id": i, "accesses": a} for i, a in enumerate([5, 50, 0, 40, 5])]
+    assert hot_nodes(ctxs, 0.9) == ([1, 3], 0.9)
+    assert hot_nodes(ctxs, 0.95)[0] == [1, 3, 0]
+    assert hot_nodes(ctxs, 1.0)[0] == [1, 3, 0, 4]
+
+
+def graph_shape(p):
+    """The graph with contexts named by order of first allocation and sites by
+    position: everything but offsets and symbols."""
+    return ([(len(c["sites"]), c["truncated"], c["allocations"], c["bytes"], c["accesses"])
+             for c in p["contexts"]],
+            sorted(map(tuple, p["graph"]["edges"])), p["graph"]["nodes"])
+
+
+@pytest.mark.parametrize("mode", ["alternate", "wrapper", "recursive"])
+def test_stripped_pie_without_frame_pointers_gives_the_same_graph(tmp_path, mode):
+    stock, _ = profile(tmp_path, O2, mode, name="stock.json")
+    fp, _ = profile(tmp_path, O2FP, mode, name="fp.json")
+    assert graph_shape(stock) == graph_shape(fp)
+    assert stock["sites"][stock["contexts"][0]["sites"][0]]["function"] is None  # really stripped
+    # and -O0 -g has the same contexts and edges (weights differ: -O0 code
+    # makes other accesses)
+    o0, _ = profile(tmp_path, O0, mode, name="o0.json")
+    assert [s[:3] for s in graph_shape(o0)[0]] == [s[:3] for s in graph_shape(stock)[0]]
+    assert [e[:2] for e in graph_shape(o0)[1]] == [e[:2] for e in graph_shape(stock)[1]]
+
+
+def test_threads_have_their_own_queues(tmp_path):
+    p, _ = profile(tmp_path, O0, "threads")
+    a, b, c, d = (the(ctx_made_by(p, f)) for f in ("new_a", "new_b", "new_c", "new_d"))
+    assert weight(p, a, b) > 20 * 2000 and weight(p, c, d) > 20 * 2000
+    for x in (a, b):
+        for y in (c, d):
+            assert weight(p, x, y) == 0
+    assert p["totals"]["threads"] >= 3
+
+
+def test_cxx_new_is_tracked(tmp_path):
+    p, _ = profile(tmp_path, PROGRAMS / "cxx_patterns")
+    sq, ci = the(ctx_made_by(p, "make_square(long)")), the(ctx_made_by(p, "make_circle(long)"))
+    assert p["contexts"][sq]["allocations"] == 2000 and p["contexts"][sq]["frees"] == 2000
+    assert weight(p, sq, ci) > 10 * 2000
+
+
+def test_profile_records_modules_sites_and_call_kinds(alternate):
+    p = alternate
+    main = [m for m in p["modules"] if m["path"] == os.path.realpath(O0)]
+    assert len(main) == 1 and not main[0]["system"] and len(main[0]["build_id"]) == 40
+    libc = [m for m in p["modules"] if "libc.so" in m["path"]]
+    assert libc and libc[0]["system"]
+    a = the(ctx_made_by(p, "new_a"))
+    entry = p["sites"][p["contexts"][a]["sites"][0]]
+    assert entry["module"] == main[0]["id"] and entry["call"] == "direct"
+    assert entry["file"] == "patterns.c" and entry["line"] > 0
+    # the site is the return address: the byte before it ends a call to malloc
+    system_sites = {s["id"] for s in p["sites"] if p["modules"][s["module"]]["system"]}
+    assert all(not system_sites & set(c["sites"]) for c in p["contexts"])
+    assert p["parameters"] == {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
+    assert p["format"] == "cohort-profile" and p["version"] == 1
+
+
+def test_affinity_distance_and_max_size_are_honoured(tmp_path):
+    near, _ = profile(tmp_path, O0, "alternate", name="near.json")
+    r = run([COHORT, "profile", "--affinity-distance", "16", "-o", tmp_path / "a16.json", "--", O0, "alternate"])
+    assert r.returncode == 0
+    small = load_profile(tmp_path / "a16.json")
+    a, b = the(ctx_made_by(near, "new_a")), the(ctx_made_by(near, "new_b"))
+    assert 0 < weight(small, a, b) < weight(near, a, b)
+    r = run([COHORT, "profile", "--max-size", "16", "-o", tmp_path / "m16.json", "--", O0, "alternate"])
+    tiny = load_profile(tmp_path / "m16.json")
+    assert tiny["graph"]["edges"] == [] and tiny["contexts"][a]["accesses"] == 0
+    assert tiny["contexts"][a]["allocations"] == 2000  # still counted
+
+
+# ---- bad input --------------------------------------------------------------
+
+def test_refuses_to_overwrite(tmp_path):
+    out = tmp_path / "profile.json"
+    out.write_text("precious")
+    r = run([COHORT, "profile", "-o", out, "--", O0, "self", "10"])
+    assert r.returncode != 0 and b"exists" in r.stderr and b"--force" in r.stderr
+    assert out.read_text() == "precious"
+    r = run([COHORT, "profile", "--force", "-o", out, "--", O0, "self", "10"])
+    assert r.returncode == 0 and load_profile(out)["format"] == "cohort-profile"
+
+
+def test_missing_and_unsupported_targets(tmp_path):
+    r = run([COHORT, "profile", "-o", tmp_path / "p.json", "--", tmp_path / "nope"])
+    assert r.returncode != 0 and r.stderr.decode().count("\n") == 1 and b"no such file" in r.stderr
+    text = tmp_path / "data.txt"
+    text.write_text("hello")
+    text.chmod(0o755)
+    r = run([COHORT, "profile", "-o", tmp_path / "p.json", "--", text])
+    assert r.returncode != 0 and b"not an ELF file" in r.stderr
+    assert not (tmp_path / "p.json").exists()
+    r = run([COHORT, "profile", "-o", tmp_path / "p.json"])
+    assert r.returncode != 0 and b"no program given" in r.stderr
+
+
+def test_failing_target_still_gives_a_profile(tmp_path):
+    p, r = profile(tmp_path, O0, "no-such-mode", expect_rc=0)
+    assert p["target"]["exit_status"] == 2
+    assert b"exited with status 2" in r.stderr and b"patterns: unknown mode" in r.stderr
+
+
+def test_crashing_target_still_gives_a_profile(tmp_path):
+    p, r = profile(tmp_path, "sh", "-c", "kill -SEGV $$")
+    assert p["target"]["signal"] == 11 or p["target"]["exit_status"] != 0
+    assert b"signal" in r.stderr or b"exited with status" in r.stderr
+
+
+def test_corrupt_profiles_are_refused(tmp_path):
+    from cohort.errors import CohortError
+    good = json.loads((ROOT / "tests" / "data" / "tiny-profile.json").read_text())
+    cases = {"garbage": "{not json", "other": json.dumps({"format": "x"}),
+             "version": json.dumps(dict(good, version=99)),
+             "dangling": json.dumps(dict(good, graph={"nodes": [7], "edges": [], "coverage": 1}))}
+    for name, text in cases.items():
+        f = tmp_path / name
+        f.write_text(text)
+        with pytest.raises(CohortError):
+            load_profile(f)
+    with pytest.raises(CohortError, match="no such profile"):
+        load_profile(tmp_path / "absent.json")
