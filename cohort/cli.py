@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+from pathlib import Path
 
 from cohort import __version__
 from cohort.errors import CohortError
@@ -25,9 +26,11 @@ def split_command(argv):
 
 
 def cmd_run(args, target):
-    from cohort.runner import environment, exec_program
+    from cohort.runner import check_plan_fits, environment, exec_program, resolve_program
     if not target:
         raise CohortError("no program given (usage: cohort run [options] -- ./prog args...)")
+    if args.plan:
+        check_plan_fits(args.plan, resolve_program(target))
     env = environment(plan=args.plan, allocator=args.allocator, mode=args.mode, stats=args.stats)
     exec_program(target, env)
 
@@ -41,6 +44,83 @@ def cmd_profile(args, target):
     print(summary(data, rc), file=sys.stderr)
     print(f"cohort: wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def cmd_plan(args, target):
+    from cohort.planner import plan_command, report
+    if target:
+        raise CohortError("cohort plan takes no program (usage: cohort plan profile.json -o plan)")
+    plan, profile = plan_command(args.profile, args.output, force=args.force, min_weight=args.min_weight,
+                                 max_members=args.max_members, tolerance=args.tolerance,
+                                 group_threshold=args.group_threshold, unknown_entry=args.unknown_entry)
+    print(report(plan, profile))
+    print(f"cohort: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_explain(args, target):
+    from cohort.explain import explain
+    if target:
+        raise CohortError("cohort explain takes no program (usage: cohort explain profile.json [plan])")
+    graph = args.graph
+    if graph is None:
+        graph = str(Path(args.profile).with_suffix(".svg"))
+    text = explain(args.profile, args.plan, graph_path=None if graph == "-" else graph,
+                   top=args.top, force=args.force)
+    sys.stdout.write(text)
+    if graph != "-":
+        print(f"cohort: drew the affinity graph in {graph}", file=sys.stderr)
+    return 0
+
+
+def cmd_optimize(args, target):
+    from cohort.explain import explain
+    from cohort.planner import plan_command, report
+    from cohort.profile import profile, summary
+    if not target:
+        raise CohortError("no program given (usage: cohort optimize -o DIR -- ./prog train-args...)")
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise CohortError(f"{out} exists and is not a directory")
+    products = [out / n for n in ("profile.json", "plan", "explain.txt", "graph.svg")]
+    if not args.force and any(p.exists() for p in products):
+        raise CohortError(f"{out} already holds a profile or plan (use --force to replace them)")
+    out.mkdir(parents=True, exist_ok=True)
+    data, rc = profile(target, products[0], force=True, affinity_distance=args.affinity_distance,
+                       max_size=args.max_size, coverage=args.coverage)
+    print(summary(data, rc), file=sys.stderr)
+    plan, prof = plan_command(products[0], products[1], force=True, min_weight=args.min_weight,
+                              max_members=args.max_members, tolerance=args.tolerance,
+                              group_threshold=args.group_threshold, unknown_entry=args.unknown_entry)
+    print(report(plan, prof))
+    text = explain(products[0], products[1], graph_path=products[3], force=True)
+    products[2].write_text(text)
+    print(f"cohort: wrote {', '.join(str(p) for p in products)}", file=sys.stderr)
+    return 0
+
+
+def add_profile_options(p):
+    p.add_argument("--affinity-distance", type=int, default=128, metavar="BYTES",
+                   help="HALO's affinity distance A (default: 128)")
+    p.add_argument("--max-size", type=int, default=4096, metavar="BYTES",
+                   help="largest object whose accesses are tracked (default: 4096)")
+    p.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
+                   help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
+
+
+def add_plan_options(p):
+    p.add_argument("--min-weight", type=float, default=None, metavar="W",
+                   help="drop edges lighter than W (default: 1/1000 of the heaviest edge)")
+    p.add_argument("--max-members", type=int, default=16, metavar="N",
+                   help="largest group, in contexts (default: 16)")
+    p.add_argument("--tolerance", type=float, default=0.05, metavar="T",
+                   help="merge tolerance T of the merge benefit (default: 0.05)")
+    p.add_argument("--group-threshold", type=float, default=0.005, metavar="F",
+                   help="keep a group only if its internal weight is at least F x all accesses "
+                        "(default: 0.005)")
+    p.add_argument("--unknown-entry", default="walk", choices=("walk", "cold"),
+                   help="allocations entering at a site the profile never saw: walk the stack "
+                        "and test every selector, or never group them (default: walk)")
 
 
 def build_parser():
@@ -65,13 +145,39 @@ def build_parser():
                                     "-o profile.json -- PROG ARGS...")
     pr.add_argument("-o", "--output", default="profile.json", help="profile to write (default: profile.json)")
     pr.add_argument("--force", action="store_true", help="overwrite an existing profile")
-    pr.add_argument("--affinity-distance", type=int, default=128, metavar="BYTES",
-                    help="HALO's affinity distance A (default: 128)")
-    pr.add_argument("--max-size", type=int, default=4096, metavar="BYTES",
-                    help="largest object whose accesses are tracked (default: 4096)")
-    pr.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
-                    help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
+    add_profile_options(pr)
     pr.set_defaults(func=cmd_profile)
+
+    pl = sub.add_parser("plan", help="group a profile's contexts and write a plan for the runtime",
+                        description="HALO's grouping (weighted density) and identification (selectors) "
+                                    "on a profile; writes the runtime's plan (docs/plan-format.md).")
+    pl.add_argument("profile", help="profile.json from cohort profile")
+    pl.add_argument("-o", "--output", default="plan", help="plan to write (default: plan)")
+    pl.add_argument("--force", action="store_true", help="overwrite an existing plan")
+    add_plan_options(pl)
+    pl.set_defaults(func=cmd_plan)
+
+    ex = sub.add_parser("explain", help="show a profile (and plan) for people, and draw the graph",
+                        description="Print the hottest contexts with their call stacks and the groups "
+                                    "with their members and selectors; draw the affinity graph "
+                                    "coloured by group as SVG.")
+    ex.add_argument("profile", help="profile.json from cohort profile")
+    ex.add_argument("plan", nargs="?", help="a plan (default: the groups cohort plan would make)")
+    ex.add_argument("--graph", metavar="FILE.svg",
+                    help="where to draw the graph (default: the profile's name with .svg; - for none)")
+    ex.add_argument("--top", type=int, default=10, help="how many hot contexts to list (default: 10)")
+    ex.add_argument("--force", action="store_true", help="overwrite a graph file cohort did not draw")
+    ex.set_defaults(func=cmd_explain)
+
+    op = sub.add_parser("optimize", help="profile + plan + explain in one step",
+                        description="Profile PROG on a training input, plan, and explain; "
+                                    "products go to DIR (profile.json, plan, explain.txt, graph.svg). "
+                                    "Usage: cohort optimize -o DIR [options] -- PROG TRAIN-ARGS...")
+    op.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the products")
+    op.add_argument("--force", action="store_true", help="replace products already in DIR")
+    add_profile_options(op)
+    add_plan_options(op)
+    op.set_defaults(func=cmd_optimize)
     return p
 
 

@@ -73,3 +73,24 @@ def _find_build_id(notes):
         if ntype == NT_GNU_BUILD_ID and name.rstrip(b"\0") == b"GNU":
             return desc.hex()
     return None
+
+
+PT_INTERP = 3
+
+
+def is_program(path):
+    """True for an executable that asks for a dynamic loader (a main program,
+    PIE or not), False for shared libraries and anything unreadable."""
+    try:
+        with open(path, "rb") as f:
+            ident = _header(f)
+            if ident is None or ident[4] != 2 or ident[5] != 1:
+                return False
+            phoff, = struct.unpack_from("<Q", ident, 32)
+            phentsize, phnum = struct.unpack_from("<HH", ident, 54)
+            f.seek(phoff)
+            phdrs = f.read(phentsize * phnum)
+            return any(struct.unpack_from("<I", phdrs, i * phentsize)[0] == PT_INTERP
+                       for i in range(phnum))
+    except (OSError, struct.error):
+        return False

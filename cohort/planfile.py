@@ -28,3 +28,56 @@ def check_plan_header(path):
         raise CohortError(f"plan {path}: not a Cohort plan (first line must be 'cohort-plan {PLAN_VERSION}')")
     if version != str(PLAN_VERSION):
         raise CohortError(f"plan {path}: format version {version}; this Cohort reads version {PLAN_VERSION}")
+
+
+def read_plan(path):
+    """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict)],
+    "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s}.
+    Raises CohortError naming the line for anything malformed."""
+    check_plan_header(path)
+    plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
+            "unknown_entry": "walk"}
+    ended = False
+    for n, raw in enumerate(Path(path).read_text(errors="replace").splitlines()[1:], start=2):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+
+        def bad(why):
+            return CohortError(f"plan {path}:{n}: {why}")
+
+        try:
+            if words[0] == "end":
+                ended = True
+                break
+            if words[0] == "max-size":
+                plan["max_size"] = int(words[1])
+            elif words[0] == "module":
+                if int(words[1]) != len(plan["modules"]):
+                    raise bad("modules must be numbered in order")
+                path_text = line.split(None, 3)[3]
+                plan["modules"].append((None if words[2] == "-" else words[2], path_text))
+            elif words[0] == "site":
+                if int(words[1]) != len(plan["sites"]) or not 0 <= int(words[2]) < len(plan["modules"]):
+                    raise bad("site out of order or naming an undeclared module")
+                plan["sites"].append((int(words[2]), int(words[3], 16), words[4] if len(words) > 4 else None))
+            elif words[0] == "group":
+                if int(words[1]) != len(plan["groups"]):
+                    raise bad("groups must be numbered in order")
+                plan["groups"].append(words[2])
+            elif words[0] == "select":
+                g, sites = int(words[1]), [int(w) for w in words[2:]]
+                if not 0 <= g < len(plan["groups"]) or not sites or \
+                        not all(0 <= s < len(plan["sites"]) for s in sites):
+                    raise bad("select names an undeclared group or site")
+                plan["selects"].append((g, sites))
+            elif words[0] == "unknown-entry":
+                plan["unknown_entry"] = words[1]
+            else:
+                raise bad(f"unknown directive '{words[0]}'")
+        except (IndexError, ValueError):
+            raise bad(f"malformed '{words[0]}' line") from None
+    if not ended:
+        raise CohortError(f"plan {path}: truncated (no 'end' line)")
+    return plan

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
-from cohort.planfile import check_plan_header
+from cohort import elf
+from cohort.planfile import check_plan_header, read_plan
 
 MODES = ("plan", "off", "all", "random")
 
@@ -48,6 +49,33 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None):
     if stats is not None:
         env["COHORT_STATS"] = str(Path(stats).resolve())
     return env
+
+
+def check_plan_fits(plan_path, program):
+    """Refuse a plan made for another program before running: the runtime
+    would only warn and run ungrouped, which on the command line is a mistake
+    the user wants to hear about. A plan naming the program's file with
+    another build id is stale; a plan naming only other main programs is
+    someone else's. (Plans naming only shared libraries are left to the
+    runtime, which binds them when they load.)"""
+    plan = read_plan(plan_path)
+    if not plan["modules"]:
+        return
+    real = os.path.realpath(program)
+    mine = elf.build_id(real)
+    base = os.path.basename(real)
+    for build_id, path in plan["modules"]:
+        if build_id and build_id == mine:
+            return
+        if os.path.basename(path) == base and os.path.realpath(path) == real and not build_id:
+            return
+    for build_id, path in plan["modules"]:
+        if os.path.basename(path) == base and build_id and mine and build_id != mine:
+            raise CohortError(f"plan {plan_path} was made for another build of {base} "
+                              f"(build id {build_id[:12]}..., this one is {mine[:12]}...); profile and plan again")
+    if all(elf.is_program(path) for _, path in plan["modules"]):
+        names = ", ".join(sorted({os.path.basename(p) for _, p in plan["modules"]}))
+        raise CohortError(f"plan {plan_path} is for {names}, not {base}")
 
 
 def exec_program(argv, env):

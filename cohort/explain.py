@@ -1,0 +1,126 @@
+"""`cohort explain`: a profile (and a plan) for people.
+
+With a plan, groups are what the plan's selectors select among the profiled
+contexts, evaluated first-match as the runtime does; without one, the groups
+are those `cohort plan` would make with its defaults."""
+
+import os
+from pathlib import Path
+
+from cohort import planner
+from cohort.errors import CohortError
+from cohort.graphsvg import MARK, render
+from cohort.planfile import read_plan
+from cohort.profile import load_profile
+
+
+def short(profile, sid):
+    s = profile["sites"][sid]
+    if s["function"]:
+        return s["function"].split("(")[0]
+    return f"{os.path.basename(profile['modules'][s['module']]['path'])}+{s['offset']:#x}"
+
+
+def context_label(profile, cid):
+    sites = profile["contexts"][cid]["sites"]
+    return short(profile, sites[0]) if sites else f"ctx {cid}"
+
+
+def plan_groups(profile, plan):
+    """(names, {context: group}, [[conjunctions as profile site ids]]) by
+    evaluating the plan against the profile."""
+    by_key = {}
+    for s in profile["sites"]:
+        m = profile["modules"][s["module"]]
+        by_key[(m["build_id"], os.path.basename(m["path"]), s["offset"])] = s["id"]
+    site_map = {}
+    for i, (mod, off, _) in enumerate(plan["sites"]):
+        build_id, path = plan["modules"][mod]
+        site_map[i] = by_key.get((build_id, os.path.basename(path), off))
+    if plan["modules"] and all(v is None for v in site_map.values()):
+        raise CohortError("the plan names no call site of this profile (made for another program?)")
+    conj = [[] for _ in plan["groups"]]
+    for g, sites in plan["selects"]:
+        conj[g].append([site_map[s] for s in sites])
+    group_of = {}
+    for c in profile["contexts"]:
+        chain = set(c["sites"])
+        for g, sites in plan["selects"]:
+            if all(site_map[s] is not None and site_map[s] in chain for s in sites):
+                group_of[c["id"]] = g
+                break
+    return plan["groups"], group_of, conj
+
+
+def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
+    """Returns the text; writes the picture to graph_path."""
+    profile = load_profile(profile_path)
+    if plan_path:
+        plan = read_plan(plan_path)
+        names, group_of, conj = plan_groups(profile, plan)
+        source = f"plan {plan_path}"
+    else:
+        made = planner.make_plan(profile)
+        names = [g.name for g in made.groups]
+        group_of = {c: g for c, g in made.predicted.items() if g is not None}
+        conj = [[list(c) for c in g.conjunctions] for g in made.groups]
+        source = "cohort plan's defaults"
+
+    t = profile["totals"]
+    target = " ".join(profile["target"]["argv"])
+    lines = [f"Profile of: {target}",
+             f"  {t['allocations']} allocations in {len(profile['contexts'])} contexts; "
+             f"{t['accesses']} accesses to tracked objects (objects up to "
+             f"{profile['parameters']['max_size']} bytes); affinity distance "
+             f"{profile['parameters']['affinity_distance']} bytes",
+             f"  graph: {len(profile['graph']['nodes'])} contexts cover "
+             f"{profile['graph']['coverage']:.1%} of accesses; {len(profile['graph']['edges'])} edges", ""]
+    total = t["accesses"] or 1
+    hottest = sorted(profile["contexts"], key=lambda c: (-c["accesses"], c["id"]))[:top]
+    lines.append(f"Hottest contexts (of {len(profile['contexts'])}):")
+    for c in hottest:
+        g = group_of.get(c["id"])
+        lines.append(f"  context {c['id']}: {c['accesses']} accesses ({100 * c['accesses'] / total:.1f}%), "
+                     f"{c['allocations']} allocations of {c['min_size']}"
+                     + (f"-{c['max_size']}" if c['max_size'] != c['min_size'] else "")
+                     + f" bytes, {'group ' + str(g) if g is not None else 'ungrouped'}")
+        for sid in c["sites"][:8]:
+            lines.append(f"      {planner.site_name(profile, sid)}  [{profile['sites'][sid]['call']}]")
+        if len(c["sites"]) > 8:
+            lines.append(f"      ... {len(c['sites']) - 8} more frames")
+        if c["truncated"]:
+            lines.append("      (stack walk truncated)")
+    lines.append("")
+    lines.append(f"Groups ({source}):")
+    if not names:
+        lines.append("  none")
+    for g, name in enumerate(names):
+        members = sorted(c for c, gg in group_of.items() if gg == g)
+        allocs = sum(profile["contexts"][c]["allocations"] for c in members)
+        acc = sum(profile["contexts"][c]["accesses"] for c in members)
+        lines.append(f"  group {g} {name}: {len(members)} contexts, {allocs} allocations, {acc} accesses")
+        for c in members:
+            lines.append(f"      context {c}: {context_label(profile, c)}")
+        for terms in conj[g]:
+            lines.append("      select: " + " and ".join(
+                (planner.site_name(profile, s) if s is not None else "(site not in this profile)")
+                for s in terms))
+    text = "\n".join(lines) + "\n"
+
+    if graph_path:
+        graph_path = Path(graph_path)
+        if graph_path.exists() and not force:
+            try:
+                ours = MARK in graph_path.read_text(errors="replace")[:400]
+            except OSError:
+                ours = False
+            if not ours:
+                raise CohortError(f"{graph_path} exists and was not drawn by cohort (use --force)")
+        nodes = profile["graph"]["nodes"]
+        edges = {(x, y): w for x, y, w in profile["graph"]["edges"]}
+        acc = {n: profile["contexts"][n]["accesses"] for n in nodes}
+        labels = {n: context_label(profile, n) for n in nodes}
+        svg = render(nodes, edges, acc, {n: group_of.get(n) for n in nodes}, labels,
+                     f"Affinity graph of {os.path.basename(profile['target']['argv'][0])}, coloured by group")
+        planner.write_text_atomically(graph_path, svg)
+    return text

@@ -1,0 +1,79 @@
+"""Identification: HALO's selectors (CGO 2020, section 4.3, Figure 10).
+
+A selector says, from call sites alone, whether an allocation belongs to a
+group: a disjunction of conjunctions of sites ("the stack holds sites 3 and
+7, or site 9"). The runtime evaluates the groups' selectors in order and the
+first match wins, so groups are handled from the most popular down, and a
+group's selector need not avoid contexts of groups handled before it.
+
+Two departures from the pseudocode, both deliberate:
+- Figure 10 ORs every intermediate conjunction into the selector, which would
+  make each refinement pointless (the weaker conjunction already matches all
+  the refined one does); only a member's final conjunction is added.
+- Ties between sites that remove equally many conflicts go to the site
+  *lower in the stack*, which we read as nearer the allocation (innermost):
+  the runtime sees those first, and the entry site is what its quick test
+  looks at."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Selector:
+    group: int                 # index into the groups given
+    conjunctions: list         # [tuple of sites], each in stack order (innermost first)
+    conflicts: list            # contexts of other, later groups or of none that still match
+    unidentifiable: list = field(default_factory=list)  # members with no application frame
+
+
+def matches(conjunction, chain_set):
+    return all(s in chain_set for s in conjunction)
+
+
+def member_conjunction(chain, candidates, chains):
+    """The greedy loop of Figure 10 for one member: add the site of `chain`
+    that leaves the fewest conflicting chains, until nothing improves."""
+    expr, conflicts, pool = [], None, candidates
+    while conflicts != 0:
+        pool = [c for c in pool if matches(expr, chains[c])]
+        best = None
+        for depth, site in enumerate(chain):
+            if site in expr:
+                continue
+            m = sum(1 for c in pool if site in chains[c])
+            if best is None or m < best[0]:  # strict: an innermost site wins ties
+                best = (m, site)
+        if best is None or (conflicts is not None and best[0] >= conflicts):
+            break
+        expr.append(best[1])
+        conflicts = best[0]
+    order = {s: i for i, s in enumerate(chain)}
+    return tuple(sorted(expr, key=order.get))
+
+
+def identify(groups, contexts, popularity):
+    """groups: [[context id]]; contexts: {context id: [site] innermost first};
+    popularity: [number per group]. Returns Selectors, most popular first."""
+    chains = {c: frozenset(s) for c, s in contexts.items()}
+    group_of = {c: g for g, members in enumerate(groups) for c in members}
+    order = sorted(range(len(groups)), key=lambda g: (-popularity[g], g))
+    ignore, selectors = set(), []
+    for g in order:
+        ignore.add(g)
+        candidates = [c for c in sorted(contexts) if group_of.get(c) not in ignore]
+        conjunctions, unidentifiable = [], []
+        for member in groups[g]:
+            chain = contexts[member]
+            if not chain:
+                unidentifiable.append(member)
+                continue
+            conj = member_conjunction(chain, candidates, chains)
+            if conj not in conjunctions:
+                conjunctions.append(conj)
+        # a conjunction implied by a weaker one of the same group adds nothing
+        conjunctions = [c for c in conjunctions
+                        if not any(o != c and set(o) <= set(c) for o in conjunctions)]
+        conflicts = [c for c in candidates if any(matches(conj, chains[c]) for conj in conjunctions)]
+        selectors.append(Selector(group=g, conjunctions=conjunctions, conflicts=conflicts,
+                                  unidentifiable=unidentifiable))
+    return selectors

@@ -1,0 +1,208 @@
+"""`cohort plan`: from a profile to the runtime's plan (docs/plan-format.md).
+
+Grouping (grouping.py) decides which contexts share a pool; identification
+(identification.py) derives the selectors that recognise them; this module
+puts both into a plan within the runtime's limits, decides the quick test's
+verdicts for entry sites, and reports what it did."""
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cohort import grouping, identification
+from cohort.errors import CohortError
+
+MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
+MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
+
+PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="walk")
+
+
+@dataclass
+class PlannedGroup:
+    name: str
+    members: list
+    weight: int
+    score: float
+    accesses: int
+    allocations: int
+    conjunctions: list
+    conflicts: list
+    unidentifiable: list
+
+
+@dataclass
+class Plan:
+    groups: list                       # PlannedGroup, in selector order
+    rejected: list                     # grouping.Group under the threshold
+    sites: list                        # site ids of the profile, in plan order
+    verdicts: dict                     # site id -> "cold" | "walk"
+    modules: list                      # module ids of the profile, in plan order
+    unknown_entry: str
+    max_size: int
+    predicted: dict                    # context id -> group index or None
+    notes: list = field(default_factory=list)
+
+
+def site_name(profile, sid):
+    s = profile["sites"][sid]
+    m = profile["modules"][s["module"]]
+    where = s["function"] or f"{os.path.basename(m['path'])}+{s['offset']:#x}"
+    return where + (f" ({s['file']}:{s['line']})" if s.get("file") and s.get("line") else "")
+
+
+def group_label(profile, members):
+    """A one-word name: the function of the hottest member's entry site."""
+    for c in members:
+        sites = profile["contexts"][c]["sites"]
+        if sites:
+            fn = profile["sites"][sites[0]]["function"]
+            if fn:
+                return re.sub(r"[^A-Za-z0-9_.]+", "_", fn.split("(")[0])[:40].strip("_")
+    return ""
+
+
+def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
+              unknown_entry="walk"):
+    contexts = profile["contexts"]
+    accesses, edges, total = grouping.from_profile(profile)
+    formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
+                            tolerance=tolerance, group_threshold=group_threshold)
+    kept = [g for g in formed if g.kept]
+    rejected = [g for g in formed if not g.kept]
+    notes = []
+    if len(kept) > MAX_GROUPS:
+        notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
+        kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]
+    chains = {c["id"]: c["sites"] for c in contexts}
+    popularity = [sum(contexts[m]["accesses"] for m in g.members) for g in kept]
+    selectors = identification.identify([g.members for g in kept], chains, popularity)
+
+    # Sites: selector sites first (they must fit), most popular group first.
+    sites, planned = [], []
+    for sel in selectors:
+        g = kept[sel.group]
+        if not sel.conjunctions:
+            notes.append(f"group around context {g.members[0]} dropped: none of its contexts has "
+                         f"an application frame to select it by")
+            continue
+        need = [s for conj in sel.conjunctions for s in conj if s not in sites]
+        if len(sites) + len(dict.fromkeys(need)) > MAX_SITES:
+            notes.append(f"group around context {g.members[0]} dropped: its selector needs more "
+                         f"than the runtime's {MAX_SITES} sites")
+            continue
+        sites.extend(dict.fromkeys(need))
+        planned.append(PlannedGroup(
+            name="-".join(filter(None, (f"g{len(planned)}", group_label(profile, g.members)))),
+            members=g.members,
+            weight=g.weight, score=g.score, accesses=popularity[sel.group],
+            allocations=sum(contexts[m]["allocations"] for m in g.members),
+            conjunctions=sel.conjunctions, conflicts=sel.conflicts,
+            unidentifiable=sel.unidentifiable))
+
+    # What the runtime will decide for every profiled context (first match).
+    predicted = {}
+    for c in contexts:
+        chain = frozenset(c["sites"])
+        predicted[c["id"]] = next((i for i, g in enumerate(planned)
+                                   if any(identification.matches(conj, chain) for conj in g.conjunctions)),
+                                  None)
+
+    # Quick-test verdicts on entry sites: "walk" if any context entering there
+    # is grouped, else "cold"; the busiest entries first, within the budget.
+    entries = {}
+    for c in contexts:
+        if c["sites"]:
+            e = entries.setdefault(c["sites"][0], {"grouped": False, "allocations": 0})
+            e["grouped"] |= predicted[c["id"]] is not None
+            e["allocations"] += c["allocations"]
+    verdicts = {}
+    order = sorted(entries, key=lambda s: (not entries[s]["grouped"], -entries[s]["allocations"], s))
+    for s in order:
+        if s not in sites and len(sites) >= MAX_SITES:
+            notes.append(f"{len(order) - len(verdicts)} entry sites left without a verdict "
+                         f"(the runtime takes {MAX_SITES} sites); they get unknown-entry {unknown_entry}")
+            break
+        if s not in sites:
+            sites.append(s)
+        verdicts[s] = "walk" if entries[s]["grouped"] else "cold"
+    modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
+    return Plan(groups=planned, rejected=rejected, sites=sites, verdicts=verdicts, modules=modules,
+                unknown_entry=unknown_entry, max_size=profile["parameters"]["max_size"],
+                predicted=predicted, notes=notes)
+
+
+def render(plan, profile, source="profile.json"):
+    """The plan file's text."""
+    lines = ["cohort-plan 1", f"# made by cohort plan from {source}",
+             f"max-size {plan.max_size}"]
+    mod_index = {m: i for i, m in enumerate(plan.modules)}
+    for i, m in enumerate(plan.modules):
+        mod = profile["modules"][m]
+        lines.append(f"module {i} {mod['build_id'] or '-'} {mod['path']}")
+    site_index = {s: i for i, s in enumerate(plan.sites)}
+    for i, s in enumerate(plan.sites):
+        site = profile["sites"][s]
+        verdict = plan.verdicts.get(s)
+        lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
+                     + (f" {verdict}" if verdict else "") + f"  # {site_name(profile, s)}")
+    for i, g in enumerate(plan.groups):
+        lines.append(f"group {i} {g.name}  # contexts {' '.join(map(str, g.members))}")
+    for i, g in enumerate(plan.groups):
+        for conj in g.conjunctions:
+            lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))
+    lines.append(f"unknown-entry {plan.unknown_entry}")
+    lines.append("end")
+    return "\n".join(lines) + "\n"
+
+
+def report(plan, profile):
+    """What the planner did, for people (printed by `cohort plan`)."""
+    contexts = profile["contexts"]
+    total_alloc = sum(c["allocations"] for c in contexts) or 1
+    out = [f"{len(plan.groups)} groups from {len(profile['graph']['nodes'])} hot contexts "
+           f"({len(plan.rejected)} more under the weight threshold)"]
+    for i, g in enumerate(plan.groups):
+        out.append(f"  group {i} {g.name}: {len(g.members)} contexts, {g.allocations} allocations, "
+                   f"{g.accesses} accesses, internal weight {g.weight}, score {g.score:.0f}, "
+                   f"{len(g.conjunctions)} selector terms")
+        if g.conflicts:
+            extra = sum(contexts[c]["allocations"] for c in g.conflicts)
+            out.append(f"    conflicts: its selector also matches {len(g.conflicts)} other contexts "
+                       f"({extra} allocations, {100 * extra / total_alloc:.1f}% of all)")
+        if g.unidentifiable:
+            out.append(f"    {len(g.unidentifiable)} members have no application frame and cannot be selected")
+    for n in plan.notes:
+        out.append(f"  note: {n}")
+    return "\n".join(out)
+
+
+def write_text_atomically(path, text):
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def plan_command(profile_path, output, force=False, **params):
+    from cohort.profile import load_profile
+    output = Path(output)
+    if output.exists() and not force:
+        raise CohortError(f"{output} exists (use --force to overwrite it)")
+    if not output.parent.is_dir():
+        raise CohortError(f"cannot write {output}: no directory {output.parent}")
+    if params.get("unknown_entry") not in ("walk", "cold"):
+        raise CohortError("--unknown-entry must be walk or cold")
+    if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1:
+        raise CohortError("tolerance must be in [0, 1) and max members at least 1")
+    profile = load_profile(profile_path)
+    plan = make_plan(profile, **params)
+    write_text_atomically(output, render(plan, profile, source=os.path.basename(str(profile_path))))
+    return plan, profile
