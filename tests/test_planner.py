@@ -1,0 +1,211 @@
+"""The planner: HALO's grouping and identification on hand-computed graphs,
+and `cohort plan` / `explain` / `optimize` / `run` end to end."""
+
+import json
+
+import pytest
+
+from conftest import COHORT, PROGRAMS, ROOT, cohort_env, run
+from cohort.grouping import group, merge_benefit, score
+from cohort.handplan import read_log
+from cohort.identification import identify, member_conjunction
+
+# ---- grouping -------------------------------------------------------------
+
+
+def test_score_is_weighted_density_with_loops():
+    assert score({(1, 2): 10}, [1, 2]) == 10           # 10 / (0 + 1)
+    assert score({(1, 2): 10, (1, 1): 4}, [1, 2]) == 7  # 14 / (1 + 1)
+    assert score({(1, 2): 6, (2, 3): 6}, [1, 2, 3]) == 4  # 12 / 3
+    assert score({(1, 2): 6}, [1]) == 0.0               # nothing to divide by
+    assert score({(1, 1): 5}, [1]) == 5
+    assert score({(1, 1): 0, (1, 2): 3}, [1, 2]) == 3   # a zero loop is no loop
+
+
+def test_merge_benefit():
+    edges = {(1, 2): 10, (1, 1): 4, (2, 3): 1}
+    # S({1,2}) = 14/2 = 7; S({1}) = 4, S({2}) = 0 -> 7 - 0.95 * 4
+    assert merge_benefit(edges, [1], 2, 0.05) == pytest.approx(7 - 0.95 * 4)
+    # adding 3 to {1,2}: S = 15 / (1 + 3) = 3.75 < 0.95 * 7
+    assert merge_benefit(edges, [1, 2], 3, 0.05) < 0
+    # tolerance lets a slightly worse merge through
+    e2 = {(1, 2): 10, (1, 3): 9, (2, 3): 9}   # S({1,2}) = 10, S({1,2,3}) = 28/3
+    assert merge_benefit(e2, [1, 2], 3, 0.05) < 0
+    assert merge_benefit(e2, [1, 2], 3, 0.10) > 0
+
+
+def test_two_disjoint_cliques_become_two_groups():
+    acc = {n: 100 for n in range(1, 7)}
+    edges = {(1, 2): 50, (1, 3): 50, (2, 3): 50, (4, 5): 40, (4, 6): 40, (5, 6): 40}
+    gs = group(acc, edges, total_accesses=600)
+    assert [sorted(g.members) for g in gs] == [[1, 2, 3], [4, 5, 6]]
+    assert all(g.kept for g in gs)
+    assert gs[0].weight == 150 and gs[0].score == 50
+
+
+def test_weakly_connected_node_stays_ungrouped():
+    acc = {1: 100, 2: 90, 3: 80, 4: 70}
+    edges = {(1, 2): 50, (1, 3): 50, (2, 3): 50, (1, 4): 2}
+    gs = group(acc, edges, total_accesses=340)
+    assert [sorted(g.members) for g in gs] == [[1, 2, 3]]
+
+
+def test_seed_is_the_hotter_node_and_ties_go_to_lower_ids():
+    acc = {1: 10, 2: 20, 3: 5, 4: 5}
+    edges = {(1, 2): 30, (3, 4): 30}
+    gs = group(acc, edges, total_accesses=40, max_members=1)
+    # equal strongest edges: (1,2) first (lower ids); its hotter node is 2;
+    # then (3,4), seeded by 3 on the tie; then no edge joins available nodes
+    assert [g.members for g in gs] == [[2], [3]]
+    assert [g.kept for g in gs] == [False, False]  # singletons without loops weigh 0
+
+
+def test_thresholds():
+    acc = {1: 100, 2: 100, 3: 10, 4: 10}
+    edges = {(1, 2): 100, (3, 4): 3}
+    assert [sorted(g.members) for g in group(acc, edges, 220)] == [[1, 2], [3, 4]]
+    # min weight drops the light edge, so 3 and 4 never meet
+    assert [sorted(g.members) for g in group(acc, edges, 220, min_weight=5)] == [[1, 2]]
+    # group threshold: 3 < 220 * 0.05 -> formed but not kept
+    gs = group(acc, edges, 220, group_threshold=0.05)
+    assert [(sorted(g.members), g.kept) for g in gs] == [([1, 2], True), ([3, 4], False)]
+    # the size limit
+    acc5 = {n: 10 for n in range(5)}
+    full = {(a, b): 10 for a in range(5) for b in range(a + 1, 5)}
+    assert [len(g.members) for g in group(acc5, full, 50, max_members=3)] == [3, 2]
+
+
+# ---- identification -------------------------------------------------------
+
+def test_shared_wrapper_is_not_a_selector():
+    # sites: 1 = the wrapper's call to malloc, 11/12/13 = its callers, 9 = main
+    contexts = {0: [1, 11, 9], 1: [1, 12, 9], 2: [1, 13, 9]}
+    sels = identify([[0], [1]], contexts, popularity=[10, 5])
+    assert [s.conjunctions for s in sels] == [[(11,)], [(12,)]]
+    assert all(s.conflicts == [] for s in sels)
+
+
+def test_one_deep_frame_distinguishes():
+    contexts = {0: [1, 2, 3, 40], 1: [1, 2, 3, 41], 2: [1, 2, 3, 42]}
+    sels = identify([[0]], contexts, popularity=[1])
+    assert sels[0].conjunctions == [(40,)] and sels[0].conflicts == []
+
+
+def test_innermost_site_wins_ties_and_earlier_groups_are_ignored():
+    contexts = {0: [5, 6, 7], 1: [8, 6, 9], 2: [8, 10, 9]}
+    # group A = {0}: sites 5 and 7 both remove every conflict; 5 is innermost
+    assert member_conjunction(contexts[0], [1, 2], {c: set(s) for c, s in contexts.items()}) == (5,)
+    # B = {1} (less popular) is handled after A; A's contexts no longer count,
+    # so 8 is not enough (context 2 has it) but 6 alone is
+    sels = identify([[0], [1]], contexts, popularity=[9, 1])
+    assert sels[1].conjunctions == [(6,)]
+
+
+def test_conjunctions_and_residual_conflicts():
+    # member 0 shares 1 and 2 with context 1 (ungrouped), 2 with context 2:
+    # 1 alone leaves one conflict, adding 2 removes nothing more, so the
+    # selector is (1,) with context 1 still matching
+    contexts = {0: [1, 2], 1: [1, 2, 3], 2: [4, 2]}
+    sels = identify([[0]], contexts, popularity=[1])
+    assert sels[0].conjunctions == [(1,)] and sels[0].conflicts == [1]
+    # a member with no application frame cannot be selected
+    sels = identify([[0, 3]], {**contexts, 3: []}, popularity=[1])
+    assert sels[0].unidentifiable == [3]
+    # a conjunction needs several sites when no single one separates
+    contexts = {0: [1, 2], 1: [1, 3], 2: [4, 2]}
+    assert identify([[0]], contexts, [1])[0].conjunctions == [(1, 2)]
+
+
+# ---- the commands ---------------------------------------------------------
+
+GROUPS = PROGRAMS / "groups_O2"
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """profile + plan of the identification test program (HALO's Figure 2
+    shape, plus wrapped objects), made by `cohort optimize`. Its own log
+    output (stdio buffers) takes most accesses, so the node filter keeps 99%
+    rather than 90%, or the b objects would fall under it."""
+    d = tmp_path_factory.mktemp("opt")
+    r = run([COHORT, "optimize", "--coverage", "0.99", "-o", d / "out", "--", GROUPS, d / "train.log"])
+    assert r.returncode == 0, r.stderr.decode()
+    return d / "out", r
+
+
+def test_optimize_writes_every_product(pipeline):
+    out, r = pipeline
+    for name in ("profile.json", "plan", "explain.txt", "graph.svg"):
+        assert (out / name).stat().st_size > 0, name
+    assert b"groups from" in r.stdout
+    text = (out / "plan").read_text()
+    assert text.startswith("cohort-plan 1\n") and text.endswith("end\n")
+    svg = (out / "graph.svg").read_text()
+    assert svg.startswith("<svg") and svg.count("<circle") >= 2
+    r = run([COHORT, "optimize", "-o", out, "--", GROUPS, out / "x.log"])
+    assert r.returncode != 0 and b"--force" in r.stderr
+
+
+def test_planned_run_groups_the_walked_objects_in_allocation_order(pipeline, tmp_path):
+    out, _ = pipeline
+    base = run([GROUPS, tmp_path / "base.log"], env=cohort_env())
+    stats = tmp_path / "stats.json"
+    r = run([COHORT, "run", "--plan", out / "plan", "--stats", stats, "--", GROUPS, tmp_path / "log"])
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    ga = {g for _, g, _ in objs["a"]}
+    gb = {g for _, g, _ in objs["b"]}
+    assert len(ga) == 1 and ga == gb and ga != {-1}
+    seq = []
+    for (_, _, pa), (_, _, pb) in zip(objs["a"], objs["b"]):
+        seq += [(pa, 32), (pb, 48)]
+    adjacent = sum(1 for (p, n), (q, _) in zip(seq, seq[1:]) if q == p + n)
+    assert adjacent >= len(seq) - 3
+    st = json.loads(stats.read_text())
+    assert st["plan_active"] and st["identification"]["truncated"] == 0
+    # nothing but the a and b objects is in their group
+    assert st["groups"][ga.pop()]["allocations"] == len(objs["a"]) + len(objs["b"])
+
+
+def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
+    out, _ = pipeline
+    r = run([COHORT, "explain", out / "profile.json", out / "plan", "--graph", tmp_path / "g.svg"])
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert "Hottest contexts" in text and "Groups (plan" in text and "select:" in text
+    assert "make_a" in text or "groups_O2+0x" in text
+    assert (tmp_path / "g.svg").read_text().startswith("<svg")
+    # never over a file it did not draw
+    mine = tmp_path / "mine.svg"
+    mine.write_text("my drawing")
+    r = run([COHORT, "explain", out / "profile.json", "--graph", mine])
+    assert r.returncode != 0 and b"not drawn by cohort" in r.stderr and mine.read_text() == "my drawing"
+    r = run([COHORT, "explain", out / "profile.json", "--graph", tmp_path / "g.svg"])
+    assert r.returncode == 0  # its own drawing may be redrawn
+
+
+def test_plan_command_and_its_bad_input(pipeline, tmp_path):
+    out, _ = pipeline
+    r = run([COHORT, "plan", out / "profile.json", "-o", tmp_path / "plan", "--tolerance", "0.1",
+             "--max-members", "4", "--group-threshold", "0.001", "--unknown-entry", "cold"])
+    assert r.returncode == 0, r.stderr
+    assert "unknown-entry cold" in (tmp_path / "plan").read_text()
+    r = run([COHORT, "plan", out / "profile.json", "-o", tmp_path / "plan"])
+    assert r.returncode != 0 and b"exists" in r.stderr
+    r = run([COHORT, "plan", tmp_path / "absent.json", "-o", tmp_path / "p2"])
+    assert r.returncode != 0 and b"no such profile" in r.stderr and not (tmp_path / "p2").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "cohort-profile", "version": 1, "sites": 3}')
+    r = run([COHORT, "plan", bad, "-o", tmp_path / "p3"])
+    assert r.returncode != 0 and b"corrupt profile" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = run([COHORT, "plan", out / "profile.json", "--bogus"])
+    assert r.returncode == 2 and b"unrecognized arguments" in r.stderr
+
+
+def test_run_refuses_a_plan_for_another_program(pipeline, tmp_path):
+    out, _ = pipeline
+    r = run([COHORT, "run", "--plan", out / "plan", "--", "/bin/true"])
+    assert r.returncode != 0 and b"not true" in r.stderr
+    r = run([COHORT, "explain", ROOT / "tests" / "data" / "tiny-profile.json", out / "plan", "--graph", "-"])
+    assert r.returncode != 0 and b"another program" in r.stderr
