@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2        # the version written; 1 is still read
 
 
 def check_plan_header(path):
@@ -26,8 +26,8 @@ def check_plan_header(path):
         raise CohortError(f"plan {path}: not a Cohort plan (first line must be 'cohort-plan {PLAN_VERSION}')") from None
     if word != "cohort-plan":
         raise CohortError(f"plan {path}: not a Cohort plan (first line must be 'cohort-plan {PLAN_VERSION}')")
-    if version != str(PLAN_VERSION):
-        raise CohortError(f"plan {path}: format version {version}; this Cohort reads version {PLAN_VERSION}")
+    if version not in [str(v) for v in range(1, PLAN_VERSION + 1)]:
+        raise CohortError(f"plan {path}: format version {version}; this Cohort reads versions 1 to {PLAN_VERSION}")
 
 
 def read_plan(path):

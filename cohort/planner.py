@@ -110,13 +110,17 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                                    if any(identification.matches(conj, chain) for conj in g.conjunctions)),
                                   None)
 
-    # Quick-test verdicts on entry sites: "walk" if any context entering there
-    # is grouped, else "cold"; the busiest entries first, within the budget.
+    # Quick-test verdicts on entry sites, the busiest entries first, within
+    # the budget: "group=G" if the site alone is one of G's conjunctions and
+    # every context entering there goes to G (the runtime then needs no walk
+    # beyond that frame), "walk" if some context entering there is grouped,
+    # else "cold".
     entries = {}
     for c in contexts:
         if c["sites"]:
-            e = entries.setdefault(c["sites"][0], {"grouped": False, "allocations": 0})
+            e = entries.setdefault(c["sites"][0], {"grouped": False, "allocations": 0, "groups": set()})
             e["grouped"] |= predicted[c["id"]] is not None
+            e["groups"].add(predicted[c["id"]])
             e["allocations"] += c["allocations"]
     verdicts = {}
     order = sorted(entries, key=lambda s: (not entries[s]["grouped"], -entries[s]["allocations"], s))
@@ -127,7 +131,12 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             break
         if s not in sites:
             sites.append(s)
-        verdicts[s] = "walk" if entries[s]["grouped"] else "cold"
+        gs = entries[s]["groups"]
+        only = next(iter(gs)) if len(gs) == 1 else None
+        if only is not None and (s,) in planned[only].conjunctions:
+            verdicts[s] = f"group={only}"
+        else:
+            verdicts[s] = "walk" if entries[s]["grouped"] else "cold"
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
     return Plan(groups=planned, rejected=rejected, sites=sites, verdicts=verdicts, modules=modules,
                 unknown_entry=unknown_entry, max_size=profile["parameters"]["max_size"],
@@ -136,7 +145,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
 
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
-    lines = ["cohort-plan 1", f"# made by cohort plan from {source}",
+    lines = ["cohort-plan 2", f"# made by cohort plan from {source}",
              f"max-size {plan.max_size}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     for i, m in enumerate(plan.modules):

@@ -217,6 +217,7 @@ struct ch_walk {
   unsigned app_frames;                  /* frames in application modules */
   bool truncated;                       /* stopped before the outermost frame */
   bool rejected;                        /* quick test: innermost site is cold */
+  unsigned entry_group;                 /* quick test: group + 1 its site decides, or 0 */
 };
 void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at return */
 /* Walk from the frame of the runtime entry point whose frame address is fp
@@ -226,10 +227,12 @@ void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 
 /* ---------------------------------------------------------------- plan.c */
-enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD };
+/* What the innermost application site alone says (the quick test). GROUP:
+ * every allocation entering there belongs to the site's group, no walk. */
+enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD, CH_ENTRY_GROUP };
 struct ch_plan_module { char path[512]; uint8_t build_id[32]; unsigned build_id_len; bool resolved; };
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
-                      enum ch_entry_verdict entry; };
+                      enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */ };
 struct ch_plan_conj { unsigned group; uint64_t mask[CH_MAX_SITES / 64]; };
 struct ch_plan {
   unsigned version;
@@ -254,6 +257,7 @@ enum ch_path {
   CH_PATH_LARGE,         /* above the maximum grouped size */
   CH_PATH_REENTRANT,     /* allocation made by the runtime itself, or during start-up */
   CH_PATH_COLD,          /* quick test: innermost application site is cold */
+  CH_PATH_ENTRY,         /* quick test: innermost application site decides the group */
   CH_PATH_WALK_NONE,     /* full walk, no selector matched */
   CH_PATH_WALK_GROUP,    /* full walk, a selector matched */
   CH_PATH_TRUNCATED,     /* walk stopped early (no unwind info); decided on what was seen */

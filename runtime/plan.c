@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 1
+#define PLAN_VERSION 2   /* reads 1 and 2; 2 adds the group=G verdict */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -87,7 +87,7 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
       unsigned long long ver;
       if (strcmp(kw, "cohort-plan")) FAIL("not a Cohort plan (first line must be 'cohort-plan %d')", PLAN_VERSION);
       if (!next_token(&s, &v) || !parse_uint(v, 10, 1000, &ver)) FAIL("bad version");
-      if (ver != PLAN_VERSION) FAIL("plan format version %llu; this runtime reads version %d", ver, PLAN_VERSION);
+      if (ver < 1 || ver > PLAN_VERSION) FAIL("plan format version %llu; this runtime reads versions 1 to %d", ver, PLAN_VERSION);
       pl->version = (unsigned)ver;
       have_header = true;
       continue;
@@ -131,7 +131,11 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
       if (next_token(&s, &v)) {
         if (!strcmp(v, "cold")) st->entry = CH_ENTRY_COLD;
         else if (!strcmp(v, "walk")) st->entry = CH_ENTRY_WALK;
-        else FAIL("site verdict must be 'cold' or 'walk', not '%s'", v);
+        else if (!strncmp(v, "group=", 6) && pl->version >= 2 &&
+                 parse_uint(v + 6, 10, CH_MAX_GROUPS - 1, &x)) {
+          st->entry = CH_ENTRY_GROUP;
+          st->group = (unsigned)x;
+        } else FAIL("site verdict must be 'cold', 'walk' or (version 2) 'group=G', not '%s'", v);
       }
       if (*s) FAIL("extra text after site");
       pl->nsites++;
@@ -169,6 +173,9 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
   }
   if (!have_header) FAIL("empty file: not a Cohort plan");
   if (!have_end) FAIL("truncated: no 'end' line");
+  for (unsigned i = 0; i < pl->nsites; i++)
+    if (pl->sites[i].entry == CH_ENTRY_GROUP && pl->sites[i].group >= pl->ngroups)
+      FAIL("site %u's verdict names group %u, which is not declared", i, pl->sites[i].group);
   return 0;
 }
 #undef FAIL

@@ -35,6 +35,7 @@ enum kind { K_NONE, K_RSP, K_RBP, K_COMPLEX, K_OUTERMOST, K_STOP, K_FP_GUESS };
 #define F_SYSTEM    ((uint64_t)1 << 5)
 #define F_COLD      ((uint64_t)1 << 6)
 #define F_KNOWN     ((uint64_t)1 << 7)   /* a listed entry site that needs a walk */
+#define F_DECIDES   (F_COLD | F_KNOWN)   /* both: the entry site decides the group */
 #define F_SITE(v)   ((int)(((v) >> 8) & 0x3ff) - 1)
 #define F_GEN(v)    ((unsigned)(((v) >> 18) & 0xff))
 #define F_CFAOFF(v) ((int32_t)((int64_t)((v) << 14) >> 40))   /* bits 26..49 */
@@ -43,7 +44,7 @@ enum kind { K_NONE, K_RSP, K_RBP, K_COMPLEX, K_OUTERMOST, K_STOP, K_FP_GUESS };
 static uint64_t pack(enum kind k, unsigned rbp, bool sys, int site, enum ch_entry_verdict e,
                      unsigned gen, int32_t cfa_off, int32_t rbp_off) {
   return (uint64_t)k | (uint64_t)rbp << 3 | (sys ? F_SYSTEM : 0) |
-         (e == CH_ENTRY_COLD ? F_COLD : 0) | (e == CH_ENTRY_WALK ? F_KNOWN : 0) |
+         (e == CH_ENTRY_COLD ? F_COLD : e == CH_ENTRY_WALK ? F_KNOWN : e == CH_ENTRY_GROUP ? F_DECIDES : 0) |
          (uint64_t)(site + 1) << 8 | (uint64_t)(gen & 0xff) << 18 |
          ((uint64_t)(uint32_t)cfa_off & 0xffffff) << 26 | (uint64_t)(uint32_t)rbp_off << 50;
 }
@@ -165,6 +166,10 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     if (!(v & F_SYSTEM)) {
       if (w->app_frames++ == 0) {
         /* The quick test: the innermost application frame decides alone. */
+        if ((v & F_DECIDES) == F_DECIDES) {
+          w->entry_group = ch_plan->sites[F_SITE(v)].group + 1;
+          return;
+        }
         if ((v & F_COLD) ||
             (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) {
           w->rejected = true;

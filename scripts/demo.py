@@ -1,9 +1,10 @@
-"""make demo: Cohort's runtime on the bundled `tokens` workload (HALO's
-Figure 2 pattern), against glibc and jemalloc, side by side.
+"""make demo: Cohort's whole pipeline on the bundled `tokens` workload (HALO's
+Figure 2 pattern: three object types made by their own constructors in one
+interleaved loop, then only two of them walked again and again).
 
-Until the profiler and planner exist, the plan is written by hand from the
-workload's known call sites (cohort/handplan.py): group the objects made by
-new_token and new_attr, mark new_note's allocation cold."""
+  cohort profile (train input) -> cohort plan -> cohort explain -> run the ref
+  input under glibc, jemalloc and Cohort, side by side: time (interleaved
+  trials, medians), cachegrind D1 misses, and whether the output is identical."""
 
 import json
 import os
@@ -17,12 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cohort.handplan import call_sites, write_plan  # noqa: E402
+from cohort.explain import explain  # noqa: E402
+from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
+from cohort.profile import profile, summary  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "tokens"
 OUT = ROOT / "demo-out"
-TRIALS = int(os.environ.get("DEMO_TRIALS", "5"))
+TRIALS = int(os.environ.get("DEMO_TRIALS", "7"))
 CACHE = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 
 
@@ -64,17 +67,22 @@ def d1_misses(argv, env):
 
 def main():
     OUT.mkdir(exist_ok=True)
-    plan = OUT / "tokens.plan"
-    sites = [(0, call_sites(BIN, "main", "new_token")[0], None),
-             (0, call_sites(BIN, "main", "new_attr")[0], None),
-             (0, call_sites(BIN, "new_note", "malloc")[0], "cold")]
-    write_plan(plan, [BIN], sites, ["tokens+attrs"], [(0, [0]), (0, [1])])
+    inp = inputs()
+    prof, plan = OUT / "profile.json", OUT / "plan"
+    print(f"1. cohort profile -o {prof.relative_to(ROOT)} -- tokens {' '.join(inp['train'])}   (train input)")
+    data, rc = profile([str(BIN), *inp["train"]], prof, force=True)
+    print("   " + summary(data, rc).replace("cohort: ", "").replace("\n", "\n   "))
+    print(f"2. cohort plan {prof.relative_to(ROOT)} -o {plan.relative_to(ROOT)}")
+    made, _ = plan_command(prof, plan, force=True, **PLAN_DEFAULTS)
+    print("   " + report(made, data).replace("\n", "\n   "))
+    graph = OUT / "graph.svg"
+    (OUT / "explain.txt").write_text(explain(prof, plan, graph_path=graph, force=True))
+    print(f"3. cohort explain: {(OUT / 'explain.txt').relative_to(ROOT)}, affinity graph in "
+          f"{graph.relative_to(ROOT)}")
     stats = OUT / "stats.json"
     envs = configs(plan, stats)
-    inp = inputs()
     ref = [str(BIN), *inp["ref"]]
-    print(f"workload: tokens {' '.join(inp['ref'])} (ref), {TRIALS} interleaved trials each")
-    print(f"plan:     {plan} (group tokens and attrs; notes stay with the next allocator)")
+    print(f"4. tokens {' '.join(inp['ref'])} (ref input): {TRIALS} interleaved trials per allocator")
 
     times = {k: [] for k in envs}
     outputs = {}
@@ -98,11 +106,13 @@ def main():
               f"{misses[name] / misses['glibc']:9.2f}")
     print(f"\noutput identical across allocators: {'yes' if same else 'NO'}")
     st = json.loads(stats.read_text())
-    g = st["groups"][0]
-    print(f"cohort group '{g['name']}': {g['allocations']:,} objects, peak {g['peak_live_bytes']:,} B live, "
-          f"fragmentation at peak {g['fragmentation_at_peak_percent']}%; "
-          f"identification: {st['identification']['walk_group']:,} grouped by walk, "
-          f"{st['identification']['cold']:,} rejected by the quick test")
+    for g in st["groups"]:
+        print(f"cohort group '{g['name']}': {g['allocations']:,} objects, peak {g['peak_live_bytes']:,} B live, "
+              f"fragmentation at peak {g['fragmentation_at_peak_percent']}%")
+    ident = st["identification"]
+    print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
+          f"{ident['walk_group']:,} grouped by a walk, {ident['walk_none']:,} walked and not grouped, "
+          f"{ident['cold']:,} rejected by the quick test")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: tokens {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")

@@ -137,3 +137,20 @@ def test_unknown_entry_cold_rejects_everything_unlisted(tmp_path):
     assert all(g == -1 for _, g, _ in objs["b"] + objs["w1"])
     ident = json.loads(stats.read_text())["identification"]
     assert ident["walk_group"] == 2000 and ident["walk_none"] == 0
+
+
+def test_entry_site_verdict_decides_without_a_walk(tmp_path):
+    """A `group=G` verdict (plan version 2) on the innermost application site
+    puts every allocation entering there into G after one frame."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, "make_a", "malloc")[0], "group=0"),
+             (0, call_sites(binary, "make_c", "malloc")[0], "cold")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["a"], [(0, [0])], version=2)
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b""
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["a"]} == {0}
+    assert all(g == -1 for k in ("b", "c", "w1", "w2") for _, g, _ in objs[k])
+    ident = json.loads(stats.read_text())["identification"]
+    assert ident["entry"] == 2000 and ident["cold"] == 2000 and ident["walk_group"] == 0

@@ -139,7 +139,7 @@ def test_optimize_writes_every_product(pipeline):
         assert (out / name).stat().st_size > 0, name
     assert b"groups from" in r.stdout
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 1\n") and text.endswith("end\n")
+    assert text.startswith("cohort-plan 2\n") and text.endswith("end\n")
     svg = (out / "graph.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<circle") >= 2
     r = run([COHORT, "optimize", "-o", out, "--", GROUPS, out / "x.log"])
