@@ -53,14 +53,16 @@ def site_name(profile, sid):
     return where + (f" ({s['file']}:{s['line']})" if s.get("file") and s.get("line") else "")
 
 
-def group_label(profile, members):
-    """A one-word name: the function of the hottest member's entry site."""
-    for c in members:
-        sites = profile["contexts"][c]["sites"]
-        if sites:
-            fn = profile["sites"][sites[0]]["function"]
-            if fn:
-                return re.sub(r"[^A-Za-z0-9_.]+", "_", fn.split("(")[0])[:40].strip("_")
+def group_label(profile, members, conjunctions=()):
+    """A one-word name: the function of the innermost site of the group's
+    first selector term (past any shared wrapper), else of its hottest
+    member's entry site."""
+    candidates = [conj[0] for conj in conjunctions[:1] if conj]
+    candidates += [profile["contexts"][c]["sites"][0] for c in members if profile["contexts"][c]["sites"]]
+    for sid in candidates:
+        fn = profile["sites"][sid]["function"]
+        if fn:
+            return re.sub(r"[^A-Za-z0-9_.]+", "_", fn.split("(")[0])[:40].strip("_")
     return ""
 
 
@@ -95,7 +97,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             continue
         sites.extend(dict.fromkeys(need))
         planned.append(PlannedGroup(
-            name="-".join(filter(None, (f"g{len(planned)}", group_label(profile, g.members)))),
+            name="-".join(filter(None, (f"g{len(planned)}",
+                                        group_label(profile, g.members, sel.conjunctions)))),
             members=g.members,
             weight=g.weight, score=g.score, accesses=popularity[sel.group],
             allocations=sum(contexts[m]["allocations"] for m in g.members),

@@ -4,7 +4,9 @@ interleaved loop, then only two of them walked again and again).
 
   cohort profile (train input) -> cohort plan -> cohort explain -> run the ref
   input under glibc, jemalloc and Cohort, side by side: time (interleaved
-  trials, medians), cachegrind D1 misses, and whether the output is identical."""
+  trials, medians), cachegrind D1 misses, and whether the output is identical.
+
+Another bundled workload runs the same way: scripts/demo.sh wrapped."""
 
 import json
 import os
@@ -23,15 +25,16 @@ from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
 from cohort.profile import profile, summary  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
-BIN = ROOT / "build" / "workloads" / "tokens"
-OUT = ROOT / "demo-out"
+WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
+BIN = ROOT / "build" / "workloads" / WORKLOAD
+OUT = ROOT / "demo-out" / WORKLOAD
 TRIALS = int(os.environ.get("DEMO_TRIALS", "7"))
 CACHE = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 
 
 def inputs():
     table = {}
-    for line in (ROOT / "workloads" / "tokens" / "inputs").read_text().splitlines():
+    for line in (ROOT / "workloads" / WORKLOAD / "inputs").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, args = line.split(":", 1)
             table[name.strip()] = args.split()
@@ -66,10 +69,10 @@ def d1_misses(argv, env):
 
 
 def main():
-    OUT.mkdir(exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
     inp = inputs()
     prof, plan = OUT / "profile.json", OUT / "plan"
-    print(f"1. cohort profile -o {prof.relative_to(ROOT)} -- tokens {' '.join(inp['train'])}   (train input)")
+    print(f"1. cohort profile -o {prof.relative_to(ROOT)} -- {WORKLOAD} {' '.join(inp['train'])}   (train input)")
     data, rc = profile([str(BIN), *inp["train"]], prof, force=True)
     print("   " + summary(data, rc).replace("cohort: ", "").replace("\n", "\n   "))
     print(f"2. cohort plan {prof.relative_to(ROOT)} -o {plan.relative_to(ROOT)}")
@@ -82,7 +85,7 @@ def main():
     stats = OUT / "stats.json"
     envs = configs(plan, stats)
     ref = [str(BIN), *inp["ref"]]
-    print(f"4. tokens {' '.join(inp['ref'])} (ref input): {TRIALS} interleaved trials per allocator")
+    print(f"4. {WORKLOAD} {' '.join(inp['ref'])} (ref input): {TRIALS} interleaved trials per allocator")
 
     times = {k: [] for k in envs}
     outputs = {}
@@ -113,7 +116,7 @@ def main():
     print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
           f"{ident['walk_group']:,} grouped by a walk, {ident['walk_none']:,} walked and not grouped, "
           f"{ident['cold']:,} rejected by the quick test")
-    print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: tokens {' '.join(inp['cachegrind'])})")
+    print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")
 
