@@ -109,6 +109,7 @@ def main():
               f"{misses[name] / misses['glibc']:9.2f}")
     print(f"\noutput identical across allocators: {'yes' if same else 'NO'}")
     st = json.loads(stats.read_text())
+    print(f"runtime statistics of the last Cohort run ({WORKLOAD} {' '.join(inp['cachegrind'])}, under cachegrind):")
     for g in st["groups"]:
         print(f"cohort group '{g['name']}': {g['allocations']:,} objects, peak {g['peak_live_bytes']:,} B live, "
               f"fragmentation at peak {g['fragmentation_at_peak_percent']}%")
