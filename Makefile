@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
 
-.PHONY: all deps build venv test demo clean
+.PHONY: all deps build venv test demo bench clean
 
 all: build venv
 
@@ -31,6 +31,10 @@ test: all
 
 demo: all
 	@scripts/demo.sh
+
+# Every workload: profile on train, time on ref, cachegrind; results/report.md.
+bench: all
+	$(PY) scripts/bench-suite.py
 
 clean:
 	rm -rf $(BUILD)

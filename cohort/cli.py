@@ -99,6 +99,29 @@ def cmd_optimize(args, target):
     return 0
 
 
+def cmd_bench(args, target):
+    from cohort.bench import bench, console_table
+    if not target:
+        raise CohortError("no program given (usage: cohort bench [options] -o DIR -- ./prog ref-args...)")
+    allocators = [a for a in args.allocators.split(",") if a]
+    results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
+                    plan=args.plan, train=args.train, cachegrind_args=args.cachegrind_args,
+                    random_control=not args.no_random, force=args.force,
+                    log=lambda m: print(m, file=sys.stderr))
+    print(console_table(results))
+    print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
+    return 1 if results["problems"] else 0
+
+
+def cmd_report(args, target):
+    from cohort.report import report
+    if target:
+        raise CohortError("cohort report takes results directories, not a program")
+    out = report(args.results, args.output)
+    print(f"cohort: wrote {out}", file=sys.stderr)
+    return 0
+
+
 def add_profile_options(p):
     p.add_argument("--affinity-distance", type=int, default=128, metavar="BYTES",
                    help="HALO's affinity distance A (default: 128)")
@@ -178,6 +201,31 @@ def build_parser():
     add_profile_options(op)
     add_plan_options(op)
     op.set_defaults(func=cmd_optimize)
+
+    be = sub.add_parser("bench", help="baseline vs optimised, side by side",
+                        description="Run PROG under each baseline allocator and under Cohort, in "
+                                    "interleaved trials; measure cache misses with cachegrind; write "
+                                    "DIR/results.json (docs/results-format.md) and plots. "
+                                    "Usage: cohort bench [options] -o DIR -- PROG REF-ARGS...")
+    be.add_argument("-o", "--output", required=True, metavar="DIR", help="results directory")
+    be.add_argument("--trials", type=int, default=10, help="measured rounds (default: 10)")
+    be.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default: 1)")
+    be.add_argument("--allocators", default="glibc,jemalloc",
+                    help="baselines, comma-separated (default: glibc,jemalloc)")
+    be.add_argument("--plan", help="use this plan")
+    be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
+    be.add_argument("--cachegrind-args", metavar="'ARGS'",
+                    help="arguments for the cachegrind runs (default: no cachegrind)")
+    be.add_argument("--no-random", action="store_true", help="skip HALO's random-placement control")
+    be.add_argument("--force", action="store_true", help="replace an existing results.json")
+    be.set_defaults(func=cmd_bench)
+
+    rp = sub.add_parser("report", help="a Markdown report from bench results",
+                        description="Turn one or more results directories into one Markdown report "
+                                    "with tables and plots.")
+    rp.add_argument("results", nargs="+", help="results directories (or results.json files)")
+    rp.add_argument("-o", "--output", default="report.md", help="report to write (default: report.md)")
+    rp.set_defaults(func=cmd_report)
     return p
 
 

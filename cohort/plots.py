@@ -1,0 +1,69 @@
+"""PNG plots of bench results (matplotlib, no display needed)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _bars(ax, labels, values, lows=None, highs=None, title="", ylabel=""):
+    xs = range(len(labels))
+    yerr = None
+    if lows is not None:
+        yerr = [[max(v - lo, 0) for v, lo in zip(values, lows)], [max(hi - v, 0) for v, hi in zip(values, highs)]]
+    colours = ["#2ca02c" if v < 1 else "#d62728" for v in values]
+    ax.bar(xs, values, yerr=yerr, capsize=4, color=colours)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel)
+
+
+def bench_plots(results, outdir):
+    """speedup.png and misses.png for one results.json."""
+    ratios = results["ratios"]
+    names = [n for n in results["parameters"]["order"] if n in ratios]
+    if not names:
+        return
+    labels = [f"{n}\nvs {ratios[n]['vs']}" for n in names]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    _bars(ax, labels, [ratios[n]["time_ratio"] for n in names], [ratios[n]["time_ratio_p25"] for n in names],
+          [ratios[n]["time_ratio_p75"] for n in names],
+          f"{results['workload']}: time / baseline (median, p25-p75)", "ratio (lower is faster)")
+    fig.tight_layout()
+    fig.savefig(f"{outdir}/speedup.png", dpi=100)
+    plt.close(fig)
+    d1 = [n for n in names if "d1_ratio" in ratios[n]]
+    if d1:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        _bars(ax, [f"{n}\nvs {ratios[n]['vs']}" for n in d1], [ratios[n]["d1_ratio"] for n in d1],
+              title=f"{results['workload']}: D1 misses / baseline (cachegrind)", ylabel="ratio (lower is better)")
+        fig.tight_layout()
+        fig.savefig(f"{outdir}/misses.png", dpi=100)
+        plt.close(fig)
+
+
+def suite_plot(rows, path, key, title, ylabel):
+    """One grouped bar chart over workloads: rows = [(workload, {config: (v, lo, hi)})]."""
+    configs = sorted({c for _, d in rows for c in d})
+    if not rows or not configs:
+        return False
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rows) * len(configs) / 2), 4))
+    width = 0.8 / len(configs)
+    for i, c in enumerate(configs):
+        xs = [j + i * width for j in range(len(rows))]
+        vals = [d.get(c, (float("nan"),) * 3) for _, d in rows]
+        v = [x[0] for x in vals]
+        err = [[max(x[0] - x[1], 0) for x in vals], [max(x[2] - x[0], 0) for x in vals]]
+        ax.bar(xs, v, width, yerr=err, capsize=3, label=c)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([j + width * (len(configs) - 1) / 2 for j in range(len(rows))])
+    ax.set_xticklabels([w for w, _ in rows], rotation=20, ha="right")
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True

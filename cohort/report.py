@@ -1,0 +1,115 @@
+"""`cohort report`: one Markdown report from one or more bench results
+directories: per workload, speedup and D1-miss reduction against each
+baseline with spreads, HALO's random control, and fragmentation at peak."""
+
+import os
+from pathlib import Path
+
+from cohort.bench import load_results
+from cohort.errors import CohortError
+
+
+def _ratio(r, name, key="time_ratio"):
+    x = r["ratios"].get(name)
+    if not x or key not in x:
+        return None
+    return x[key]
+
+
+def fmt_time(r, name):
+    x = r["ratios"].get(name)
+    if not x:
+        return "-"
+    return f"{x['time_ratio']:.3f} ({x['time_ratio_p25']:.2f}-{x['time_ratio_p75']:.2f})"
+
+
+def fmt(v, digits=3):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def report(paths, output, title="Cohort benchmark report"):
+    runs = [load_results(p) for p in paths]
+    if not runs:
+        raise CohortError("no results given")
+    output = Path(output)
+    out_dir = output.parent
+    allocs = []
+    for r in runs:
+        for a in r["parameters"]["allocators"]:
+            if a not in allocs:
+                allocs.append(a)
+    lines = [f"# {title}", ""]
+    m = runs[0]["machine"]
+    lines.append(f"Machine: {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, "
+                 f"{round(m.get('memory_kb', 0) / 2**20)} GiB; kernel {m.get('kernel', '?')}. "
+                 f"Cohort {runs[0]['cohort']}.")
+    g = runs[0]["parameters"]["cache_geometry"]
+    lines.append(f"Cache misses: cachegrind, D1 {g['D1']}, LL {g['LL']} (size, ways, line). "
+                 "Times: interleaved trials after a warm-up; medians, with the 25th-75th percentile "
+                 "of the optimised runs over the baseline's median in brackets. Ratios below 1 are better.")
+    lines.append("")
+    head = ["workload", "trials"]
+    for a in allocs:
+        head += [f"time vs {a}", f"D1 vs {a}"]
+    head += ["random control (time, D1)", "fragmentation at peak", "problems"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    speed_rows, miss_rows = [], []
+    for r in runs:
+        row = [r["workload"], str(r["parameters"]["trials"])]
+        srow, mrow = {}, {}
+        for a in allocs:
+            name = f"cohort+{a}"
+            row += [fmt_time(r, name), fmt(_ratio(r, name, "d1_ratio"))]
+            x = r["ratios"].get(name)
+            if x:
+                srow[name] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
+                if "d1_ratio" in x:
+                    mrow[name] = (x["d1_ratio"],) * 3
+        x = r["ratios"].get("random")
+        row.append(f"{fmt(_ratio(r, 'random'))}, {fmt(_ratio(r, 'random', 'd1_ratio'))}" if x else "-")
+        if x:
+            srow["random"] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
+            if "d1_ratio" in x:
+                mrow["random"] = (x["d1_ratio"],) * 3
+        st = r["runtime_stats"].get(f"cohort+{allocs[0]}") or next(iter(r["runtime_stats"].values()), None)
+        row.append(f"{st['fragmentation_at_peak_bytes']:,} B ({st['fragmentation_at_peak_percent']}%)"
+                   if st else "-")
+        row.append("; ".join(r["problems"]) if r["problems"] else "none")
+        lines.append("| " + " | ".join(row) + " |")
+        speed_rows.append((r["workload"], srow))
+        miss_rows.append((r["workload"], mrow))
+    lines.append("")
+    try:
+        from cohort.plots import suite_plot
+        if suite_plot(speed_rows, out_dir / "speedup.png", "time", "Time / baseline (median, p25-p75)",
+                      "ratio (lower is faster)"):
+            lines += ["![time ratios](speedup.png)", ""]
+        if any(m for _, m in miss_rows) and suite_plot(miss_rows, out_dir / "misses.png", "d1",
+                                                       "D1 misses / baseline (cachegrind)", "ratio"):
+            lines += ["![D1 miss ratios](misses.png)", ""]
+    except ImportError:
+        lines += ["(matplotlib is missing: no plots)", ""]
+    lines.append("## Commands")
+    lines.append("")
+    for r in runs:
+        c = r["commands"]
+        lines.append(f"- **{r['workload']}**: ref `{' '.join(map(str, c['ref']))}`"
+                     + (f"; train `{' '.join(map(str, c['train']))}`" if "train" in c else f"; plan `{r['plan']}`")
+                     + (f"; cachegrind `{' '.join(map(str, c['cachegrind']))}`" if "cachegrind" in c else ""))
+    lines.append("")
+    for r in runs:
+        lines.append(f"### {r['workload']}: medians")
+        lines.append("")
+        lines.append("| config | ok trials | median s | p25 | p75 | user s | max RSS KiB | D1 misses |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for name in r["parameters"]["order"]:
+            s = r["summary"][name]
+            d1 = (r["cachegrind"] or {}).get(name, {}).get("D1_misses")
+            lines.append(f"| {name} | {s['ok_trials']} | {fmt(s['wall_median_s'])} | {fmt(s['wall_p25_s'])} | "
+                         f"{fmt(s['wall_p75_s'])} | {fmt(s['user_median_s'])} | "
+                         f"{int(s['max_rss_median_kb']) if s['max_rss_median_kb'] else '-'} | "
+                         f"{f'{d1:,}' if d1 is not None else '-'} |")
+        lines.append("")
+    output.write_text("\n".join(lines) + "\n")
+    return output

@@ -1,0 +1,129 @@
+"""The bench harness and report on a tiny program, and the workloads'
+checksums under every allocator."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import BUILD, COHORT, PROGRAMS, ROOT, cohort_env, run
+from cohort.bench import percentile, summarise
+
+TOY = PROGRAMS / "benchtoy"
+SCHEMA = json.loads((ROOT / "docs" / "results.schema.json").read_text())
+
+
+def test_percentiles_and_medians_from_known_inputs():
+    assert percentile([3, 1, 2], 0.5) == 2
+    assert percentile([1, 2, 3, 4], 0.5) == 2.5
+    assert percentile([1, 2, 3, 4, 5], 0.25) == 2 and percentile([1, 2, 3, 4, 5], 0.75) == 4
+    assert percentile([10, 20], 0.25) == 12.5
+    assert percentile([], 0.5) is None
+    trials = [{"config": "a", "status": "ok", "wall_s": w, "user_s": w, "max_rss_kb": 1} for w in (4, 1, 3, 2)]
+    trials.append({"config": "a", "status": "mismatch", "wall_s": 100, "user_s": 1, "max_rss_kb": 1})
+    s = summarise(trials, ["a"])["a"]
+    assert (s["ok_trials"], s["failed_trials"], s["wall_median_s"], s["wall_p25_s"], s["wall_p75_s"]) == \
+        (4, 1, 2.5, 1.75, 3.25)
+
+
+@pytest.fixture(scope="module")
+def toy_plan(tmp_path_factory):
+    d = tmp_path_factory.mktemp("toy")
+    r = run([COHORT, "optimize", "-o", d, "--", TOY])
+    assert r.returncode == 0, r.stderr.decode()
+    return d / "plan"
+
+
+def bench(tmp_path, plan, mode="ok", *extra):
+    out = tmp_path / "res"
+    r = run([COHORT, "bench", "--trials", "3", "--warmup", "1", "--plan", plan, *extra, "-o", out,
+             "--", TOY, mode])
+    return r, out
+
+
+def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
+    r, out = bench(tmp_path, toy_plan, "ok", "--cachegrind-args", "ok")
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    order = ["glibc", "cohort+glibc", "jemalloc", "cohort+jemalloc", "random"]
+    assert res["parameters"]["order"] == order
+    assert [(t["round"], t["config"]) for t in res["trials"]] == [(r_, c) for r_ in range(4) for c in order]
+    assert [t["warmup"] for t in res["trials"]] == [True] * 5 + [False] * 15
+    assert all(t["status"] == "ok" for t in res["trials"]) and res["problems"] == []
+    assert all(res["summary"][c]["ok_trials"] == 3 for c in order)
+    assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "random"}
+    assert res["ratios"]["cohort+jemalloc"]["vs"] == "jemalloc"
+    assert all(res["cachegrind"][c]["D1_misses"] > 0 for c in order)
+    assert res["runtime_stats"]["cohort+glibc"]["plan_active"] is True
+    assert res["runtime_stats"]["cohort+glibc"]["grouped_allocations"] >= 20000
+    assert (out / "speedup.png").stat().st_size > 1000 and (out / "misses.png").exists()
+    assert "cohort+glibc" in r.stdout.decode()
+
+    rep = tmp_path / "report" / "report.md"
+    rep.parent.mkdir()
+    r = run([COHORT, "report", out, "-o", rep])
+    assert r.returncode == 0, r.stderr.decode()
+    text = rep.read_text()
+    assert "| benchtoy | 3 |" in text and "time vs jemalloc" in text and "random control" in text
+    assert "![time ratios](speedup.png)" in text and (rep.parent / "speedup.png").exists()
+
+
+def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):
+    r, out = bench(tmp_path, toy_plan, "mismatch", "--allocators", "glibc", "--no-random")
+    assert r.returncode == 1
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    assert {t["status"] for t in res["trials"] if t["config"] == "cohort+glibc"} == {"mismatch"}
+    assert res["summary"]["cohort+glibc"]["ok_trials"] == 0
+    assert "cohort+glibc" not in res["ratios"]
+    assert any("mismatch" in p for p in res["problems"])
+    assert b"MISMATCH" in r.stderr and b"PROBLEM" in r.stdout
+
+
+def test_crashing_target_is_reported(tmp_path, toy_plan):
+    r, out = bench(tmp_path, toy_plan, "crash", "--allocators", "glibc", "--no-random")
+    assert r.returncode == 1
+    res = json.loads((out / "results.json").read_text())
+    bad = [t for t in res["trials"] if t["config"] == "cohort+glibc"]
+    assert all(t["status"] == "failed" and t["exit"] == -11 for t in bad)
+    assert b"FAILED" in r.stderr and b"exit -11" in r.stderr
+
+
+def test_bench_bad_input(tmp_path, toy_plan):
+    r = run([COHORT, "bench", "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and b"--plan" in r.stderr
+    r = run([COHORT, "bench", "--plan", toy_plan, "-o", tmp_path / "x", "--", "/bin/true"])
+    assert r.returncode != 0 and b"not true" in r.stderr
+    r = run([COHORT, "bench", "--plan", toy_plan, "--allocators", "hoard", "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and b"unknown allocator" in r.stderr
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "results.json").write_text("keep")
+    r = run([COHORT, "bench", "--plan", toy_plan, "-o", tmp_path / "y", "--", TOY])
+    assert r.returncode != 0 and b"--force" in r.stderr
+    assert (tmp_path / "y" / "results.json").read_text() == "keep"
+    r = run([COHORT, "report", tmp_path / "y", "-o", tmp_path / "r.md"])
+    assert r.returncode != 0 and b"not a results file" in r.stderr
+
+
+def workload_inputs(name):
+    table = {}
+    for line in (ROOT / "workloads" / name / "inputs").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            table[k.strip()] = v.split()
+    return table
+
+
+@pytest.mark.parametrize("name", ["tokens", "wrapped", "splitlists"])
+def test_workload_checksums_agree_under_every_allocator(name, tmp_path):
+    binary = BUILD / "workloads" / name
+    argv = [binary, *workload_inputs(name)["train"]]
+    outputs = {a: run(argv, env=cohort_env(allocator=a, mode="off")).stdout for a in ("glibc", "jemalloc")}
+    r = run([COHORT, "optimize", "-o", tmp_path / "opt", "--", *argv])
+    assert r.returncode == 0, r.stderr.decode()
+    for a in ("glibc", "jemalloc"):
+        got = run(argv, env=cohort_env(allocator=a, plan=tmp_path / "opt" / "plan"))
+        assert got.returncode == 0 and got.stdout == outputs["glibc"], a
+    assert outputs["jemalloc"] == outputs["glibc"] and b"checksum" in outputs["glibc"]
