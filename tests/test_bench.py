@@ -116,7 +116,7 @@ def workload_inputs(name):
     return table
 
 
-@pytest.mark.parametrize("name", ["tokens", "wrapped", "splitlists"])
+@pytest.mark.parametrize("name", ["tokens", "wrapped", "splitlists", "listfrag", "patients", "objects", "mt", "bst"])
 def test_workload_checksums_agree_under_every_allocator(name, tmp_path):
     binary = BUILD / "workloads" / name
     argv = [binary, *workload_inputs(name)["train"]]
