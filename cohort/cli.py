@@ -52,7 +52,8 @@ def cmd_plan(args, target):
         raise CohortError("cohort plan takes no program (usage: cohort plan profile.json -o plan)")
     plan, profile = plan_command(args.profile, args.output, force=args.force, min_weight=args.min_weight,
                                  max_members=args.max_members, tolerance=args.tolerance,
-                                 group_threshold=args.group_threshold, unknown_entry=args.unknown_entry)
+                                 group_threshold=args.group_threshold, unknown_entry=args.unknown_entry,
+                                 entry_purity=args.entry_purity)
     print(report(plan, profile))
     print(f"cohort: wrote {args.output}", file=sys.stderr)
     return 0
@@ -91,7 +92,8 @@ def cmd_optimize(args, target):
     print(summary(data, rc), file=sys.stderr)
     plan, prof = plan_command(products[0], products[1], force=True, min_weight=args.min_weight,
                               max_members=args.max_members, tolerance=args.tolerance,
-                              group_threshold=args.group_threshold, unknown_entry=args.unknown_entry)
+                              group_threshold=args.group_threshold, unknown_entry=args.unknown_entry,
+                                 entry_purity=args.entry_purity)
     print(report(plan, prof))
     text = explain(products[0], products[1], graph_path=products[3], force=True)
     products[2].write_text(text)
@@ -141,6 +143,10 @@ def add_plan_options(p):
     p.add_argument("--group-threshold", type=float, default=0.005, metavar="F",
                    help="keep a group only if its internal weight is at least F x all accesses "
                         "(default: 0.005)")
+    p.add_argument("--entry-purity", type=float, default=0.98, metavar="F",
+                   help="let an entry site alone decide group G when G gets at least F of the "
+                        "allocations entering there and no other group gets any (default: 0.98; "
+                        "1 = only when exact)")
     p.add_argument("--unknown-entry", default="walk", choices=("walk", "cold"),
                    help="allocations entering at a site the profile never saw: walk the stack "
                         "and test every selector, or never group them (default: walk)")

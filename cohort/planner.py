@@ -17,7 +17,7 @@ from cohort.errors import CohortError
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
 
-PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="walk")
+PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="walk", entry_purity=0.98)
 
 
 @dataclass
@@ -67,7 +67,7 @@ def group_label(profile, members, conjunctions=()):
 
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="walk"):
+              unknown_entry="walk", entry_purity=0.98):
     contexts = profile["contexts"]
     accesses, edges, total = grouping.from_profile(profile)
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
@@ -115,16 +115,20 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
 
     # Quick-test verdicts on entry sites, the busiest entries first, within
     # the budget: "group=G" if the site alone is one of G's conjunctions and
-    # every context entering there goes to G (the runtime then needs no walk
-    # beyond that frame), "walk" if some context entering there is grouped,
-    # else "cold".
+    # every context entering there goes to G, or if G takes at least
+    # `entry_purity` of the allocations entering there and no other group
+    # takes any (the rest, ungrouped until now, join G: a conflict the
+    # report counts, traded for no walk beyond that frame); "walk" if some
+    # context entering there is grouped; else "cold".
     entries = {}
     for c in contexts:
         if c["sites"]:
-            e = entries.setdefault(c["sites"][0], {"grouped": False, "allocations": 0, "groups": set()})
+            e = entries.setdefault(c["sites"][0], {"grouped": False, "allocations": 0, "groups": {}})
             e["grouped"] |= predicted[c["id"]] is not None
-            e["groups"].add(predicted[c["id"]])
+            g = predicted[c["id"]]
+            e["groups"][g] = e["groups"].get(g, 0) + c["allocations"]
             e["allocations"] += c["allocations"]
+    absorbed = 0
     verdicts = {}
     order = sorted(entries, key=lambda s: (not entries[s]["grouped"], -entries[s]["allocations"], s))
     for s in order:
@@ -135,11 +139,21 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         if s not in sites:
             sites.append(s)
         gs = entries[s]["groups"]
-        only = next(iter(gs)) if len(gs) == 1 else None
-        if only is not None and (s,) in planned[only].conjunctions:
+        real = [g for g in gs if g is not None]
+        only = real[0] if len(real) == 1 else None
+        if only is not None and len(gs) == 1 and (s,) in planned[only].conjunctions:
             verdicts[s] = f"group={only}"
+        elif only is not None and gs[only] >= entry_purity * max(entries[s]["allocations"], 1):
+            verdicts[s] = f"group={only}"
+            absorbed += gs.get(None, 0)
+            for c in contexts:  # what the runtime will now do with them
+                if c["sites"] and c["sites"][0] == s:
+                    predicted[c["id"]] = only
         else:
             verdicts[s] = "walk" if entries[s]["grouped"] else "cold"
+    if absorbed:
+        notes.append(f"entry-site verdicts also group {absorbed} allocations of otherwise ungrouped "
+                     f"contexts (--entry-purity {entry_purity}), sparing their stack walks")
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
     return Plan(groups=planned, rejected=rejected, sites=sites, verdicts=verdicts, modules=modules,
                 unknown_entry=unknown_entry, max_size=profile["parameters"]["max_size"],
@@ -212,8 +226,9 @@ def plan_command(profile_path, output, force=False, **params):
         raise CohortError(f"cannot write {output}: no directory {output.parent}")
     if params.get("unknown_entry") not in ("walk", "cold"):
         raise CohortError("--unknown-entry must be walk or cold")
-    if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1:
-        raise CohortError("tolerance must be in [0, 1) and max members at least 1")
+    if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1 or \
+            not 0 < params.get("entry_purity", 0.98) <= 1:
+        raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")
     profile = load_profile(profile_path)
     plan = make_plan(profile, **params)
     write_text_atomically(output, render(plan, profile, source=os.path.basename(str(profile_path))))

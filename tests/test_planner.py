@@ -232,3 +232,29 @@ def test_pipeline_on_the_example_cuts_d1_misses(tmp_path):
     opt, out_opt = d1_misses(argv, env=cohort_env(plan=tmp_path / "opt" / "plan"))
     assert out_opt == out_base
     assert opt < 0.8 * base, (opt, base)
+
+
+def synthetic_profile(hot_allocs, cold_allocs):
+    """Two contexts entering at site 1: [1, 10] (hot, walked: a loop edge)
+    and [1, 11] (ungrouped)."""
+    site = lambda i: {"id": i, "module": 0, "offset": 0x100 + i, "call": "direct",  # noqa: E731
+                      "function": None, "file": None, "line": None}
+    ctx = lambda i, sites, allocs, acc: {"id": i, "sites": sites, "allocations": allocs,  # noqa: E731
+                                         "accesses": acc, "truncated": False}
+    return {"parameters": {"max_size": 4096}, "totals": {"accesses": 1000},
+            "modules": [{"id": 0, "path": "/x/prog", "build_id": "ab", "system": False}],
+            "sites": [site(i) for i in range(12)],
+            "contexts": [ctx(0, [1, 10], hot_allocs, 1000), ctx(1, [1, 11], cold_allocs, 0)],
+            "graph": {"nodes": [0], "edges": [[0, 0, 500]], "coverage": 1.0}}
+
+
+def test_entry_verdicts_exact_and_by_purity():
+    from cohort.planner import make_plan
+    plan = make_plan(synthetic_profile(980, 20))
+    assert plan.groups[0].conjunctions == [(10,)]
+    assert plan.verdicts[1] == "group=0"          # 98% of what enters at 1 is group 0
+    assert plan.predicted == {0: 0, 1: 0}          # so context 1 joins it
+    assert any("also group 20 allocations" in n for n in plan.notes)
+    exact = make_plan(synthetic_profile(980, 20), entry_purity=1.0)
+    assert exact.verdicts[1] == "walk" and exact.predicted == {0: 0, 1: None}
+    assert make_plan(synthetic_profile(900, 100)).verdicts[1] == "walk"
