@@ -14,7 +14,6 @@ import os
 import platform
 import re
 import shlex
-import statistics
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from cohort import __version__
 from cohort.errors import CohortError
+from cohort.files import write_atomically
 from cohort.paths import allocator_library
 from cohort.runner import check_plan_fits, environment, resolve_program
 
@@ -260,9 +260,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
     }
-    tmp = results_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    os.replace(tmp, results_path)
+    write_atomically(results_path, json.dumps(results, indent=1) + "\n")
     try:
         from cohort.plots import bench_plots
         bench_plots(results, outdir)

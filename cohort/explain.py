@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cohort import planner
 from cohort.errors import CohortError
+from cohort.files import write_atomically
 from cohort.graphsvg import MARK, render
 from cohort.planfile import read_plan
 from cohort.profile import load_profile
@@ -122,5 +123,5 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
         labels = {n: context_label(profile, n) for n in nodes}
         svg = render(nodes, edges, acc, {n: group_of.get(n) for n in nodes}, labels,
                      f"Affinity graph of {os.path.basename(profile['target']['argv'][0])}, coloured by group")
-        planner.write_text_atomically(graph_path, svg)
+        write_atomically(graph_path, svg)
     return text

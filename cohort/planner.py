@@ -7,12 +7,12 @@ verdicts for entry sites, and reports what it did."""
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cohort import grouping, identification
 from cohort.errors import CohortError
+from cohort.files import write_atomically
 
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
@@ -205,18 +205,6 @@ def report(plan, profile):
     return "\n".join(out)
 
 
-def write_text_atomically(path, text):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def plan_command(profile_path, output, force=False, **params):
     from cohort.profile import load_profile
     output = Path(output)
@@ -231,5 +219,5 @@ def plan_command(profile_path, output, force=False, **params):
         raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")
     profile = load_profile(profile_path)
     plan = make_plan(profile, **params)
-    write_text_atomically(output, render(plan, profile, source=os.path.basename(str(profile_path))))
+    write_atomically(output, render(plan, profile, source=os.path.basename(str(profile_path))))
     return plan, profile

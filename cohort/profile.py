@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cohort import __version__, elf
 from cohort.errors import CohortError
+from cohort.files import write_atomically
 from cohort.paths import profiler_lib
 from cohort.runner import resolve_program
 
@@ -184,17 +185,7 @@ def build_profile(raw, target, params, returncode):
 
 
 def write_json(path, data):
-    """Write next to the destination, then rename: a crash never leaves half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
 def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9):

@@ -2,7 +2,6 @@
 directories: per workload, speedup and D1-miss reduction against each
 baseline with spreads, HALO's random control, and fragmentation at peak."""
 
-import os
 from pathlib import Path
 
 from cohort.bench import load_results

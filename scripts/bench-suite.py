@@ -9,32 +9,26 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from cohort import workloads  # noqa: E402
+
 COHORT = ROOT / "bin" / "cohort"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
 
 
-def inputs(name):
-    table = {}
-    for line in (ROOT / "workloads" / name / "inputs").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            table[k.strip()] = v.strip()
-    return table
-
-
 def main():
-    names = sorted(p.parent.name for p in (ROOT / "workloads").glob("*/inputs"))
+    names = workloads.names()
     if os.environ.get("BENCH_WORKLOADS"):
         names = [n for n in names if n in os.environ["BENCH_WORKLOADS"].split(",")]
     trials = os.environ.get("BENCH_TRIALS", "10")
     done, failed = [], []
     for name in names:
-        inp = inputs(name)
+        inp = {k: " ".join(v) for k, v in workloads.inputs(name).items()}
         out = RESULTS / name
         print(f"== {name}", flush=True)
         cmd = [str(COHORT), "bench", "--force", "--trials", trials, "--train", inp["train"],
                "--cachegrind-args", inp["cachegrind"], "-o", str(out), "--",
-               str(ROOT / "build" / "workloads" / name), *inp["ref"].split()]
+               str(workloads.binary(name)), *inp["ref"].split()]
         r = subprocess.run(cmd, stderr=subprocess.DEVNULL)
         (failed if r.returncode else done).append(name)
     dirs = [str(RESULTS / n) for n in names if (RESULTS / n / "results.json").exists()]

@@ -24,6 +24,7 @@ from cohort.explain import explain  # noqa: E402
 from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
 from cohort.profile import profile, summary  # noqa: E402
 from cohort.runner import environment  # noqa: E402
+from cohort.workloads import inputs as workload_inputs  # noqa: E402
 
 WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
 BIN = ROOT / "build" / "workloads" / WORKLOAD
@@ -33,12 +34,7 @@ CACHE = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 
 
 def inputs():
-    table = {}
-    for line in (ROOT / "workloads" / WORKLOAD / "inputs").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, args = line.split(":", 1)
-            table[name.strip()] = args.split()
-    return table
+    return workload_inputs(WORKLOAD)
 
 
 def configs(plan, stats):

@@ -2,12 +2,12 @@
 checksums under every allocator."""
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 
-from conftest import BUILD, COHORT, PROGRAMS, ROOT, cohort_env, run
+from conftest import COHORT, PROGRAMS, ROOT, cohort_env, run
+from cohort import workloads
 from cohort.bench import percentile, summarise
 
 TOY = PROGRAMS / "benchtoy"
@@ -107,19 +107,9 @@ def test_bench_bad_input(tmp_path, toy_plan):
     assert r.returncode != 0 and b"not a results file" in r.stderr
 
 
-def workload_inputs(name):
-    table = {}
-    for line in (ROOT / "workloads" / name / "inputs").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            table[k.strip()] = v.split()
-    return table
-
-
-@pytest.mark.parametrize("name", ["tokens", "wrapped", "splitlists", "listfrag", "patients", "objects", "mt", "bst"])
+@pytest.mark.parametrize("name", workloads.names())
 def test_workload_checksums_agree_under_every_allocator(name, tmp_path):
-    binary = BUILD / "workloads" / name
-    argv = [binary, *workload_inputs(name)["train"]]
+    argv = [workloads.binary(name), *workloads.inputs(name)["train"]]
     outputs = {a: run(argv, env=cohort_env(allocator=a, mode="off")).stdout for a in ("glibc", "jemalloc")}
     r = run([COHORT, "optimize", "-o", tmp_path / "opt", "--", *argv])
     assert r.returncode == 0, r.stderr.decode()
