@@ -5,6 +5,7 @@ import struct
 
 EM_X86_64 = 62
 PT_NOTE = 4
+PT_INTERP = 3
 NT_GNU_BUILD_ID = 3
 
 
@@ -35,25 +36,33 @@ def kind(path):
     return "x86-64"
 
 
+def _program_headers(f):
+    """[(p_type, p_offset, p_filesz)] of a 64-bit little-endian ELF file, or
+    None if f is not one."""
+    ident = _header(f)
+    if ident is None or ident[4] != 2 or ident[5] != 1:
+        return None
+    phoff, = struct.unpack_from("<Q", ident, 32)
+    phentsize, phnum = struct.unpack_from("<HH", ident, 54)
+    f.seek(phoff)
+    phdrs = f.read(phentsize * phnum)
+    out = []
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", phdrs, i * phentsize)
+        out.append((p_type, p_offset, p_filesz))
+    return out
+
+
 def build_id(path):
     """The GNU build id as lowercase hex, or None if the file has none or
     cannot be read."""
     try:
         with open(path, "rb") as f:
-            ident = _header(f)
-            if ident is None or ident[4] != 2 or ident[5] != 1:
-                return None
-            phoff, = struct.unpack_from("<Q", ident, 32)
-            phentsize, phnum = struct.unpack_from("<HH", ident, 54)
-            f.seek(phoff)
-            phdrs = f.read(phentsize * phnum)
-            for i in range(phnum):
-                p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", phdrs, i * phentsize)
+            for p_type, p_offset, p_filesz in _program_headers(f) or ():
                 if p_type != PT_NOTE:
                     continue
                 f.seek(p_offset)
-                notes = f.read(p_filesz)
-                found = _find_build_id(notes)
+                found = _find_build_id(f.read(p_filesz))
                 if found:
                     return found
     except (OSError, struct.error):
@@ -75,22 +84,12 @@ def _find_build_id(notes):
     return None
 
 
-PT_INTERP = 3
-
 
 def is_program(path):
     """True for an executable that asks for a dynamic loader (a main program,
     PIE or not), False for shared libraries and anything unreadable."""
     try:
         with open(path, "rb") as f:
-            ident = _header(f)
-            if ident is None or ident[4] != 2 or ident[5] != 1:
-                return False
-            phoff, = struct.unpack_from("<Q", ident, 32)
-            phentsize, phnum = struct.unpack_from("<HH", ident, 54)
-            f.seek(phoff)
-            phdrs = f.read(phentsize * phnum)
-            return any(struct.unpack_from("<I", phdrs, i * phentsize)[0] == PT_INTERP
-                       for i in range(phnum))
+            return any(p_type == PT_INTERP for p_type, _, _ in _program_headers(f) or ())
     except (OSError, struct.error):
         return False
