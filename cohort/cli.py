@@ -50,10 +50,7 @@ def cmd_plan(args, target):
     from cohort.planner import plan_command, report
     if target:
         raise CohortError("cohort plan takes no program (usage: cohort plan profile.json -o plan)")
-    plan, profile = plan_command(args.profile, args.output, force=args.force, min_weight=args.min_weight,
-                                 max_members=args.max_members, tolerance=args.tolerance,
-                                 group_threshold=args.group_threshold, unknown_entry=args.unknown_entry,
-                                 entry_purity=args.entry_purity)
+    plan, profile = plan_command(args.profile, args.output, force=args.force, **plan_params(args))
     print(report(plan, profile))
     print(f"cohort: wrote {args.output}", file=sys.stderr)
     return 0
@@ -90,10 +87,7 @@ def cmd_optimize(args, target):
     data, rc = profile(target, products[0], force=True, affinity_distance=args.affinity_distance,
                        max_size=args.max_size, coverage=args.coverage)
     print(summary(data, rc), file=sys.stderr)
-    plan, prof = plan_command(products[0], products[1], force=True, min_weight=args.min_weight,
-                              max_members=args.max_members, tolerance=args.tolerance,
-                              group_threshold=args.group_threshold, unknown_entry=args.unknown_entry,
-                                 entry_purity=args.entry_purity)
+    plan, prof = plan_command(products[0], products[1], force=True, **plan_params(args))
     print(report(plan, prof))
     text = explain(products[0], products[1], graph_path=products[3], force=True)
     products[2].write_text(text)
@@ -131,6 +125,12 @@ def add_profile_options(p):
                    help="largest object whose accesses are tracked (default: 4096)")
     p.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
                    help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
+
+
+def plan_params(args):
+    """The planner's keyword arguments from the options add_plan_options defines."""
+    return {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
+                                          "unknown_entry", "entry_purity")}
 
 
 def add_plan_options(p):
