@@ -35,24 +35,18 @@ GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
 def configurations(allocators, plan, random_control=True, base_env=None):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
     takes the statistics path (or None)."""
-    base_env = dict(os.environ if base_env is None else base_env)
-    for k in [k for k in base_env if k.startswith("COHORT_")]:
-        del base_env[k]
+    # The user's own COHORT_* settings and preloads would skew every run.
+    base_env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
+                if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
     configs = []
     for a in allocators:
         lib = allocator_library(a)
 
         def baseline(stats, lib=lib):
-            env = dict(base_env)
-            env.pop("LD_PRELOAD", None)
-            if lib:
-                env["LD_PRELOAD"] = str(lib)
-            return env
+            return dict(base_env, LD_PRELOAD=str(lib)) if lib else dict(base_env)
 
         def optimised(stats, a=a):
-            env = dict(base_env)
-            env.pop("LD_PRELOAD", None)
-            return environment(plan=plan, allocator=a, stats=stats, base=env)
+            return environment(plan=plan, allocator=a, stats=stats, base=base_env)
 
         configs.append((a, "baseline", a, baseline))
         configs.append((f"cohort+{a}", "cohort", a, optimised))
@@ -60,9 +54,7 @@ def configurations(allocators, plan, random_control=True, base_env=None):
         # HALO's control: each small allocation to one of four pools at
         # random, in front of the first allocator, compared with its baseline.
         def rnd(stats, a=allocators[0]):
-            env = dict(base_env)
-            env.pop("LD_PRELOAD", None)
-            return environment(allocator=a, mode="random:4", stats=stats, base=env)
+            return environment(allocator=a, mode="random:4", stats=stats, base=base_env)
         configs.append(("random", "random", allocators[0], rnd))
     return configs
 
