@@ -128,7 +128,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             g = predicted[c["id"]]
             e["groups"][g] = e["groups"].get(g, 0) + c["allocations"]
             e["allocations"] += c["allocations"]
-    absorbed = 0
+    absorbed, decided = 0, {}
     verdicts = {}
     order = sorted(entries, key=lambda s: (not entries[s]["grouped"], -entries[s]["allocations"], s))
     for s in order:
@@ -146,11 +146,12 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         elif only is not None and gs[only] >= entry_purity * max(entries[s]["allocations"], 1):
             verdicts[s] = f"group={only}"
             absorbed += gs.get(None, 0)
-            for c in contexts:  # what the runtime will now do with them
-                if c["sites"] and c["sites"][0] == s:
-                    predicted[c["id"]] = only
+            decided[s] = only
         else:
             verdicts[s] = "walk" if entries[s]["grouped"] else "cold"
+    for c in contexts:  # what the runtime will now do with those entering there
+        if c["sites"] and c["sites"][0] in decided:
+            predicted[c["id"]] = decided[c["sites"][0]]
     if absorbed:
         notes.append(f"entry-site verdicts also group {absorbed} allocations of otherwise ungrouped "
                      f"contexts (--entry-purity {entry_purity}), sparing their stack walks")
