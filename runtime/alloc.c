@@ -62,15 +62,15 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
 }
 
 static CH_NOINLINE void free_slow(void *p) {
-  if (ch_owns(p)) { ch_group_free(p); return; }
   if (ch_bootstrap_owns(p)) return;
   if (resolve_or_boot()) ch_next.free(p);
 }
 
-/* free and every operator delete. The common case, a pointer that is not
- * ours (NULL included), goes straight to the next allocator. */
+/* free and every operator delete. A pointer that is not ours (NULL
+ * included) goes straight to the next allocator. */
 CH_HIDDEN void ch_free_impl(void *p) {
-  if (CH_LIKELY(!ch_owns(p) && !ch_bootstrap_owns(p) && ready())) {
+  if (ch_owns(p)) { ch_group_free(p); return; }
+  if (CH_LIKELY(!ch_bootstrap_owns(p) && ready())) {
     ch_next.free(p);
     return;
   }

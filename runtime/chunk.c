@@ -3,7 +3,8 @@
  *
  * A chunk is chunk_size bytes, aligned to its size, owned by one group. Its
  * header (found by masking a pointer) is followed by two bitmaps with one bit
- * per 8-byte granule, "a block starts here" and "that block is free";
+ * per 8-byte granule, "a block starts here" and "that block is free",
+ * interleaved word by word so that a free touches one cache line of them;
  * objects themselves carry no header. Empty chunks are kept as spares (dirty,
  * up to COHORT_SPARES process-wide) or purged with MADV_DONTNEED and kept
  * reserved for reuse. */
@@ -14,6 +15,7 @@
 
 size_t ch_chunk_size;
 uintptr_t ch_chunk_mask;
+unsigned ch_chunk_shift;
 uint64_t *ch_owned_map;
 
 static ch_lock_t chunk_lock;
@@ -32,6 +34,7 @@ static size_t meta_bytes;             /* header + bitmaps, data starts after */
 void ch_chunks_init(void) {
   ch_chunk_size = ch_opt.chunk_size;
   ch_chunk_mask = ch_chunk_size - 1;
+  ch_chunk_shift = (unsigned)__builtin_ctzll(ch_chunk_size);
   size_t bitmap = ch_chunk_size / CH_GRANULE / 8;
   meta_bytes = ((sizeof(struct ch_chunk) + 63) & ~(size_t)63) + 2 * bitmap;
   meta_bytes = (meta_bytes + 63) & ~(size_t)63;
@@ -44,7 +47,7 @@ void ch_chunks_init(void) {
 }
 
 static void set_owned(struct ch_chunk *c, bool on) {
-  uintptr_t n = (uintptr_t)c >> __builtin_ctzll(ch_chunk_size);
+  uintptr_t n = (uintptr_t)c >> ch_chunk_shift;
   _Atomic uint64_t *w = (_Atomic uint64_t *)&ch_owned_map[n >> 6];
   uint64_t bit = (uint64_t)1 << (n & 63);
   if (on) atomic_fetch_or(w, bit);
@@ -57,9 +60,9 @@ size_t ch_chunk_resident(const struct ch_chunk *c) {
   size_t ps = ch_page_size();
   size_t used = (size_t)(c->hwm - (char *)c);
   size_t hdr = (sizeof(struct ch_chunk) + ps - 1) & ~(ps - 1);
-  size_t bits = (used / CH_GRANULE / 8 + ps - 1) & ~(ps - 1);
+  size_t bits = (2 * (used / CH_GRANULE / 8) + ps - 1) & ~(ps - 1);
   size_t data = c->hwm > c->data ? ((size_t)(c->hwm - c->data) + ps - 1) & ~(ps - 1) : 0;
-  return hdr + 2 * bits + data;
+  return hdr + bits + data;
 }
 
 static struct ch_chunk *carve_locked(void) {
@@ -99,13 +102,11 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
   if (!c) return NULL;
 
   char *base = (char *)c;
-  size_t bitmap = ch_chunk_size / CH_GRANULE / 8;
   size_t hdr = (sizeof(struct ch_chunk) + 63) & ~(size_t)63;
   memset(c, 0, sizeof *c);
   c->magic = CH_CHUNK_MAGIC;
   c->group = group;
-  c->starts = (uint64_t *)(base + hdr);
-  c->freed = (_Atomic uint64_t *)(base + hdr + bitmap);
+  c->bits = (uint64_t *)(base + hdr);
   c->data = base + meta_bytes;
   c->bump = c->data;
   c->end = base + ch_chunk_size;
@@ -126,8 +127,7 @@ void ch_chunk_retire(struct ch_chunk *c) {
   set_owned(c, false);
   /* Clear the bitmap words that cover the used range. */
   size_t used_words = ((size_t)(c->hwm - (char *)c) / CH_GRANULE + 63) / 64;
-  memset(c->starts, 0, used_words * 8);
-  memset((void *)c->freed, 0, used_words * 8);
+  memset(c->bits, 0, used_words * 16);
   c->magic = 0;
   ch_lock(&chunk_lock);
   if (nspares < ch_opt.max_spares) {

@@ -78,12 +78,15 @@ void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_l
 static inline size_t granule(const struct ch_chunk *c, const void *p) {
   return (size_t)((const char *)p - (const char *)c) / CH_GRANULE;
 }
-static inline bool start_bit(const struct ch_chunk *c, size_t g) {
-  return (__atomic_load_n(&c->starts[g >> 6], __ATOMIC_RELAXED) >> (g & 63)) & 1;
-}
+/* The two words that cover granule g: [0] block starts, [1] blocks freed. */
+static inline uint64_t *bitwords(const struct ch_chunk *c, size_t g) { return &c->bits[2 * (g >> 6)]; }
+static inline uint64_t gbit(size_t g) { return (uint64_t)1 << (g & 63); }
+static inline uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
+static inline void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
+
 static inline void set_start(struct ch_chunk *c, size_t g) {   /* owner only */
-  uint64_t w = __atomic_load_n(&c->starts[g >> 6], __ATOMIC_RELAXED);
-  __atomic_store_n(&c->starts[g >> 6], w | ((uint64_t)1 << (g & 63)), __ATOMIC_RELAXED);
+  uint64_t *w = bitwords(c, g);
+  store_word(w, load_word(w) | gbit(g));
 }
 /* Freed bits. Another thread's free sets its bit atomically; the owner uses
  * plain loads and stores, which are cheaper but may lose a concurrent remote
@@ -91,59 +94,84 @@ static inline void set_start(struct ch_chunk *c, size_t g) {   /* owner only */
  * remotely freed block's bit again, so only a double free racing with its own
  * drain can slip past detection. */
 static inline bool freed_set_remote(struct ch_chunk *c, size_t g) {   /* returns the old bit */
-  uint64_t bit = (uint64_t)1 << (g & 63);
-  return atomic_fetch_or_explicit(&c->freed[g >> 6], bit, memory_order_relaxed) & bit;
+  return __atomic_fetch_or(&bitwords(c, g)[1], gbit(g), __ATOMIC_RELAXED) & gbit(g);
 }
 static inline bool freed_set(struct ch_chunk *c, size_t g) {          /* owner; the old bit */
-  uint64_t bit = (uint64_t)1 << (g & 63);
-  uint64_t w = atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed);
-  atomic_store_explicit(&c->freed[g >> 6], w | bit, memory_order_relaxed);
-  return w & bit;
+  uint64_t *w = &bitwords(c, g)[1], v = load_word(w);
+  store_word(w, v | gbit(g));
+  return v & gbit(g);
 }
 static inline void freed_clear(struct ch_chunk *c, size_t g) {        /* owner */
-  uint64_t w = atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed);
-  atomic_store_explicit(&c->freed[g >> 6], w & ~((uint64_t)1 << (g & 63)), memory_order_relaxed);
+  uint64_t *w = &bitwords(c, g)[1];
+  store_word(w, load_word(w) & ~gbit(g));
 }
 static inline char *load_bump(const struct ch_chunk *c) {
   return __atomic_load_n(&c->bump, __ATOMIC_ACQUIRE);
 }
 
-/* Size of the block at p: up to the next block start or the bump pointer. */
-static size_t block_size(const struct ch_chunk *c, const char *p) {
-  const char *bump = load_bump(c);
-  size_t g0 = granule(c, p), g = g0 + 1, gend = granule(c, bump);
-  while (g < gend) {
-    uint64_t bits = __atomic_load_n(&c->starts[g >> 6], __ATOMIC_RELAXED) >> (g & 63);
+/* Size of the block at granule g0: up to the next block start, or to gend,
+ * the bump pointer's granule. starts is the start word covering g0. A thread
+ * other than the owner must load the bump pointer before the start bits. */
+static CH_NOINLINE size_t block_size_scan(const struct ch_chunk *c, size_t g0, size_t gend) {
+  for (size_t g = ((g0 >> 6) + 1) << 6; g < gend; g += 64) {
+    uint64_t bits = load_word(bitwords(c, g));
     if (bits) {
       size_t j = g + (size_t)__builtin_ctzll(bits);
-      if (j >= gend) break;
-      return (j - g0) * CH_GRANULE;
+      return ((j < gend ? j : gend) - g0) * CH_GRANULE;
     }
-    g = ((g >> 6) + 1) << 6;
   }
-  return (size_t)(bump - p);
+  return (gend - g0) * CH_GRANULE;
+}
+static inline size_t block_size_at(const struct ch_chunk *c, size_t g0, uint64_t starts, size_t gend) {
+  uint64_t later = (starts >> (g0 & 63)) >> 1;
+  if (CH_LIKELY(later)) {
+    size_t j = g0 + 1 + (size_t)__builtin_ctzll(later);
+    return ((j < gend ? j : gend) - g0) * CH_GRANULE;
+  }
+  return block_size_scan(c, g0, gend);
+}
+static size_t block_size(const struct ch_chunk *c, const void *p) {
+  size_t gend = granule(c, load_bump(c)), g = granule(c, p);
+  return block_size_at(c, g, load_word(bitwords(c, g)), gend);
 }
 
 /* --------------------------------------------------------------- bins */
 
-/* Exact bins for 8..128 bytes, then four bins per power of two. A block in
- * bin b has a size in (lower(b), upper(b)]; the last bin is open-ended. */
+/* Exact bins for 8..256 bytes (most grouped objects), then four bins per
+ * power of two. A block in a mixed bin b has a size in (lower(b), upper(b)];
+ * the last bin is open-ended.
+ * binmask says which bins hold anything, so finding a fit is a bit scan. */
+#define EXACT_MAX 256
+#define NEXACT (EXACT_MAX / CH_GRANULE)
 static inline unsigned bin_of(size_t n) {
-  if (n <= 128) return (unsigned)(n / 8 - 1);
+  if (n <= EXACT_MAX) return (unsigned)(n / CH_GRANULE - 1);
   size_t m = n - 1;
   unsigned l = 63u - (unsigned)__builtin_clzll(m);
-  unsigned b = 16 + 4 * (l - 7) + (unsigned)((m >> (l - 2)) & 3);
+  unsigned b = NEXACT + 4 * (l - 8) + (unsigned)((m >> (l - 2)) & 3);
   return b < CH_NBINS ? b : CH_NBINS - 1;
 }
 
-/* A free block holds the next block of its bin in its first word and, above
- * 128 bytes (where bins hold mixed sizes), its own size in the second. */
+/* A free block holds the next block of its bin in its first word and, in a
+ * mixed bin, its own size in the second. */
 static inline void bin_push(struct ch_chunk *c, void *p, size_t size) {
   unsigned b = bin_of(size);
-  if (b >= 16) ((size_t *)p)[1] = size;
+  if (b >= NEXACT) ((size_t *)p)[1] = size;
   *(void **)p = c->bins[b];
   c->bins[b] = p;
-  c->bin_bytes += size;
+  c->binmask |= (uint64_t)1 << b;
+}
+static inline void *bin_pop(struct ch_chunk *c, unsigned b) {
+  void *p = c->bins[b], *next = *(void **)p;
+  c->bins[b] = next;
+  if (!next) c->binmask &= ~((uint64_t)1 << b);
+  return p;
+}
+static inline size_t bin_block_size(unsigned b, const void *p) {
+  return b < NEXACT ? (b + 1) * CH_GRANULE : ((const size_t *)p)[1];
+}
+/* Bytes below the bump pointer that are not live: exactly what the bins hold. */
+static inline size_t free_bytes(const struct ch_chunk *c) {
+  return (size_t)(c->bump - c->data) - c->live_bytes;
 }
 
 /* ------------------------------------------------------- chunk lists */
@@ -176,30 +204,44 @@ static void avail_del(struct ch_group_heap *gh, struct ch_chunk *c) {
 
 /* ----------------------------------------------------------- accounting */
 
-static void advance_hwm(struct ch_chunk *c, char *to) {
-  if (to <= c->hwm) return;
+/* The high-water mark moves a page at a time, so this runs once per page of
+ * fresh memory, not once per allocation. */
+static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
+  size_t ps = ch_page_size();
+  char *base = (char *)c;
+  char *nh = base + (((size_t)(to - base) + ps - 1) & ~(ps - 1));
+  if (nh > c->end) nh = c->end;
+  if (nh <= c->hwm) return;
   size_t before = ch_chunk_resident(c);
-  c->hwm = to;
+  c->hwm = nh;
   size_t after = ch_chunk_resident(c);
   if (after != before) ch_stats_resident(c->group, (long)(after - before));
 }
 
+static inline void account_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t bytes) {
+  c->live_count++;
+  c->live_bytes += bytes;
+  note_alloc(h, group, bytes);
+}
+
 /* Everything in the chunk is free again: start over from its beginning. */
 static void chunk_reset(struct ch_chunk *c) {
-  size_t g0 = granule(c, c->data), g1 = granule(c, c->bump);
-  for (size_t w = g0 >> 6; w <= (g1 >> 6) && w < ch_chunk_size / CH_GRANULE / 64; w++) {
-    __atomic_store_n(&c->starts[w], 0, __ATOMIC_RELAXED);
-    atomic_store_explicit(&c->freed[w], 0, memory_order_relaxed);
+  size_t w0 = granule(c, c->data) >> 6, w1 = granule(c, c->bump) >> 6;
+  size_t nwords = ch_chunk_size / CH_GRANULE / 64;
+  if (w1 >= nwords) w1 = nwords - 1;
+  for (size_t w = w0; w <= w1; w++) {
+    store_word(&c->bits[2 * w], 0);
+    store_word(&c->bits[2 * w + 1], 0);
   }
-  memset(c->bins, 0, sizeof c->bins);
-  c->bin_bytes = 0;
+  for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
+  c->binmask = 0;
   c->live_bytes = 0;
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
 
 /* After frees: retire an empty chunk, reset an empty current one, or offer
  * a chunk with enough binned space for allocation. */
-static void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
+static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
   if (c->live_count == 0) {
     if (c == gh->current) { chunk_reset(c); return; }
     avail_del(gh, c);
@@ -207,21 +249,24 @@ static void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
     ch_chunk_retire(c);
     return;
   }
-  if (c != gh->current && !c->in_avail && c->bin_bytes >= AVAIL_MIN) avail_add(gh, c);
+  if (c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN) avail_add(gh, c);
+}
+static inline bool after_free_needed(const struct ch_group_heap *gh, const struct ch_chunk *c) {
+  return c->live_count == 0 || (c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN);
 }
 
 /* ------------------------------------------------------------- allocate */
 
-/* Pop a block of at least n bytes from bins first..last, splitting off a
- * tail worth keeping. */
+/* Pop a block of at least n bytes from a non-empty bin in first..last,
+ * splitting off a tail worth keeping. */
 static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned last, size_t *bsize) {
-  for (unsigned b = first; b <= last && b < CH_NBINS; b++) {
-    void *p = c->bins[b];
-    if (!p) continue;
-    size_t size = b < 16 ? (b + 1) * CH_GRANULE : ((size_t *)p)[1];
+  uint64_t m = c->binmask >> first << first;
+  if (last < 63) m &= ((uint64_t)2 << last) - 1;
+  for (; m; m &= m - 1) {
+    unsigned b = (unsigned)__builtin_ctzll(m);
+    size_t size = bin_block_size(b, c->bins[b]);
     if (size < n) continue;   /* only the bin of n itself and the last bin can hold these */
-    c->bins[b] = *(void **)p;
-    c->bin_bytes -= size;
+    void *p = bin_pop(c, b);
     if (size - n >= 32) {
       char *tail = (char *)p + n;
       set_start(c, granule(c, tail));
@@ -235,51 +280,49 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
   return NULL;
 }
 
-static void *chunk_alloc(struct ch_heap *h, struct ch_chunk *c, size_t n, size_t align, bool zero,
-                         size_t req) {
-  bool reused = true;
-  void *p = NULL;
+/* n bytes at the bump pointer, aligned; the gap an alignment leaves becomes
+ * a free block of its own. Only below the high-water mark unless fresh. */
+static void *bump_take(struct ch_chunk *c, size_t n, size_t align, bool fresh) {
+  char *b = c->bump, *limit = fresh ? c->end : c->hwm;
+  char *a = (char *)(((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1));
+  if (a > limit || (size_t)(limit - a) < n) return NULL;
+  if (a != b) {
+    set_start(c, granule(c, b));
+    freed_set(c, granule(c, b));
+    bin_push(c, b, (size_t)(a - b));
+  }
+  set_start(c, granule(c, a));
+  __atomic_store_n(&c->bump, a + n, __ATOMIC_RELEASE);
+  if (CH_UNLIKELY(a + n > c->hwm)) advance_hwm(c, a + n);
+  return a;
+}
+
+/* Any request the chunk can serve: nearby bins first (reusing space keeps a
+ * group's chunks full), then the bump pointer, then any bin that fits. The
+ * bump pointer enters pages never touched before only if fresh is set. */
+static void *chunk_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t n,
+                         size_t align, bool zero, size_t req, bool fresh_ok) {
   size_t bsize = n;
   unsigned b = bin_of(n);
-  if (align <= CH_MIN_ALIGN && c->bin_bytes) {
-    if (n <= 128) {
-      if ((p = c->bins[b])) { c->bins[b] = *(void **)p; c->bin_bytes -= n; }
-    } else {
-      p = bins_take(c, n, b, b + 3, &bsize);
-    }
+  bool any_bins = align <= CH_MIN_ALIGN && c->binmask;
+  char *old_hwm = c->hwm;
+  void *p = any_bins ? bins_take(c, n, b, n <= EXACT_MAX ? b : b + 3, &bsize) : NULL;
+  bool fresh = false;
+  if (!p) fresh = (p = bump_take(c, n, align, fresh_ok)) != NULL;
+  if (!p && any_bins) p = bins_take(c, n, b, CH_NBINS - 1, &bsize);
+  if (!p) return NULL;
+  if (!fresh) freed_clear(c, granule(c, p));
+  account_alloc(h, c, group, bsize);
+  if (zero) {
+    /* Fresh memory above the old high-water mark is still zero. */
+    size_t z = req;
+    if (fresh) z = (char *)p >= old_hwm ? 0 : (size_t)(old_hwm - (char *)p) < req ? (size_t)(old_hwm - (char *)p) : req;
+    if (z) memset(p, 0, z);
   }
-  if (!p) {
-    uintptr_t a = ((uintptr_t)c->bump + align - 1) & ~(uintptr_t)(align - 1);
-    if (a + n <= (uintptr_t)c->end) {
-      reused = false;
-      p = (void *)a;
-      set_start(c, granule(c, p));
-      __atomic_store_n(&c->bump, (char *)a + n, __ATOMIC_RELEASE);
-      char *old_hwm = c->hwm;
-      advance_hwm(c, (char *)a + n);
-      if (zero) {
-        if ((char *)p < old_hwm) memset(p, 0, (size_t)(old_hwm - (char *)p) < req ? (size_t)(old_hwm - (char *)p) : req);
-        zero = false;
-      }
-    } else if (align <= CH_MIN_ALIGN && c->bin_bytes) {
-      p = bins_take(c, n, b, CH_NBINS - 1, &bsize);   /* bump exhausted: any fit */
-    }
-    if (!p) return NULL;
-  }
-  if (reused) freed_clear(c, granule(c, p));
-  c->live_count++;
-  c->live_bytes += bsize;
-  note_alloc(h, c->group, bsize);
-  if (zero) memset(p, 0, req);
   return p;
 }
 
 static struct ch_heap *heap_create(void);
-
-static inline struct ch_heap *heap_get(void) {
-  struct ch_heap *h = my_heap;
-  return CH_LIKELY(h) ? h : heap_create();
-}
 
 static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
   if (!orphans[group]) return NULL;
@@ -298,61 +341,73 @@ static void drain_delayed(struct ch_heap *h) {
     drain_list(h, atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire));
 }
 
-/* The current chunk could not serve the request: collect remote frees, then
- * try a chunk with binned space, an orphan, and finally a new chunk. */
-static CH_NOINLINE void *alloc_slow(struct ch_heap *h, unsigned group, size_t n, size_t align,
-                                    bool zero, size_t req) {
-  struct ch_group_heap *gh = &h->g[group];
-  drain_delayed(h);
-  struct ch_chunk *c = gh->current;
-  if (c) {
-    void *p = chunk_alloc(h, c, n, align, zero, req);
-    if (p) return p;
-  }
-  /* Try chunks with binned space; each that fails leaves the list. */
-  while ((c = gh->avail)) {
-    avail_del(gh, c);
-    void *p = chunk_alloc(h, c, n, align, zero, req);
-    if (p) {
-      struct ch_chunk *old = gh->current;
-      gh->current = c;
-      if (old) after_free(gh, old);
-      return p;
-    }
-  }
-  c = adopt_orphan(h, group);
-  if (c) {
-    list_add(gh, c);
-    void *p = chunk_alloc(h, c, n, align, zero, req);
-    if (p) {
-      struct ch_chunk *old = gh->current;
-      gh->current = c;
-      if (old) after_free(gh, old);
-      return p;
-    }
-    after_free(gh, c);
-  }
-  c = ch_chunk_new(group);
-  if (!c) return NULL;
-  atomic_store(&c->owner, h);
-  list_add(gh, c);
+/* c becomes the group's current chunk. */
+static void make_current(struct ch_group_heap *gh, struct ch_chunk *c) {
   struct ch_chunk *old = gh->current;
   gh->current = c;
   if (old) after_free(gh, old);
-  return chunk_alloc(h, c, n, align, zero, req);
 }
 
-void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
-  struct ch_heap *h = heap_get();
-  if (CH_UNLIKELY(!h)) return NULL;
-  size_t n = size ? (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1) : CH_GRANULE;
-  if (align < CH_MIN_ALIGN) align = CH_MIN_ALIGN;
-  struct ch_chunk *c = h->g[group].current;
-  if (CH_LIKELY(c)) {
-    void *p = chunk_alloc(h, c, n, align, zero, size);
-    if (CH_LIKELY(p)) return p;
+/* Everything the fast path does not do: the thread's first allocation,
+ * alignment, zeroing, mixed bins, and a current chunk that cannot serve
+ * without touching fresh pages. Holes come before fresh pages, so a group's
+ * resident memory grows only when nothing freed fits: the current chunk,
+ * then (after collecting remote frees) chunks with binned space, then the
+ * current chunk's fresh pages, an orphan, and finally a new chunk. */
+static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t n, size_t align,
+                                       bool zero, size_t req) {
+  if (!h && !(h = heap_create())) return NULL;
+  struct ch_group_heap *gh = &h->g[group];
+  struct ch_chunk *cur = gh->current, *c;
+  void *p;
+  if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
+  drain_delayed(h);
+  cur = gh->current;   /* draining may have retired or reset it */
+  if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
+  /* Chunks with binned space; each that fails leaves the list. */
+  while ((c = gh->avail)) {
+    avail_del(gh, c);
+    if ((p = chunk_alloc(h, c, group, n, align, zero, req, false))) { make_current(gh, c); return p; }
   }
-  return alloc_slow(h, group, n, align, zero, size);
+  if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, true))) return p;
+  if ((c = adopt_orphan(h, group))) {
+    list_add(gh, c);
+    if ((p = chunk_alloc(h, c, group, n, align, zero, req, true))) { make_current(gh, c); return p; }
+    after_free(gh, c);
+  }
+  if (!(c = ch_chunk_new(group))) return NULL;
+  atomic_store(&c->owner, h);
+  list_add(gh, c);
+  make_current(gh, c);
+  return chunk_alloc(h, c, group, n, align, zero, req, true);
+}
+
+/* The fast path: an exact bin, else the bump pointer when no nearby bin
+ * could serve. */
+void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
+  struct ch_heap *h = my_heap;
+  size_t n = size ? (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1) : CH_GRANULE;
+  struct ch_chunk *c;
+  if (CH_LIKELY(h && align <= CH_MIN_ALIGN && !zero && (c = h->g[group].current))) {
+    unsigned b = bin_of(n);
+    uint64_t near = n <= EXACT_MAX ? (uint64_t)1 << b : (uint64_t)0xF << b;
+    if (n <= EXACT_MAX && (c->binmask & near)) {
+      void *p = bin_pop(c, b);
+      freed_clear(c, granule(c, p));
+      account_alloc(h, c, group, n);
+      return p;
+    }
+    /* Below the high-water mark, so no call here: the fast path needs no
+     * saved registers. */
+    char *p = c->bump;
+    if (!(c->binmask & near) && (size_t)(c->hwm - p) >= n) {
+      set_start(c, granule(c, p));
+      __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
+      account_alloc(h, c, group, n);
+      return p;
+    }
+  }
+  return alloc_general(h, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
 }
 
 /* ----------------------------------------------------------------- free */
@@ -361,13 +416,15 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
-static void free_owned(struct ch_heap *h, struct ch_chunk *c, void *p) {
-  size_t size = block_size(c, p);
+/* The owner puts a block whose freed bit is set into a bin and counts it. */
+static inline void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
   bin_push(c, p, size);
   c->live_count--;
   c->live_bytes -= size;
-  note_free(h, c->group, size);
-  after_free(&h->g[c->group], c);
+  unsigned group = c->group;
+  note_free(h, group, size);
+  struct ch_group_heap *gh = &h->g[group];
+  if (CH_UNLIKELY(after_free_needed(gh, c))) after_free(gh, c);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -400,30 +457,45 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
   ch_unlock(&heaps_lock);
 }
 
-/* Could p be a block handed out from c: aligned, in the used range, at a
- * block start? */
-static inline bool block_start(const struct ch_chunk *c, const void *p) {
+/* Could p be a block handed out from c: aligned, in the used range? (The
+ * start bit is checked by the caller.) */
+static inline bool in_used_range(const struct ch_chunk *c, const void *p) {
   return c->magic == CH_CHUNK_MAGIC && !((uintptr_t)p & (CH_MIN_ALIGN - 1)) &&
-         (const char *)p >= c->data && (const char *)p < load_bump(c) && start_bit(c, granule(c, p));
+         (const char *)p >= c->data && (const char *)p < load_bump(c);
 }
-
-/* Checks that p is the start of a live block, marks it free. Stops the
- * program on misuse, as glibc does. */
-static void check_and_unmark(struct ch_chunk *c, void *p, bool owner) {
-  if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
+static inline bool block_start(const struct ch_chunk *c, const void *p) {
+  if (!in_used_range(c, p)) return false;
   size_t g = granule(c, p);
-  if (CH_UNLIKELY(owner ? freed_set(c, g) : freed_set_remote(c, g)))
-    ch_invalid_pointer("free(): double free detected", p);
+  return load_word(bitwords(c, g)) & gbit(g);
 }
 
+/* A free by a thread that does not own the chunk (or has no heap): mark the
+ * block free atomically, then hand it to the owner or finish it as an orphan. */
+static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
+  if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
+  if (CH_UNLIKELY(freed_set_remote(c, granule(c, p))))
+    ch_invalid_pointer("free(): double free detected", p);
+  struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
+  if (!owner) free_orphaned(c, p);
+  else free_remote(owner, p);
+}
+
+/* Stops the program on misuse, as glibc does. */
 void ch_group_free(void *p) {
   struct ch_chunk *c = ch_chunk_of(p);
-  struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   struct ch_heap *h = my_heap;
-  check_and_unmark(c, p, owner == h && h);
-  if (CH_LIKELY(owner == h && h)) free_owned(h, c, p);
-  else if (!owner) free_orphaned(c, p);
-  else free_remote(owner, p);
+  if (CH_UNLIKELY(!h || atomic_load_explicit(&c->owner, memory_order_acquire) != h)) {
+    free_foreign(c, p);
+    return;
+  }
+  if (CH_UNLIKELY(!in_used_range(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
+  size_t g = granule(c, p);
+  uint64_t *w = bitwords(c, g), bit = gbit(g);
+  uint64_t starts = load_word(w), freed = load_word(w + 1);
+  if (CH_UNLIKELY(!(starts & bit))) ch_invalid_pointer("free(): invalid pointer", p);
+  if (CH_UNLIKELY(freed & bit)) ch_invalid_pointer("free(): double free detected", p);
+  store_word(w + 1, freed | bit);
+  release_block(h, c, p, block_size_at(c, g, starts, granule(c, c->bump)));
 }
 
 /* Finish frees other threads started (freed bits are already set): each
@@ -435,7 +507,7 @@ static void drain_list(struct ch_heap *h, void *b) {
     struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
     if (owner && owner == h) {
       freed_set(c, granule(c, b));   /* restore a bit an owner store may have lost */
-      free_owned(h, c, b);
+      release_block(h, c, b, block_size(c, b));
     }
     else if (!owner) free_orphaned(c, b);
     else free_remote(owner, b);
@@ -448,8 +520,7 @@ static void drain_list(struct ch_heap *h, void *b) {
 static void check_live(struct ch_chunk *c, const void *p, const char *what) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer(what, p);
   size_t g = granule(c, p);
-  if (CH_UNLIKELY(atomic_load_explicit(&c->freed[g >> 6], memory_order_relaxed) & ((uint64_t)1 << (g & 63))))
-    ch_invalid_pointer(what, p);
+  if (CH_UNLIKELY(load_word(&bitwords(c, g)[1]) & gbit(g))) ch_invalid_pointer(what, p);
 }
 
 size_t ch_group_usable(const void *p) {
@@ -478,9 +549,9 @@ void *ch_group_realloc(void *p, size_t size) {
     return p;
   }
   /* Grow in place when the block is the last one bumped. */
-  if (owned && (char *)p + old == c->bump && (char *)p + n <= c->end && n <= ch_max_size) {
+  if (owned && (char *)p + old == c->bump && (size_t)(c->end - (char *)p) >= n && n <= ch_max_size) {
     __atomic_store_n(&c->bump, (char *)p + n, __ATOMIC_RELEASE);
-    advance_hwm(c, (char *)p + n);
+    if ((char *)p + n > c->hwm) advance_hwm(c, (char *)p + n);
     c->live_bytes += n - old;
     note_live(h, c->group, (long)(n - old));
     return p;

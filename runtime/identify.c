@@ -104,7 +104,10 @@ int ch_identify(size_t size, const uintptr_t *fp) {
   }
   case CH_MODE_PLAN: {
     if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
-    ch_in_runtime++;
+    int q = ch_walk_quick(fp);
+    if (q >= 0) { count(CH_PATH_ENTRY); return q; }
+    if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return -1; }
+    ch_in_runtime++;   /* a walk may look up modules, which may allocate */
     int g = decide_plan(fp);
     ch_in_runtime--;
     return g;

@@ -98,29 +98,33 @@ size_t ch_bootstrap_size(const void *p);
 struct ch_heap;
 
 struct ch_chunk {
+  /* Read or written by every allocation and free: the first cache line. */
   uint64_t magic;
-  uint32_t group;
-  uint32_t in_avail;                  /* owner's list of chunks with free bins */
   _Atomic(struct ch_heap *) owner;    /* NULL: orphaned, see heap.c */
-  char *data;                         /* first usable byte */
   char *bump;                         /* next unallocated byte */
   char *end;                          /* end of the chunk */
-  char *hwm;                          /* highest byte ever handed out: below it pages are
-                                         resident and dirty, above it they are zero */
+  char *data;                         /* first usable byte */
+  uint64_t *bits;                     /* per 64 granules, two words: "a block starts here"
+                                         and "the block starting here is free"
+                                         (bump-allocated blocks need no write: the bit is 0) */
   size_t live_count;                  /* owner's view: remote frees count once drained */
-  size_t live_bytes;
-  size_t bin_bytes;                   /* bytes sitting in bins */
-  void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
+  size_t live_bytes;                  /* every byte below bump is live or in a bin */
+  /* The rest. */
+  uint64_t binmask;                   /* bit b: bins[b] is not empty */
+  uint32_t group;
+  uint32_t in_avail;                  /* owner's list of chunks with free bins */
+  char *hwm;                          /* page boundary above every byte ever handed out:
+                                         below it pages may be resident and dirty, above
+                                         it they are zero */
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
   struct ch_chunk *avail_next, *avail_prev;
-  uint64_t *starts;                   /* 1 bit per granule: a block starts here */
-  _Atomic uint64_t *freed;            /* 1 bit per granule: the block starting here is free
-                                         (bump-allocated blocks need no write: the bit is 0) */
+  void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
 };
 
 #define CH_CHUNK_MAGIC 0x43484f52544b4e43ull
 extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
+extern unsigned ch_chunk_shift;         /* log2(ch_chunk_size) */
 
 static inline struct ch_chunk *ch_chunk_of(const void *p) {
   return (struct ch_chunk *)((uintptr_t)p & ~ch_chunk_mask);
@@ -130,7 +134,7 @@ extern uint64_t *ch_owned_map;
 static inline bool ch_owns(const void *p) {
   uintptr_t a = (uintptr_t)p;
   if (CH_UNLIKELY(!ch_owned_map) || (a >> 47) != 0) return false;
-  uintptr_t c = a >> __builtin_ctzll(ch_chunk_size);
+  uintptr_t c = a >> ch_chunk_shift;
   return (ch_owned_map[c >> 6] >> (c & 63)) & 1;
 }
 void ch_chunks_init(void);
@@ -223,6 +227,10 @@ void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at retu
 /* Walk from the frame of the runtime entry point whose frame address is fp
  * (NULL: from the caller of ch_walk_stack itself). */
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
+/* The quick test alone, from the entry point's frame: a group, or: */
+#define CH_QUICK_COLD (-1)    /* the innermost application site is cold */
+#define CH_QUICK_WALK (-2)    /* undecided: walk */
+int ch_walk_quick(const uintptr_t *fp);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 

@@ -142,8 +142,23 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
 
 #define MAX_SPAN ((uintptr_t)1 << 30)   /* no stack is deeper than this */
 
+/* The quick test on its own, for the common case where the caller of the
+ * entry point is an application frame whose rule is cached: no walk state,
+ * no locks, no allocation. */
+int ch_walk_quick(const uintptr_t *fp) {
+  uint64_t v;
+  if (CH_UNLIKELY(!fp || !cache) || !cache_get(fp[1], ch_modules_generation(), &v) || (v & F_SYSTEM))
+    return CH_QUICK_WALK;
+  if ((v & F_DECIDES) == F_DECIDES) return (int)ch_plan->sites[F_SITE(v)].group;
+  if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
+  return CH_QUICK_WALK;
+}
+
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
-  memset(w, 0, sizeof *w);
+  for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
+  w->app_frames = 0;
+  w->truncated = w->rejected = false;
+  w->entry_group = 0;
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
   if (fp) {
