@@ -1,8 +1,9 @@
 """`cohort explain`: a profile (and a plan) for people.
 
-With a plan, groups are what the plan's selectors select among the profiled
-contexts, evaluated first-match as the runtime does; without one, the groups
-are those `cohort plan` would make with its defaults."""
+With a plan, groups are what the runtime would decide for each profiled
+context (quick test, stop sites, then selectors in order: planfile.decide);
+without one, the groups are those `cohort plan` would make with its
+defaults."""
 
 import os
 from pathlib import Path
@@ -11,7 +12,7 @@ from cohort import planner
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 from cohort.graphsvg import MARK, render
-from cohort.planfile import read_plan
+from cohort.planfile import decide, read_plan
 from cohort.profile import load_profile
 
 
@@ -35,7 +36,7 @@ def plan_groups(profile, plan):
         m = profile["modules"][s["module"]]
         by_key[(m["build_id"], os.path.basename(m["path"]), s["offset"])] = s["id"]
     site_map = {}
-    for i, (mod, off, _) in enumerate(plan["sites"]):
+    for i, (mod, off, _, _) in enumerate(plan["sites"]):
         build_id, path = plan["modules"][mod]
         site_map[i] = by_key.get((build_id, os.path.basename(path), off))
     if plan["modules"] and all(v is None for v in site_map.values()):
@@ -43,13 +44,12 @@ def plan_groups(profile, plan):
     conj = [[] for _ in plan["groups"]]
     for g, sites in plan["selects"]:
         conj[g].append([site_map[s] for s in sites])
+    to_plan = {v: k for k, v in site_map.items() if v is not None}
     group_of = {}
     for c in profile["contexts"]:
-        chain = set(c["sites"])
-        for g, sites in plan["selects"]:
-            if all(site_map[s] is not None and site_map[s] in chain for s in sites):
-                group_of[c["id"]] = g
-                break
+        g = decide(plan, [to_plan.get(s) for s in c["sites"]])
+        if g is not None:
+            group_of[c["id"]] = g
     return plan["groups"], group_of, conj
 
 

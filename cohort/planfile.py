@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 
-PLAN_VERSION = 2        # the version written; 1 is still read
+PLAN_VERSION = 3        # the version written; 1 and 2 are still read
 
 
 def check_plan_header(path):
@@ -31,8 +31,9 @@ def check_plan_header(path):
 
 
 def read_plan(path):
-    """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict)],
-    "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s}.
+    """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
+    stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s}.
+    verdict is None, "cold", "walk" or "group=G"; stop is a group index or None.
     Raises CohortError naming the line for anything malformed."""
     check_plan_header(path)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
@@ -61,7 +62,15 @@ def read_plan(path):
             elif words[0] == "site":
                 if int(words[1]) != len(plan["sites"]) or not 0 <= int(words[2]) < len(plan["modules"]):
                     raise bad("site out of order or naming an undeclared module")
-                plan["sites"].append((int(words[2]), int(words[3], 16), words[4] if len(words) > 4 else None))
+                verdict, stop = None, None
+                for w in words[4:]:
+                    if w.startswith("stop=") and stop is None:
+                        stop = int(w[5:])
+                    elif (w in ("cold", "walk") or w.startswith("group=")) and verdict is None:
+                        verdict = w
+                    else:
+                        raise bad(f"unexpected '{w}' on a site line")
+                plan["sites"].append((int(words[2]), int(words[3], 16), verdict, stop))
             elif words[0] == "group":
                 if int(words[1]) != len(plan["groups"]):
                     raise bad("groups must be numbered in order")
@@ -81,3 +90,24 @@ def read_plan(path):
     if not ended:
         raise CohortError(f"plan {path}: truncated (no 'end' line)")
     return plan
+
+
+def decide(plan, sites):
+    """The group the runtime gives an allocation whose application call
+    sites, innermost first, are `sites` (plan site indexes, None for a site
+    the plan does not name), or None: the quick test on the innermost site,
+    then the walk outwards, which ends at a stop site, then the selectors,
+    first match (docs/plan-format.md)."""
+    if not sites:
+        return None
+    first = plan["sites"][sites[0]] if sites[0] is not None else None
+    verdict = (first[2] if first else None) or plan["unknown_entry"]
+    if verdict.startswith("group="):
+        return int(verdict[6:])
+    if verdict == "cold":
+        return None
+    for s in sites:
+        if s is not None and plan["sites"][s][3] is not None:
+            return plan["sites"][s][3]
+    present = set(sites)
+    return next((g for g, conj in plan["selects"] if all(s in present for s in conj)), None)

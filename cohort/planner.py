@@ -38,12 +38,53 @@ class Plan:
     groups: list                       # PlannedGroup, in selector order
     rejected: list                     # grouping.Group under the threshold
     sites: list                        # site ids of the profile, in plan order
-    verdicts: dict                     # site id -> "cold" | "walk"
+    verdicts: dict                     # site id -> "cold" | "walk" | "group=G"
     modules: list                      # module ids of the profile, in plan order
     unknown_entry: str
     max_size: int
     predicted: dict                    # context id -> group index or None
     notes: list = field(default_factory=list)
+    stops: dict = field(default_factory=dict)   # site id -> group a walk reaching it ends in
+
+
+def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
+    """Stop sites (DPA's partial call chains, adapted): a walk that reaches
+    one ends there, in its group, so a wrapper's callers are told apart after
+    a few frames instead of a walk to main. A plan site qualifies if the
+    contexts whose walks reach it go to one group G only (the ungrouped among
+    them may join G within `purity` of their allocations). Every context then
+    keeps its group: two stop sites on one grouped context name its group
+    both. Updates `predicted` for the contexts the walk now decides."""
+    plan_sites = set(sites)
+
+    def walked(c):
+        if not c["sites"]:
+            return False
+        v = verdicts.get(c["sites"][0]) or unknown_entry
+        return v == "walk"
+
+    reach = {}
+    for c in filter(walked, contexts):
+        for s in c["sites"]:
+            if s in plan_sites:
+                r = reach.setdefault(s, {})
+                r[predicted[c["id"]]] = r.get(predicted[c["id"]], 0) + c["allocations"]
+    stops = {}
+    for s, r in reach.items():
+        real = [g for g in r if g is not None]
+        if len(real) == 1 and r[real[0]] >= purity * max(sum(r.values()), 1):
+            stops[s] = real[0]
+    absorbed = 0
+    for c in filter(walked, contexts):
+        first = next((s for s in c["sites"] if s in stops), None)
+        if first is not None:
+            if predicted[c["id"]] is None:
+                absorbed += c["allocations"]
+            predicted[c["id"]] = stops[first]
+    if absorbed:
+        notes.append(f"stop sites also group {absorbed} allocations of otherwise ungrouped contexts "
+                     f"(--entry-purity {purity}), sparing the rest of their stack walks")
+    return stops
 
 
 def site_name(profile, sid):
@@ -155,15 +196,17 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     if absorbed:
         notes.append(f"entry-site verdicts also group {absorbed} allocations of otherwise ungrouped "
                      f"contexts (--entry-purity {entry_purity}), sparing their stack walks")
+    stops = stop_sites(contexts, sites, verdicts, predicted, unknown_entry, entry_purity, notes)
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
-    return Plan(groups=planned, rejected=rejected, sites=sites, verdicts=verdicts, modules=modules,
+    return Plan(groups=planned, rejected=rejected, sites=sites, verdicts=verdicts, stops=stops,
+                modules=modules,
                 unknown_entry=unknown_entry, max_size=profile["parameters"]["max_size"],
                 predicted=predicted, notes=notes)
 
 
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
-    lines = ["cohort-plan 2", f"# made by cohort plan from {source}",
+    lines = ["cohort-plan 3", f"# made by cohort plan from {source}",
              f"max-size {plan.max_size}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     for i, m in enumerate(plan.modules):
@@ -172,9 +215,9 @@ def render(plan, profile, source="profile.json"):
     site_index = {s: i for i, s in enumerate(plan.sites)}
     for i, s in enumerate(plan.sites):
         site = profile["sites"][s]
-        verdict = plan.verdicts.get(s)
+        words = [plan.verdicts.get(s), f"stop={plan.stops[s]}" if s in plan.stops else None]
         lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
-                     + (f" {verdict}" if verdict else "") + f"  # {site_name(profile, s)}")
+                     + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
     for i, g in enumerate(plan.groups):
         lines.append(f"group {i} {g.name}  # contexts {' '.join(map(str, g.members))}")
     for i, g in enumerate(plan.groups):

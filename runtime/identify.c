@@ -13,7 +13,8 @@
 #include <string.h>
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
-  "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "truncated", "all", "random",
+  "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "truncated", "all",
+  "random",
 };
 
 bool ch_identify_active;
@@ -77,6 +78,7 @@ static int decide_plan(const uintptr_t *fp) {
   ch_walk_stack(&w, fp);
   if (w.rejected) { count(CH_PATH_COLD); return -1; }
   if (w.entry_group) { count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
+  if (w.stop_group) { count(CH_PATH_STOP); return (int)w.stop_group - 1; }
   const struct ch_plan *pl = ch_plan;
   for (unsigned i = 0; i < pl->nconj; i++) {
     const struct ch_plan_conj *cj = &pl->conj[i];

@@ -222,6 +222,7 @@ struct ch_walk {
   bool truncated;                       /* stopped before the outermost frame */
   bool rejected;                        /* quick test: innermost site is cold */
   unsigned entry_group;                 /* quick test: group + 1 its site decides, or 0 */
+  unsigned stop_group;                  /* group + 1 of the stop site that ended the walk, or 0 */
 };
 void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at return */
 /* Walk from the frame of the runtime entry point whose frame address is fp
@@ -240,7 +241,8 @@ extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD, CH_ENTRY_GROUP };
 struct ch_plan_module { char path[512]; uint8_t build_id[32]; unsigned build_id_len; bool resolved; };
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
-                      enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */ };
+                      enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */
+                      unsigned stop;   /* group + 1: a walk reaching this site ends in it; 0: no */ };
 struct ch_plan_conj { unsigned group; uint64_t mask[CH_MAX_SITES / 64]; };
 struct ch_plan {
   unsigned version;
@@ -268,6 +270,7 @@ enum ch_path {
   CH_PATH_ENTRY,         /* quick test: innermost application site decides the group */
   CH_PATH_WALK_NONE,     /* full walk, no selector matched */
   CH_PATH_WALK_GROUP,    /* full walk, a selector matched */
+  CH_PATH_STOP,          /* walk ended early at a stop site, which decides */
   CH_PATH_TRUNCATED,     /* walk stopped early (no unwind info); decided on what was seen */
   CH_PATH_ALL,           /* test mode: every small allocation grouped */
   CH_PATH_RANDOM,        /* control mode: a random pool */

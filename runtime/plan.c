@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 2   /* reads 1 and 2; 2 adds the group=G verdict */
+#define PLAN_VERSION 3   /* reads 1 to 3; 2 adds the group=G verdict, 3 stop=G */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -128,16 +128,23 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
       st->offset = (uintptr_t)z;
       st->entry = CH_ENTRY_UNKNOWN;
       char *v;
-      if (next_token(&s, &v)) {
+      bool have_verdict = false;
+      while (next_token(&s, &v)) {
+        if (!strncmp(v, "stop=", 5) && pl->version >= 3) {
+          if (st->stop || !parse_uint(v + 5, 10, CH_MAX_GROUPS - 1, &x)) FAIL("bad '%s': one stop=G per site", v);
+          st->stop = (unsigned)x + 1;
+          continue;
+        }
+        if (have_verdict) FAIL("extra text after site");
+        have_verdict = true;
         if (!strcmp(v, "cold")) st->entry = CH_ENTRY_COLD;
         else if (!strcmp(v, "walk")) st->entry = CH_ENTRY_WALK;
         else if (!strncmp(v, "group=", 6) && pl->version >= 2 &&
                  parse_uint(v + 6, 10, CH_MAX_GROUPS - 1, &x)) {
           st->entry = CH_ENTRY_GROUP;
           st->group = (unsigned)x;
-        } else FAIL("site verdict must be 'cold', 'walk' or (version 2) 'group=G', not '%s'", v);
+        } else FAIL("site verdict must be 'cold', 'walk', 'group=G' (version 2) or 'stop=G' (version 3), not '%s'", v);
       }
-      if (*s) FAIL("extra text after site");
       pl->nsites++;
     } else if (!strcmp(kw, "group")) {
       if (!next_token(&s, &a) || !parse_uint(a, 10, CH_MAX_GROUPS - 1, &x)) FAIL("group needs an index below %d", CH_MAX_GROUPS);
@@ -174,8 +181,12 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
   if (!have_header) FAIL("empty file: not a Cohort plan");
   if (!have_end) FAIL("truncated: no 'end' line");
   for (unsigned i = 0; i < pl->nsites; i++)
+  {
     if (pl->sites[i].entry == CH_ENTRY_GROUP && pl->sites[i].group >= pl->ngroups)
       FAIL("site %u's verdict names group %u, which is not declared", i, pl->sites[i].group);
+    if (pl->sites[i].stop > pl->ngroups)
+      FAIL("site %u's stop names group %u, which is not declared", i, pl->sites[i].stop - 1);
+  }
   return 0;
 }
 #undef FAIL

@@ -36,14 +36,17 @@ enum kind { K_NONE, K_RSP, K_RBP, K_COMPLEX, K_OUTERMOST, K_STOP, K_FP_GUESS };
 #define F_COLD      ((uint64_t)1 << 6)
 #define F_KNOWN     ((uint64_t)1 << 7)   /* a listed entry site that needs a walk */
 #define F_DECIDES   (F_COLD | F_KNOWN)   /* both: the entry site decides the group */
-#define F_SITE(v)   ((int)(((v) >> 8) & 0x3ff) - 1)
+#define F_SITE(v)   ((int)(((v) >> 8) & 0x1ff) - 1)  /* CH_MAX_SITES + 1 values */
+#define F_STOP      ((uint64_t)1 << 17)  /* a walk reaching this site ends: it decides */
 #define F_GEN(v)    ((unsigned)(((v) >> 18) & 0xff))
 #define F_CFAOFF(v) ((int32_t)((int64_t)((v) << 14) >> 40))   /* bits 26..49 */
 #define F_RBPOFF(v) ((int32_t)((int64_t)(v) >> 50))           /* bits 50..63 */
 
 static uint64_t pack(enum kind k, unsigned rbp, bool sys, int site, enum ch_entry_verdict e,
                      unsigned gen, int32_t cfa_off, int32_t rbp_off) {
-  return (uint64_t)k | (uint64_t)rbp << 3 | (sys ? F_SYSTEM : 0) |
+  _Static_assert(CH_MAX_SITES < 0x1ff, "site numbers must fit their bits");
+  bool stop = site >= 0 && ch_plan->sites[site].stop;
+  return (uint64_t)k | (uint64_t)rbp << 3 | (sys ? F_SYSTEM : 0) | (stop ? F_STOP : 0) |
          (e == CH_ENTRY_COLD ? F_COLD : e == CH_ENTRY_WALK ? F_KNOWN : e == CH_ENTRY_GROUP ? F_DECIDES : 0) |
          (uint64_t)(site + 1) << 8 | (uint64_t)(gen & 0xff) << 18 |
          ((uint64_t)(uint32_t)cfa_off & 0xffffff) << 26 | (uint64_t)(uint32_t)rbp_off << 50;
@@ -151,14 +154,14 @@ int ch_walk_quick(const uintptr_t *fp) {
     return CH_QUICK_WALK;
   if ((v & F_DECIDES) == F_DECIDES) return (int)ch_plan->sites[F_SITE(v)].group;
   if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
-  return CH_QUICK_WALK;
+  return CH_QUICK_WALK;   /* a stop site here is counted by the walk, on the "stop" path */
 }
 
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
   w->app_frames = 0;
   w->truncated = w->rejected = false;
-  w->entry_group = 0;
+  w->entry_group = w->stop_group = 0;
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
   if (fp) {
@@ -192,6 +195,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
         }
       }
       int site = F_SITE(v);
+      if (v & F_STOP) { w->stop_group = ch_plan->sites[site].stop; return; }
       if (site >= 0) w->active[site >> 6] |= (uint64_t)1 << (site & 63);
     }
     uintptr_t cfa, rbp = r.rbp;

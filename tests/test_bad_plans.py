@@ -46,15 +46,16 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 2"),
+    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 3"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
-    ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "(version 2) 'group=G', not 'group=0'"),
+    ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2) or 'stop=G' (version 3), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
+    ("group 0 a", "group 0 a\nsite 1 0 0x10 stop=0", "(version 3), not 'stop=0'"),
     ("group 0 a", "group 0 a\nfrobnicate 3", "line 6: unknown directive 'frobnicate'"),
     ("end\n", "", "truncated: no 'end' line"),
     ("select 0 0", "select 0 9", "select names an undeclared site '9'"),
     ("site 0 0 ", "site 0 4 ", "site names an undeclared module"),
-], ids=["version", "order", "group-verdict-v1", "v2-ok", "directive", "truncated",
+], ids=["version", "order", "group-verdict-v1", "v2-ok", "stop-v1", "directive", "truncated",
         "undeclared-site", "undeclared-module"])
 def test_malformed_plan_names_the_line(tmp_path, old, new, message):
     if message is None:  # a good plan after all: it must work
@@ -69,6 +70,17 @@ def test_group_verdict_must_name_a_declared_group(tmp_path):
     p = edit(tmp_path, "cohort-plan 1", "cohort-plan 2")
     p.write_text(p.read_text().replace("group 0 a", "site 1 0 0x10 group=5\ngroup 0 a"))
     assert "verdict names group 5, which is not declared" in run_with(p, tmp_path)
+
+
+def test_stop_must_name_a_declared_group_once(tmp_path):
+    p = edit(tmp_path, "cohort-plan 1", "cohort-plan 3")
+    text = p.read_text()
+    p.write_text(text.replace("group 0 a", "site 1 0 0x10 walk stop=5\ngroup 0 a"))
+    assert "stop names group 5, which is not declared" in run_with(p, tmp_path)
+    p.write_text(text.replace("group 0 a", "site 1 0 0x10 stop=0 stop=0\ngroup 0 a"))
+    assert "bad 'stop=0': one stop=G per site" in run_with(p, tmp_path)
+    p.write_text(text.replace("group 0 a", "site 1 0 0x10 cold walk\ngroup 0 a"))
+    assert "extra text after site" in run_with(p, tmp_path)
 
 
 def test_wrong_build_id(tmp_path):

@@ -154,3 +154,24 @@ def test_entry_site_verdict_decides_without_a_walk(tmp_path):
     assert all(g == -1 for k in ("b", "c", "w1", "w2") for _, g, _ in objs[k])
     ident = json.loads(stats.read_text())["identification"]
     assert ident["entry"] == 2000 and ident["cold"] == 2000 and ident["walk_group"] == 0
+
+
+def test_stop_site_ends_the_walk(tmp_path):
+    """A `stop=G` site (plan version 3) ends a walk that reaches it, in G:
+    objects made through the shared wrapper from via_wrap_1 go to G after
+    three frames, those from via_wrap_2 (no stop site on their stack) are
+    walked to the end and match nothing."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, "wrap", "malloc")[0], "walk"),
+             (0, call_sites(binary, "via_wrap_1", "wrap")[0], "stop=1"),
+             (0, call_sites(binary, "build", "make_a")[0], None)]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["a", "w1"], [(0, [2])], version=3)
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b""
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["w1"]} == {1}
+    assert {g for _, g, _ in objs["a"]} == {0}
+    assert all(g == -1 for k in ("b", "c", "w2") for _, g, _ in objs[k])
+    ident = json.loads(stats.read_text())["identification"]
+    assert ident["stop"] == 2000 and ident["walk_group"] == 2000

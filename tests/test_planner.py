@@ -139,7 +139,7 @@ def test_optimize_writes_every_product(pipeline):
         assert (out / name).stat().st_size > 0, name
     assert b"groups from" in r.stdout
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 2\n") and text.endswith("end\n")
+    assert text.startswith("cohort-plan 3\n") and text.endswith("end\n")
     svg = (out / "graph.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<circle") >= 2
     r = run([COHORT, "optimize", "-o", out, "--", GROUPS, out / "x.log"])
@@ -258,3 +258,36 @@ def test_entry_verdicts_exact_and_by_purity():
     exact = make_plan(synthetic_profile(980, 20), entry_purity=1.0)
     assert exact.verdicts[1] == "walk" and exact.predicted == {0: 0, 1: None}
     assert make_plan(synthetic_profile(900, 100)).verdicts[1] == "walk"
+
+
+def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
+    """Contexts entering through one wrapper site (1) and told apart by their
+    callers (10, 11): the callers become stop sites of their groups, an
+    ungrouped context through 10 joins group 0 within the purity, and the
+    plan file, evaluated as the runtime would, decides as the planner
+    predicted."""
+    from cohort.planfile import decide, read_plan
+    from cohort.planner import make_plan, render
+    site = lambda i: {"id": i, "module": 0, "offset": 0x100 + i, "call": "direct",  # noqa: E731
+                      "function": None, "file": None, "line": None}
+    ctx = lambda i, sites, allocs, acc: {"id": i, "sites": sites, "allocations": allocs,  # noqa: E731
+                                         "accesses": acc, "truncated": False}
+    profile = {"parameters": {"max_size": 4096}, "totals": {"accesses": 2000},
+               "modules": [{"id": 0, "path": "/x/prog", "build_id": "ab", "system": False}],
+               "sites": [site(i) for i in range(40)],
+               "contexts": [ctx(0, [1, 10, 30], 500, 1000), ctx(1, [1, 11, 30], 500, 1000),
+                            ctx(2, [1, 12, 30], 100, 0), ctx(3, [1, 10, 31], 5, 0)],
+               "graph": {"nodes": [0, 1], "edges": [[0, 0, 500], [1, 1, 500]], "coverage": 1.0}}
+    plan = make_plan(profile)
+    assert [g.conjunctions for g in plan.groups] == [[(10, 30)], [(11,)]]   # 30 excludes context 3
+    assert plan.verdicts[1] == "walk" and plan.stops == {10: 0, 11: 1}
+    assert plan.predicted == {0: 0, 1: 1, 2: None, 3: 0}
+    assert any("stop sites also group 5 allocations" in n for n in plan.notes)
+    (tmp_path / "plan").write_text(render(plan, profile))
+    text = (tmp_path / "plan").read_text()
+    assert text.startswith("cohort-plan 3\n") and " stop=0 " in text and " stop=1 " in text
+    read = read_plan(tmp_path / "plan")
+    index = {s: i for i, s in enumerate(plan.sites)}
+    for c in profile["contexts"]:
+        assert decide(read, [index.get(s) for s in c["sites"]]) == plan.predicted[c["id"]]
+    assert make_plan(profile, entry_purity=1.0).stops == {11: 1}   # 10 is no longer pure
