@@ -111,7 +111,8 @@ def main():
               f"fragmentation at peak {g['fragmentation_at_peak_percent']}%")
     ident = st["identification"]
     print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
-          f"{ident['walk_group']:,} grouped by a walk, {ident['walk_none']:,} walked and not grouped, "
+          f"{ident.get('stop', 0):,} by a walk that ended at a stop site, "
+          f"{ident['walk_group']:,} by a full walk, {ident['walk_none']:,} walked and not grouped, "
           f"{ident['cold']:,} rejected by the quick test")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
