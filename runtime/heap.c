@@ -239,6 +239,12 @@ static void chunk_reset(struct ch_chunk *c) {
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
 
+/* A chunk not current, not yet offered, whose bins now hold enough to be
+ * worth allocating from. */
+static inline bool worth_offering(const struct ch_group_heap *gh, const struct ch_chunk *c) {
+  return c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN;
+}
+
 /* After frees: retire an empty chunk, reset an empty current one, or offer
  * a chunk with enough binned space for allocation. */
 static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
@@ -249,10 +255,7 @@ static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c)
     ch_chunk_retire(c);
     return;
   }
-  if (c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN) avail_add(gh, c);
-}
-static inline bool after_free_needed(const struct ch_group_heap *gh, const struct ch_chunk *c) {
-  return c->live_count == 0 || (c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN);
+  if (worth_offering(gh, c)) avail_add(gh, c);
 }
 
 /* ------------------------------------------------------------- allocate */
@@ -336,9 +339,11 @@ static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
   return c;
 }
 
-static void drain_delayed(struct ch_heap *h) {
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed))
-    drain_list(h, atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire));
+/* Whether there was anything to drain. */
+static bool drain_delayed(struct ch_heap *h) {
+  if (!atomic_load_explicit(&h->delayed, memory_order_relaxed)) return false;
+  drain_list(h, atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire));
+  return true;
 }
 
 /* c becomes the group's current chunk. */
@@ -361,9 +366,10 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   struct ch_chunk *cur = gh->current, *c;
   void *p;
   if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
-  drain_delayed(h);
-  cur = gh->current;   /* draining may have retired or reset it */
-  if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
+  if (drain_delayed(h)) {   /* the frees may have made room, or reset the current chunk */
+    cur = gh->current;
+    if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
+  }
   /* Chunks with binned space; each that fails leaves the list. */
   while ((c = gh->avail)) {
     avail_del(gh, c);
@@ -416,15 +422,22 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
-/* The owner puts a block whose freed bit is set into a bin and counts it. */
-static inline void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
+/* A block whose freed bit is set goes into a bin and out of the counts; h is
+ * the owning heap, or NULL under the orphan lock. */
+static inline void unlive_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
+                                size_t size) {
   bin_push(c, p, size);
   c->live_count--;
   c->live_bytes -= size;
-  unsigned group = c->group;
   note_free(h, group, size);
+}
+
+/* The owner's free, then whatever the chunk's new state calls for. */
+static inline void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
+  unsigned group = c->group;
+  unlive_block(h, c, group, p, size);
   struct ch_group_heap *gh = &h->g[group];
-  if (CH_UNLIKELY(after_free_needed(gh, c))) after_free(gh, c);
+  if (CH_UNLIKELY(c->live_count == 0 || worth_offering(gh, c))) after_free(gh, c);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -443,11 +456,7 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
     free_remote(owner, p);
     return;
   }
-  size_t size = block_size(c, p);
-  bin_push(c, p, size);
-  c->live_count--;
-  c->live_bytes -= size;
-  note_free(NULL, c->group, size);
+  unlive_block(NULL, c, c->group, p, block_size(c, p));
   if (c->live_count == 0) {
     list_del(&orphans[c->group], c);
     ch_unlock(&heaps_lock);

@@ -148,13 +148,20 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
 /* The quick test on its own, for the common case where the caller of the
  * entry point is an application frame whose rule is cached: no walk state,
  * no locks, no allocation. */
+/* What the innermost application frame's packed rule v says alone: a group,
+ * CH_QUICK_COLD or CH_QUICK_WALK. (A stop site there is left to the walk,
+ * which counts it on the "stop" path.) */
+static inline int entry_verdict(uint64_t v) {
+  if ((v & F_DECIDES) == F_DECIDES) return (int)ch_plan->sites[F_SITE(v)].group;
+  if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
+  return CH_QUICK_WALK;
+}
+
 int ch_walk_quick(const uintptr_t *fp) {
   uint64_t v;
   if (CH_UNLIKELY(!fp || !cache) || !cache_get(fp[1], ch_modules_generation(), &v) || (v & F_SYSTEM))
     return CH_QUICK_WALK;
-  if ((v & F_DECIDES) == F_DECIDES) return (int)ch_plan->sites[F_SITE(v)].group;
-  if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
-  return CH_QUICK_WALK;   /* a stop site here is counted by the walk, on the "stop" path */
+  return entry_verdict(v);
 }
 
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
@@ -184,15 +191,9 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     if (!(v & F_SYSTEM)) {
       if (w->app_frames++ == 0) {
         /* The quick test: the innermost application frame decides alone. */
-        if ((v & F_DECIDES) == F_DECIDES) {
-          w->entry_group = ch_plan->sites[F_SITE(v)].group + 1;
-          return;
-        }
-        if ((v & F_COLD) ||
-            (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) {
-          w->rejected = true;
-          return;
-        }
+        int e = entry_verdict(v);
+        if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
+        if (e == CH_QUICK_COLD) { w->rejected = true; return; }
       }
       int site = F_SITE(v);
       if (v & F_STOP) { w->stop_group = ch_plan->sites[site].stop; return; }
