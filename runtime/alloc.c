@@ -61,26 +61,18 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
   return p;
 }
 
-static CH_NOINLINE void free_slow(void *p) {
-  if (ch_bootstrap_owns(p)) return;
-  if (resolve_or_boot()) ch_next.free(p);
-}
-
-/* free and every operator delete. A pointer that is not ours (NULL
- * included) goes straight to the next allocator. */
+/* free and every operator delete. A pointer that is not ours (NULL and the
+ * bootstrap arena's included) goes to the next allocator's free, which
+ * next.c has made safe for those. */
 CH_HIDDEN void ch_free_impl(void *p) {
   if (ch_owns(p)) { ch_group_free(p); return; }
-  if (CH_LIKELY(!ch_bootstrap_owns(p) && ready())) {
-    ch_next.free(p);
-    return;
-  }
-  free_slow(p);
+  ch_next.free(p);
 }
 
 /* --------------------------------------------------------------- C API */
 
 CH_EXPORT void *malloc(size_t size) {
-  if (!ch_identify_active && CH_LIKELY(ready())) return ch_next.malloc(size);   /* pass-through */
+  if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
   return CH_KEEP_FRAME(ch_malloc_impl(size, ENTRY_FRAME()));
 }
 

@@ -15,8 +15,8 @@
 
 size_t ch_chunk_size;
 uintptr_t ch_chunk_mask;
-unsigned ch_chunk_shift;
 uint64_t *ch_owned_map;
+_Atomic uintptr_t ch_map_limit;
 
 static ch_lock_t chunk_lock;
 static char *slab_cur, *slab_end;     /* uncarved rest of the newest slab */
@@ -34,24 +34,29 @@ static size_t meta_bytes;             /* header + bitmaps, data starts after */
 void ch_chunks_init(void) {
   ch_chunk_size = ch_opt.chunk_size;
   ch_chunk_mask = ch_chunk_size - 1;
-  ch_chunk_shift = (unsigned)__builtin_ctzll(ch_chunk_size);
   size_t bitmap = ch_chunk_size / CH_GRANULE / 8;
   meta_bytes = ((sizeof(struct ch_chunk) + 63) & ~(size_t)63) + 2 * bitmap;
   meta_bytes = (meta_bytes + 63) & ~(size_t)63;
   slab_bytes = SLAB_DEFAULT > ch_chunk_size * 4 ? SLAB_DEFAULT : ch_chunk_size * 4;
-  /* One bit per chunk of the 47-bit user address space; untouched pages of
-   * the map cost nothing. */
-  size_t map_bytes = ((size_t)1 << 47) / ch_chunk_size / 8;
-  ch_owned_map = ch_os_reserve(map_bytes);
-  if (!ch_owned_map) ch_warn("cannot reserve the chunk map; grouping is off");
+  /* Untouched pages of the map cost nothing. */
+  uintptr_t granules = (uintptr_t)1 << (47 - CH_MAP_SHIFT);
+  ch_owned_map = ch_os_reserve(granules / 8);
+  if (!ch_owned_map) { ch_warn("cannot reserve the chunk map; grouping is off"); return; }
+  atomic_store_explicit(&ch_map_limit, granules, memory_order_release);
 }
 
+/* A chunk covers chunk_size >> CH_MAP_SHIFT consecutive bits, which stay
+ * within one word up to 16 MiB chunks and are whole words beyond. */
 static void set_owned(struct ch_chunk *c, bool on) {
-  uintptr_t n = (uintptr_t)c >> ch_chunk_shift;
-  _Atomic uint64_t *w = (_Atomic uint64_t *)&ch_owned_map[n >> 6];
-  uint64_t bit = (uint64_t)1 << (n & 63);
-  if (on) atomic_fetch_or(w, bit);
-  else atomic_fetch_and(w, ~bit);
+  uintptr_t n = (uintptr_t)c >> CH_MAP_SHIFT, k = ch_chunk_size >> CH_MAP_SHIFT;
+  for (uintptr_t i = n; i < n + k; ) {
+    _Atomic uint64_t *w = (_Atomic uint64_t *)&ch_owned_map[i >> 6];
+    unsigned span = k - (i - n) < 64 - (i & 63) ? (unsigned)(k - (i - n)) : 64 - (unsigned)(i & 63);
+    uint64_t bits = (span == 64 ? ~(uint64_t)0 : (((uint64_t)1 << span) - 1)) << (i & 63);
+    if (on) atomic_fetch_or(w, bits);
+    else atomic_fetch_and(w, ~bits);
+    i += span;
+  }
 }
 
 /* Pages of this chunk that have been touched: header, the bitmap words that

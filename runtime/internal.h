@@ -86,6 +86,8 @@ struct ch_next {
   void *(*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void *);
 };
+/* malloc and free are always callable: before resolution they point at
+ * functions that resolve first, so the pass-through paths need no test. */
 extern struct ch_next ch_next;
 extern atomic_int ch_next_state;     /* 0 unresolved, 1 resolving, 2 ready */
 void ch_next_resolve(void);
@@ -124,17 +126,20 @@ struct ch_chunk {
 #define CH_CHUNK_MAGIC 0x43484f52544b4e43ull
 extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
-extern unsigned ch_chunk_shift;         /* log2(ch_chunk_size) */
 
 static inline struct ch_chunk *ch_chunk_of(const void *p) {
   return (struct ch_chunk *)((uintptr_t)p & ~ch_chunk_mask);
 }
-/* O(1): does p lie inside a live group chunk? (bit map indexed by chunk number) */
+/* O(1): does p lie inside a live group chunk? One bit per 256 KiB of the
+ * 47-bit user address space (the smallest chunk size), so the shift is a
+ * constant; a chunk sets chunk_size >> 18 bits. ch_map_limit is 0 until the
+ * map exists, which makes the one bounds test also the "no map yet" test. */
+#define CH_MAP_SHIFT 18
 extern uint64_t *ch_owned_map;
+extern _Atomic uintptr_t ch_map_limit;   /* granules the map covers, or 0 */
 static inline bool ch_owns(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  if (CH_UNLIKELY(!ch_owned_map) || (a >> 47) != 0) return false;
-  uintptr_t c = a >> ch_chunk_shift;
+  uintptr_t c = (uintptr_t)p >> CH_MAP_SHIFT;
+  if (c >= atomic_load_explicit(&ch_map_limit, memory_order_acquire)) return false;
   return (ch_owned_map[c >> 6] >> (c & 63)) & 1;
 }
 void ch_chunks_init(void);

@@ -9,9 +9,11 @@
 #include <sched.h>
 #include <string.h>
 
-struct ch_next ch_next;
 atomic_int ch_next_state;
 static CH_TLS int resolving_here;
+static void *first_malloc(size_t size);
+static void first_free(void *p);
+struct ch_next ch_next = {.malloc = first_malloc, .free = first_free};
 
 /* ------------------------------------------------------- bootstrap arena */
 
@@ -42,6 +44,26 @@ void *ch_bootstrap_alloc(size_t size, size_t align) {
 size_t ch_bootstrap_size(const void *p) { return ((const size_t *)p)[-1]; }
 
 /* ------------------------------------------------------------ resolution */
+
+static bool is_ready(void) { return atomic_load_explicit(&ch_next_state, memory_order_acquire) == 2; }
+
+static void *first_malloc(size_t size) {
+  ch_next_resolve();
+  return is_ready() ? ch_next.malloc(size) : ch_bootstrap_alloc(size, 16);
+}
+
+static void first_free(void *p) {
+  if (ch_bootstrap_owns(p)) return;
+  ch_next_resolve();
+  if (is_ready()) ch_next.free(p);   /* else dlsym is freeing its own: leaked */
+}
+
+/* Once the arena has served a request, free must keep recognising its
+ * blocks; if it never has, free goes straight to the next allocator. */
+static void (*real_free)(void *);
+static void free_past_boot(void *p) {
+  if (!ch_bootstrap_owns(p)) real_free(p);
+}
 
 static void *same_module(void *fn, const void *base) {
   Dl_info di;
@@ -79,6 +101,8 @@ void ch_next_resolve(void) {
   n.malloc_usable_size = same_module(dlsym(RTLD_NEXT, "malloc_usable_size"), base);
   if (!n.realloc || !n.posix_memalign)
     ch_fatal("the next allocator lacks realloc or posix_memalign");
+  real_free = n.free;
+  if (atomic_load(&boot_used)) n.free = free_past_boot;
   ch_next = n;
   resolving_here = 0;
   atomic_store_explicit(&ch_next_state, 2, memory_order_release);
