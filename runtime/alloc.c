@@ -47,6 +47,17 @@ CH_HIDDEN void *ch_malloc_impl(size_t size, const uintptr_t *fp) {
   return ch_next.malloc(size);
 }
 
+/* malloc and operator new once identification is active (which implies the
+ * next allocator is resolved): the straight path. */
+CH_HIDDEN void *ch_malloc_grouping(size_t size, const uintptr_t *fp) {
+  int g = ch_identify(size, fp);
+  if (g >= 0) {
+    void *p = ch_group_malloc((unsigned)g, size);
+    if (CH_LIKELY(p != NULL)) return p;
+  }
+  return ch_next.malloc(size);
+}
+
 /* align is a power of two. */
 CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) {
   if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return ch_bootstrap_alloc(size, align);
@@ -73,7 +84,7 @@ CH_HIDDEN void ch_free_impl(void *p) {
 
 CH_EXPORT void *malloc(size_t size) {
   if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
-  return CH_KEEP_FRAME(ch_malloc_impl(size, ENTRY_FRAME()));
+  return CH_KEEP_FRAME(ch_malloc_grouping(size, ENTRY_FRAME()));
 }
 
 CH_EXPORT void free(void *p) { ch_free_impl(p); }

@@ -219,7 +219,6 @@ static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
 }
 
 static inline void account_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t bytes) {
-  c->live_count++;
   c->live_bytes += bytes;
   note_alloc(h, group, bytes);
 }
@@ -248,7 +247,7 @@ static inline bool worth_offering(const struct ch_group_heap *gh, const struct c
 /* After frees: retire an empty chunk, reset an empty current one, or offer
  * a chunk with enough binned space for allocation. */
 static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
-  if (c->live_count == 0) {
+  if (c->live_bytes == 0) {
     if (c == gh->current) { chunk_reset(c); return; }
     avail_del(gh, c);
     list_del(&gh->chunks, c);
@@ -388,32 +387,41 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   return chunk_alloc(h, c, group, n, align, zero, req, true);
 }
 
-/* The fast path: an exact bin, else the bump pointer when no nearby bin
- * could serve. */
-void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
+/* The fast path for a plain request: an exact bin, else the bump pointer
+ * when no nearby bin could serve. No call, so no saved registers. */
+void *ch_group_malloc(unsigned group, size_t size) {
   struct ch_heap *h = my_heap;
   size_t n = size ? (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1) : CH_GRANULE;
   struct ch_chunk *c;
-  if (CH_LIKELY(h && align <= CH_MIN_ALIGN && !zero && (c = h->g[group].current))) {
-    unsigned b = bin_of(n);
-    uint64_t near = n <= EXACT_MAX ? (uint64_t)1 << b : (uint64_t)0xF << b;
-    if (n <= EXACT_MAX && (c->binmask & near)) {
-      void *p = bin_pop(c, b);
-      freed_clear(c, granule(c, p));
-      account_alloc(h, c, group, n);
-      return p;
+  if (CH_LIKELY(h && (c = h->g[group].current))) {
+    uint64_t m = c->binmask;
+    if (CH_LIKELY(n <= EXACT_MAX)) {
+      unsigned b = (unsigned)(n / CH_GRANULE - 1);
+      if (m & ((uint64_t)1 << b)) {
+        void *p = bin_pop(c, b);
+        freed_clear(c, granule(c, p));
+        account_alloc(h, c, group, n);
+        return p;
+      }
+    } else if (m & ((uint64_t)0xF << bin_of(n))) {
+      goto general;   /* a nearby mixed bin may fit: reuse before bumping */
     }
-    /* Below the high-water mark, so no call here: the fast path needs no
-     * saved registers. */
     char *p = c->bump;
-    if (!(c->binmask & near) && (size_t)(c->hwm - p) >= n) {
+    if ((size_t)(c->hwm - p) >= n) {
       set_start(c, granule(c, p));
       __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
       account_alloc(h, c, group, n);
       return p;
     }
   }
-  return alloc_general(h, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
+general:
+  return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
+}
+
+void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
+  if (align <= CH_MIN_ALIGN && !zero) return ch_group_malloc(group, size);
+  size_t n = size ? (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1) : CH_GRANULE;
+  return alloc_general(my_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
 }
 
 /* ----------------------------------------------------------------- free */
@@ -427,7 +435,6 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
 static inline void unlive_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
                                 size_t size) {
   bin_push(c, p, size);
-  c->live_count--;
   c->live_bytes -= size;
   note_free(h, group, size);
 }
@@ -437,7 +444,7 @@ static inline void release_block(struct ch_heap *h, struct ch_chunk *c, void *p,
   unsigned group = c->group;
   unlive_block(h, c, group, p, size);
   struct ch_group_heap *gh = &h->g[group];
-  if (CH_UNLIKELY(c->live_count == 0 || worth_offering(gh, c))) after_free(gh, c);
+  if (CH_UNLIKELY(c->live_bytes == 0 || worth_offering(gh, c))) after_free(gh, c);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -457,7 +464,7 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
     return;
   }
   unlive_block(NULL, c, c->group, p, block_size(c, p));
-  if (c->live_count == 0) {
+  if (c->live_bytes == 0) {
     list_del(&orphans[c->group], c);
     ch_unlock(&heaps_lock);
     ch_chunk_retire(c);
@@ -489,7 +496,18 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   else free_remote(owner, p);
 }
 
-/* Stops the program on misuse, as glibc does. */
+static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
+  size_t g = granule(c, p);
+  bool freed = load_word(&bitwords(c, g)[1]) & gbit(g);
+  if (((uintptr_t)p & (CH_MIN_ALIGN - 1)) == 0 && block_start(c, p) && freed)
+    ch_invalid_pointer("free(): double free detected", p);
+  ch_invalid_pointer("free(): invalid pointer", p);
+}
+
+/* Stops the program on misuse, as glibc does. Only a pointer at the start of
+ * a live block passes: start bits exist only for blocks handed out below the
+ * bump pointer, so that one test also keeps out pointers into the header or
+ * above the bump pointer. */
 void ch_group_free(void *p) {
   struct ch_chunk *c = ch_chunk_of(p);
   struct ch_heap *h = my_heap;
@@ -497,12 +515,10 @@ void ch_group_free(void *p) {
     free_foreign(c, p);
     return;
   }
-  if (CH_UNLIKELY(!in_used_range(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
   size_t g = granule(c, p);
   uint64_t *w = bitwords(c, g), bit = gbit(g);
   uint64_t starts = load_word(w), freed = load_word(w + 1);
-  if (CH_UNLIKELY(!(starts & bit))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(freed & bit)) ch_invalid_pointer("free(): double free detected", p);
+  if (CH_UNLIKELY(((starts & ~freed & bit) == 0) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) free_invalid(c, p);
   store_word(w + 1, freed | bit);
   release_block(h, c, p, block_size_at(c, g, starts, granule(c, c->bump)));
 }
@@ -587,7 +603,7 @@ static void heap_abandon(struct ch_heap *h) {
     while ((c = gh->chunks)) {
       list_del(&gh->chunks, c);
       c->in_avail = 0;
-      if (c->live_count == 0) { ch_chunk_retire(c); continue; }
+      if (c->live_bytes == 0) { ch_chunk_retire(c); continue; }
       ch_lock(&heaps_lock);
       atomic_store(&c->owner, NULL);
       c->prev = NULL;

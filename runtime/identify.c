@@ -17,7 +17,7 @@ const char *const ch_path_names[CH_PATH_COUNT] = {
   "random",
 };
 
-bool ch_identify_active;
+_Atomic bool ch_identify_active;
 size_t ch_max_size = 4096;
 static unsigned ngroups;
 
@@ -91,7 +91,7 @@ static int decide_plan(const uintptr_t *fp) {
   return -1;
 }
 
-int ch_identify(size_t size, const uintptr_t *fp) {
+static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   if (size > ch_max_size) { count(CH_PATH_LARGE); return -1; }
   if (ch_in_runtime) { count(CH_PATH_REENTRANT); return -1; }
   switch (ch_opt.mode) {
@@ -106,9 +106,6 @@ int ch_identify(size_t size, const uintptr_t *fp) {
   }
   case CH_MODE_PLAN: {
     if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
-    int q = ch_walk_quick(fp);
-    if (q >= 0) { count(CH_PATH_ENTRY); return q; }
-    if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return -1; }
     ch_in_runtime++;   /* a walk may look up modules, which may allocate */
     int g = decide_plan(fp);
     ch_in_runtime--;
@@ -118,4 +115,21 @@ int ch_identify(size_t size, const uintptr_t *fp) {
     count(CH_PATH_OFF);
     return -1;
   }
+}
+
+/* The common case first: a plan whose quick test decides from the cached
+ * rule of the caller's return address. It allocates nothing, so it needs no
+ * reentrancy guard; a plan disabled late has cleared ch_identify_active. */
+int ch_identify(size_t size, const uintptr_t *fp) {
+  if (CH_LIKELY(size <= ch_max_size)) {
+    if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
+      int q = ch_walk_quick(fp);
+      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return -1; }
+      if (q >= 0) { count(CH_PATH_ENTRY); return q; }
+    } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
+      count(CH_PATH_ALL);
+      return 0;
+    }
+  }
+  return identify_slow(size, fp);
 }

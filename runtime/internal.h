@@ -109,8 +109,8 @@ struct ch_chunk {
   uint64_t *bits;                     /* per 64 granules, two words: "a block starts here"
                                          and "the block starting here is free"
                                          (bump-allocated blocks need no write: the bit is 0) */
-  size_t live_count;                  /* owner's view: remote frees count once drained */
-  size_t live_bytes;                  /* every byte below bump is live or in a bin */
+  size_t live_bytes;                  /* owner's view (remote frees count once drained);
+                                         every byte below bump is live or in a bin; 0: empty */
   /* The rest. */
   uint64_t binmask;                   /* bit b: bins[b] is not empty */
   uint32_t group;
@@ -166,6 +166,7 @@ struct ch_heap {
   struct ch_heap_stats st[CH_MAX_GROUPS];   /* this thread's share, summed by stats.c */
 };
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
+void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 size_t ch_group_usable(const void *p);             /* p is ours */
 void *ch_group_realloc(void *p, size_t size);      /* p is ours, size > 0 */
@@ -223,7 +224,6 @@ bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uin
 #define CH_MAX_SITES 256
 struct ch_walk {
   uint64_t active[CH_MAX_SITES / 64];   /* plan sites found on the stack */
-  unsigned app_frames;                  /* frames in application modules */
   bool truncated;                       /* stopped before the outermost frame */
   bool rejected;                        /* quick test: innermost site is cold */
   unsigned entry_group;                 /* quick test: group + 1 its site decides, or 0 */
@@ -282,7 +282,7 @@ enum ch_path {
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
-extern bool ch_identify_active;  /* fast flag: anything to decide at all */
+extern _Atomic bool ch_identify_active;  /* fast flag: anything to decide at all */
 extern size_t ch_max_size;
 int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1 */
 void ch_identify_init(void);

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 void *ch_malloc_impl(size_t size, const uintptr_t *fp);
+void *ch_malloc_grouping(size_t size, const uintptr_t *fp);
 void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp);
 #define ENTRY_FRAME CH_ENTRY_FRAME   /* see alloc.c */
 void ch_free_impl(void *p);
@@ -43,9 +44,21 @@ static void *new_loop(size_t size, size_t align, bool nothrow, const uintptr_t *
 
 static size_t fix_align(size_t a) { return a < CH_MIN_ALIGN ? CH_MIN_ALIGN : a; }
 
+/* The plain forms try once on the straight path (as malloc does), and enter
+ * the new_handler loop only if that fails. */
+static inline void *new_once(size_t n, const uintptr_t *fp) {
+  return ch_identify_active ? ch_malloc_grouping(n, fp) : ch_next.malloc(n);
+}
+
 /* operator new / new[] */
-CH_EXPORT void *_Znwm(size_t n) { return CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME())); }
-CH_EXPORT void *_Znam(size_t n) { return CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME())); }
+CH_EXPORT void *_Znwm(size_t n) {
+  void *p = CH_KEEP_FRAME(new_once(n, ENTRY_FRAME()));
+  return CH_LIKELY(p != NULL) ? p : CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME()));
+}
+CH_EXPORT void *_Znam(size_t n) {
+  void *p = CH_KEEP_FRAME(new_once(n, ENTRY_FRAME()));
+  return CH_LIKELY(p != NULL) ? p : CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME()));
+}
 CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return CH_KEEP_FRAME(new_loop(n, fix_align(a), false, ENTRY_FRAME())); }

@@ -261,6 +261,7 @@ void ch_plan_bind_module(struct ch_module *m) {
     if (!strcmp(base_name(pm->path), base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
       if (ch_init_state == 2) mismatch(pm, m);   /* at start-up, check_binary reports it */
       atomic_store(&ch_plan_disabled, true);
+      atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
       return;
     }
   }

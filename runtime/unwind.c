@@ -29,71 +29,103 @@ __asm__(
 
 /* ------------------------------------------------------- packed rules */
 
-enum kind { K_NONE, K_RSP, K_RBP, K_COMPLEX, K_OUTERMOST, K_STOP, K_FP_GUESS };
+/* K_RSP is 0 so that one mask test (F_SLOW) tells an ordinary frame, which
+ * the walk steps through inline, from everything else. */
+enum kind { K_RSP, K_RBP, K_COMPLEX, K_OUTERMOST, K_STOP, K_FP_GUESS };
 #define F_KIND(v)   ((unsigned)((v) & 7))
-#define F_RBP(v)    ((unsigned)(((v) >> 3) & 3))
+#define F_RBP_LOAD  ((uint64_t)1 << 3)   /* the caller's %rbp is saved at CFA + rbp_off */
+#define F_RBP_LOST  ((uint64_t)1 << 4)   /* the caller's %rbp cannot be recovered */
 #define F_SYSTEM    ((uint64_t)1 << 5)
 #define F_COLD      ((uint64_t)1 << 6)
 #define F_KNOWN     ((uint64_t)1 << 7)   /* a listed entry site that needs a walk */
 #define F_DECIDES   (F_COLD | F_KNOWN)   /* both: the entry site decides the group */
 #define F_SITE(v)   ((int)(((v) >> 8) & 0x1ff) - 1)  /* CH_MAX_SITES + 1 values */
 #define F_STOP      ((uint64_t)1 << 17)  /* a walk reaching this site ends: it decides */
-#define F_GEN(v)    ((unsigned)(((v) >> 18) & 0xff))
 #define F_CFAOFF(v) ((int32_t)((int64_t)((v) << 14) >> 40))   /* bits 26..49 */
 #define F_RBPOFF(v) ((int32_t)((int64_t)(v) >> 50))           /* bits 50..63 */
+#define F_SLOW      (7 | F_RBP_LOST | ((uint64_t)0x1ff << 8) | F_STOP)
+
+/* An ordinary frame's CFA offset is positive, a multiple of 8 and below
+ * 4 MiB, so CH_MAX_FRAMES of them stay within MAX_SPAN of the start and the
+ * inline step needs no bounds test. */
+#define MAX_SPAN ((uintptr_t)1 << 30)   /* no stack is deeper than this */
+#define RBP_LOST ((uintptr_t)1)          /* odd: no CFA computed from it passes */
+#define RSP_OFF_LIMIT ((int32_t)1 << 22)
+_Static_assert((uintptr_t)CH_MAX_FRAMES * RSP_OFF_LIMIT <= MAX_SPAN, "the inline step needs no span test");
 
 static uint64_t pack(enum kind k, unsigned rbp, bool sys, int site, enum ch_entry_verdict e,
-                     unsigned gen, int32_t cfa_off, int32_t rbp_off) {
+                     int32_t cfa_off, int32_t rbp_off) {
   _Static_assert(CH_MAX_SITES < 0x1ff, "site numbers must fit their bits");
   bool stop = site >= 0 && ch_plan->sites[site].stop;
-  return (uint64_t)k | (uint64_t)rbp << 3 | (sys ? F_SYSTEM : 0) | (stop ? F_STOP : 0) |
+  return (uint64_t)k | (rbp == 1 ? F_RBP_LOAD : rbp == 2 ? F_RBP_LOST : 0) | (sys ? F_SYSTEM : 0) |
+         (stop ? F_STOP : 0) |
          (e == CH_ENTRY_COLD ? F_COLD : e == CH_ENTRY_WALK ? F_KNOWN : e == CH_ENTRY_GROUP ? F_DECIDES : 0) |
-         (uint64_t)(site + 1) << 8 | (uint64_t)(gen & 0xff) << 18 |
+         (uint64_t)(site + 1) << 8 |
          ((uint64_t)(uint32_t)cfa_off & 0xffffff) << 26 | (uint64_t)(uint32_t)rbp_off << 50;
 }
 
 /* ------------------------------------------------------------ the cache */
 
+/* Open addressing, keys written once per slot and generation. A key is the
+ * pc tagged with the module generation in its top 16 bits (user pcs have 47),
+ * so a rule cached before a dlclose simply stops matching, and a slot whose
+ * tag is old may be taken by any pc. A reader checks the key again after
+ * reading the value: the slot cannot have been retaken in between unnoticed. */
 #define CACHE_BITS 15
 #define CACHE_SIZE (1u << CACHE_BITS)
 #define PROBES 8
 #define LOCKED 1
+#define PC_BITS 47
 struct slot { _Atomic uintptr_t key; _Atomic uint64_t val; };
 static struct slot *cache;
 atomic_ulong ch_unwind_slow;
+
+static inline uintptr_t tag_now(void) { return (uintptr_t)(ch_modules_generation() & 0xffff) << 48; }
 
 static inline size_t slot_of(uintptr_t pc) {
   return (size_t)((pc * 0x9e3779b97f4a7c15ull) >> (64 - CACHE_BITS));
 }
 
-static inline bool cache_get(uintptr_t pc, unsigned gen, uint64_t *v) {
+static inline bool slot_read(struct slot *s, uintptr_t key, uint64_t *v) {
+  if (atomic_load_explicit(&s->key, memory_order_acquire) != key) return false;
+  uint64_t x = atomic_load_explicit(&s->val, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&s->key, memory_order_relaxed) != key) return false;
+  *v = x;
+  return true;
+}
+
+static CH_NOINLINE bool cache_probe(uintptr_t pc, uintptr_t key, uint64_t *v) {
   size_t h = slot_of(pc);
-  for (unsigned i = 0; i < PROBES; i++) {
+  for (unsigned i = 1; i < PROBES; i++) {
     struct slot *s = &cache[(h + i) & (CACHE_SIZE - 1)];
-    uintptr_t k = atomic_load_explicit(&s->key, memory_order_acquire);
-    if (k == pc) {
-      uint64_t x = atomic_load_explicit(&s->val, memory_order_relaxed);
-      atomic_thread_fence(memory_order_acquire);
-      if (atomic_load_explicit(&s->key, memory_order_relaxed) != pc || F_GEN(x) != (gen & 0xff))
-        return false;
-      *v = x;
-      return true;
-    }
-    if (k == 0) return false;
+    if (slot_read(s, key, v)) return true;
+    if (atomic_load_explicit(&s->key, memory_order_relaxed) == 0) return false;
   }
   return false;
 }
 
-static void cache_put(uintptr_t pc, unsigned gen, uint64_t v) {
+/* The first slot inline, the rest out of line. */
+static inline bool cache_get(uintptr_t pc, uintptr_t tag, uint64_t *v) {
+  uintptr_t key = pc | tag;
+  struct slot *s = &cache[slot_of(pc)];
+  if (CH_LIKELY(slot_read(s, key, v))) return true;
+  if (atomic_load_explicit(&s->key, memory_order_relaxed) == 0) return false;
+  return cache_probe(pc, key, v);
+}
+
+static void cache_put(uintptr_t pc, uintptr_t tag, uint64_t v) {
   size_t h = slot_of(pc);
+  uintptr_t key = pc | tag;
   for (unsigned i = 0; i < PROBES; i++) {
     struct slot *s = &cache[(h + i) & (CACHE_SIZE - 1)];
     uintptr_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-    bool stale = k > LOCKED && (k == pc || F_GEN(atomic_load(&s->val)) != (gen & 0xff));
+    if (k == key) return;                                  /* another thread was first */
+    bool stale = k > LOCKED && (k >> 48) != (tag >> 48);
     if (k != 0 && !stale) continue;
     if (!atomic_compare_exchange_strong(&s->key, &k, LOCKED)) continue;
     atomic_store_explicit(&s->val, v, memory_order_relaxed);
-    atomic_store_explicit(&s->key, pc, memory_order_release);
+    atomic_store_explicit(&s->key, key, memory_order_release);
     return;
   }
 }
@@ -104,10 +136,10 @@ static bool fits(int64_t v, unsigned bits) {
   return v >= -((int64_t)1 << (bits - 1)) && v < ((int64_t)1 << (bits - 1));
 }
 
-static uint64_t compute(uintptr_t pc, unsigned gen) {
+static uint64_t compute(uintptr_t pc) {
   atomic_fetch_add_explicit(&ch_unwind_slow, 1, memory_order_relaxed);
   const struct ch_module *m = ch_module_for(pc);
-  if (!m) return pack(K_STOP, 0, true, -1, CH_ENTRY_UNKNOWN, gen, 0, 0);
+  if (!m) return pack(K_STOP, 0, true, -1, CH_ENTRY_UNKNOWN, 0, 0);
   int site = m->system ? -1 : ch_plan_site_at(pc);
   enum ch_entry_verdict entry = site >= 0 ? ch_plan->sites[site].entry : CH_ENTRY_UNKNOWN;
   struct ch_cfi_rule r;
@@ -115,14 +147,23 @@ static uint64_t compute(uintptr_t pc, unsigned gen) {
   if (!ch_cfi_find(m, pc - 1, &r)) {
     /* No rule: if the code keeps frame pointers the chain still works. */
     enum kind k = (!r.complex && !m->system) ? K_FP_GUESS : K_STOP;
-    return pack(k, 0, m->system, site, entry, gen, 0, 0);
+    return pack(k, 0, m->system, site, entry, 0, 0);
   }
-  if (r.outermost) return pack(K_OUTERMOST, 0, m->system, site, entry, gen, 0, 0);
+  if (r.outermost) return pack(K_OUTERMOST, 0, m->system, site, entry, 0, 0);
   unsigned rbp = r.rbp_kind == CH_RBP_AT_CFA ? 1 : r.rbp_kind == CH_RBP_UNKNOWN ? 2 : 0;
-  if (r.complex || r.ra_off != -8 || !fits(r.cfa_off, 24) || !fits(r.rbp_off, 14))
-    return pack(K_COMPLEX, rbp, m->system, site, entry, gen, 0, 0);
-  return pack(r.cfa_kind == CH_CFA_RSP ? K_RSP : K_RBP, rbp, m->system, site, entry, gen,
-              r.cfa_off, r.rbp_off);
+  bool odd_rsp = r.cfa_kind == CH_CFA_RSP && (r.cfa_off < 8 || r.cfa_off >= RSP_OFF_LIMIT || (r.cfa_off & 7));
+  if (r.complex || r.ra_off != -8 || !fits(r.cfa_off, 24) || !fits(r.rbp_off, 14) || odd_rsp)
+    return pack(K_COMPLEX, rbp, m->system, site, entry, 0, 0);
+  return pack(r.cfa_kind == CH_CFA_RSP ? K_RSP : K_RBP, rbp, m->system, site, entry, r.cfa_off, r.rbp_off);
+}
+
+/* The packed rule for pc, computed and cached on a miss. */
+static inline uint64_t rule_for(uintptr_t pc, uintptr_t tag) {
+  uint64_t v;
+  if (CH_LIKELY(cache_get(pc, tag, &v))) return v;
+  v = compute(pc);
+  cache_put(pc, tag, v);
+  return v;
 }
 
 /* The slow interpreter for frames whose rule does not pack. */
@@ -136,18 +177,14 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
     *cfa = (rule.cfa_kind == CH_CFA_RSP ? r->sp : r->rbp) + (intptr_t)rule.cfa_off;
   }
   if (*cfa <= r->sp) return false;
-  *rbp = rule.rbp_kind == CH_RBP_AT_CFA ? *(const uintptr_t *)(*cfa + (intptr_t)rule.rbp_off) : r->rbp;
+  *rbp = rule.rbp_kind == CH_RBP_AT_CFA ? *(const uintptr_t *)(*cfa + (intptr_t)rule.rbp_off)
+       : rule.rbp_kind == CH_RBP_UNKNOWN ? RBP_LOST : r->rbp;
   if (rule.ra_off != -8) return false;
   return true;
 }
 
 /* --------------------------------------------------------------- walk */
 
-#define MAX_SPAN ((uintptr_t)1 << 30)   /* no stack is deeper than this */
-
-/* The quick test on its own, for the common case where the caller of the
- * entry point is an application frame whose rule is cached: no walk state,
- * no locks, no allocation. */
 /* What the innermost application frame's packed rule v says alone: a group,
  * CH_QUICK_COLD or CH_QUICK_WALK. (A stop site there is left to the walk,
  * which counts it on the "stop" path.) */
@@ -157,16 +194,72 @@ static inline int entry_verdict(uint64_t v) {
   return CH_QUICK_WALK;
 }
 
+/* The quick test on its own, for the common case where the caller of the
+ * entry point is an application frame whose rule is cached: no walk state,
+ * no locks, no allocation. */
 int ch_walk_quick(const uintptr_t *fp) {
   uint64_t v;
-  if (CH_UNLIKELY(!fp || !cache) || !cache_get(fp[1], ch_modules_generation(), &v) || (v & F_SYSTEM))
-    return CH_QUICK_WALK;
+  if (CH_UNLIKELY(!cache) || !cache_get(fp[1], tag_now(), &v) || (v & F_SYSTEM)) return CH_QUICK_WALK;
   return entry_verdict(v);
+}
+
+/* Any frame but an ordinary one (F_SLOW): 1 stepped, 0 the stack ends
+ * here, -1 cannot go on. The registers go in and come out as copies, so
+ * that the walk can keep its own in registers. */
+static CH_NOINLINE int step_other(struct ch_regs r, uint64_t v, uintptr_t sp0, struct ch_regs *out) {
+  uintptr_t cfa, rbp = r.rbp;
+  switch (F_KIND(v)) {
+  case K_RSP:
+    cfa = r.sp + (intptr_t)F_CFAOFF(v);
+    break;
+  case K_RBP:
+    cfa = r.rbp + (intptr_t)F_CFAOFF(v);   /* a lost %rbp is odd: caught below */
+    break;
+  case K_FP_GUESS:
+    if (r.rbp <= r.sp || r.rbp - sp0 > MAX_SPAN || (r.rbp & 7)) return -1;
+    cfa = r.rbp + 16;
+    rbp = *(const uintptr_t *)r.rbp;
+    break;
+  case K_COMPLEX:
+    if (!step_complex(&r, &cfa, &rbp)) return -1;
+    break;
+  case K_OUTERMOST: return 0;
+  default: return -1;
+  }
+  if (cfa <= r.sp || cfa - sp0 > MAX_SPAN || (cfa & 7)) return -1;
+  if (F_KIND(v) == K_RSP || F_KIND(v) == K_RBP) {
+    if (v & F_RBP_LOAD) rbp = *(const uintptr_t *)(cfa + (intptr_t)F_RBPOFF(v));
+    else if (v & F_RBP_LOST) rbp = RBP_LOST;
+  }
+  out->pc = *(const uintptr_t *)(cfa - 8);
+  out->sp = cfa;
+  out->rbp = rbp;
+  return 1;
+}
+
+/* One frame, caller's registers in r. An ordinary frame (no F_SLOW bit,
+ * CFA = %rsp + offset) is stepped inline. false: the walk ends, with
+ * *truncated saying whether early. */
+static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *truncated) {
+  if (CH_LIKELY(!(v & F_SLOW))) {
+    uintptr_t cfa = r->sp + (intptr_t)F_CFAOFF(v);
+    if (v & F_RBP_LOAD) r->rbp = *(const uintptr_t *)(cfa + (intptr_t)F_RBPOFF(v));
+    r->pc = *(const uintptr_t *)(cfa - 8);
+    r->sp = cfa;
+  } else {
+    struct ch_regs o;
+    int st = step_other(*r, v, sp0, &o);
+    if (st <= 0) { *truncated = st < 0; return false; }
+    *r = o;
+  }
+  /* One test for both: a zero return address ends the chain; one outside
+   * user space cannot be looked up. */
+  if (CH_UNLIKELY(r->pc - 1 >= ((uintptr_t)1 << PC_BITS) - 1)) { *truncated = r->pc != 0; return false; }
+  return true;
 }
 
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
-  w->app_frames = 0;
   w->truncated = w->rejected = false;
   w->entry_group = w->stop_group = 0;
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
@@ -177,61 +270,38 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     r.pc = fp[1];
     r.sp = (uintptr_t)(fp + 2);
   } else {
-    cohort_capture_regs(&r);
+    struct ch_regs here;   /* a copy, so that r itself can live in registers */
+    cohort_capture_regs(&here);
+    r = here;
   }
-  unsigned gen = ch_modules_generation();
-  uintptr_t sp0 = r.sp;
-  bool rbp_known = true;
-  for (unsigned depth = 0; depth < CH_MAX_FRAMES; depth++) {
-    uint64_t v;
-    if (!cache_get(r.pc, gen, &v)) {
-      v = compute(r.pc, gen);
-      cache_put(r.pc, gen, v);
-    }
-    if (!(v & F_SYSTEM)) {
-      if (w->app_frames++ == 0) {
-        /* The quick test: the innermost application frame decides alone. */
-        int e = entry_verdict(v);
-        if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
-        if (e == CH_QUICK_COLD) { w->rejected = true; return; }
-      }
+  uintptr_t tag = tag_now(), sp0 = r.sp;
+  unsigned depth = 0;
+  bool truncated = false;
+  uint64_t v;
+  if (r.pc - 1 >= ((uintptr_t)1 << PC_BITS) - 1) { w->truncated = true; return; }
+  /* System frames up to the innermost application frame, whose rule is the
+   * quick test: it may decide alone. */
+  for (;;) {
+    v = rule_for(r.pc, tag);
+    if (!(v & F_SYSTEM)) break;
+    if (!step(&r, v, sp0, &truncated)) { w->truncated = truncated; return; }
+    if (++depth == CH_MAX_FRAMES) { w->truncated = true; return; }
+  }
+  int e = entry_verdict(v);
+  if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
+  if (e == CH_QUICK_COLD) { w->rejected = true; return; }
+  /* The rest of the stack. System frames have no site; a frame with a site
+   * is a slow one, so the ordinary frame costs one test beyond its step. */
+  for (;;) {
+    if (CH_UNLIKELY(v & (((uint64_t)0x1ff << 8)))) {
       int site = F_SITE(v);
       if (v & F_STOP) { w->stop_group = ch_plan->sites[site].stop; return; }
-      if (site >= 0) w->active[site >> 6] |= (uint64_t)1 << (site & 63);
+      w->active[site >> 6] |= (uint64_t)1 << (site & 63);
     }
-    uintptr_t cfa, rbp = r.rbp;
-    switch (F_KIND(v)) {
-    case K_OUTERMOST: return;
-    case K_RSP: cfa = r.sp + (intptr_t)F_CFAOFF(v); break;
-    case K_RBP:
-      if (!rbp_known) { w->truncated = true; return; }
-      cfa = r.rbp + (intptr_t)F_CFAOFF(v);
-      break;
-    case K_FP_GUESS:
-      if (!rbp_known || r.rbp <= r.sp || r.rbp - sp0 > MAX_SPAN || (r.rbp & 7)) { w->truncated = true; return; }
-      cfa = r.rbp + 16;
-      rbp = *(const uintptr_t *)r.rbp;
-      goto have_cfa;
-    case K_COMPLEX:
-      if (!step_complex(&r, &cfa, &rbp)) { w->truncated = true; return; }
-      goto have_cfa;
-    default: w->truncated = true; return;
-    }
-    if (cfa <= r.sp || cfa - sp0 > MAX_SPAN || (cfa & 7)) { w->truncated = true; return; }
-    switch (F_RBP(v)) {
-    case 1: rbp = *(const uintptr_t *)(cfa + (intptr_t)F_RBPOFF(v)); break;
-    case 2: rbp_known = false; break;
-    default: break;
-    }
-  have_cfa:
-    if (cfa <= r.sp || cfa - sp0 > MAX_SPAN) { w->truncated = true; return; }
-    uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-    if (ra == 0) return;   /* end of the chain */
-    r.pc = ra;
-    r.sp = cfa;
-    r.rbp = rbp;
+    if (!step(&r, v, sp0, &truncated)) { w->truncated = truncated; return; }
+    if (++depth == CH_MAX_FRAMES) { w->truncated = true; return; }
+    v = rule_for(r.pc, tag);
   }
-  w->truncated = true;
 }
 
 void ch_unwind_init(void) {
