@@ -24,7 +24,8 @@ static unsigned ngroups;
 /* Per-thread path counts, flushed to the shared counters in batches so an
  * allocation does not pay for a contended atomic. */
 static CH_TLS uint32_t tcount[CH_PATH_COUNT];
-static CH_TLS uint32_t tpending;
+static CH_TLS uint32_t tpending, tjoined;
+atomic_ulong ch_walks_joined;
 static CH_TLS uint64_t rng;
 
 static void flush_counts(void) {
@@ -32,6 +33,8 @@ static void flush_counts(void) {
     if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
     tcount[i] = 0;
   }
+  if (tjoined) atomic_fetch_add_explicit(&ch_walks_joined, tjoined, memory_order_relaxed);
+  tjoined = 0;
   tpending = 0;
 }
 static inline void count(enum ch_path p) {
@@ -76,6 +79,7 @@ void ch_identify_init(void) {
 static int decide_plan(const uintptr_t *fp) {
   struct ch_walk w;
   ch_walk_stack(&w, fp);
+  tjoined += w.joined;
   if (w.rejected) { count(CH_PATH_COLD); return -1; }
   if (w.entry_group) { count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
   if (w.stop_group) { count(CH_PATH_STOP); return (int)w.stop_group - 1; }

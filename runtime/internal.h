@@ -226,6 +226,7 @@ struct ch_walk {
   uint64_t active[CH_MAX_SITES / 64];   /* plan sites found on the stack */
   bool truncated;                       /* stopped before the outermost frame */
   bool rejected;                        /* quick test: innermost site is cold */
+  bool joined;                          /* the outer frames came from the thread's last walk */
   unsigned entry_group;                 /* quick test: group + 1 its site decides, or 0 */
   unsigned stop_group;                  /* group + 1 of the stop site that ended the walk, or 0 */
 };
@@ -239,6 +240,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
 int ch_walk_quick(const uintptr_t *fp);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
+extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo */
 
 /* ---------------------------------------------------------------- plan.c */
 /* What the innermost application site alone says (the quick test). GROUP:

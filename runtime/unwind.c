@@ -183,7 +183,7 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
   return true;
 }
 
-/* --------------------------------------------------------------- walk */
+/* ------------------------------------------------------------ stepping */
 
 /* What the innermost application frame's packed rule v says alone: a group,
  * CH_QUICK_COLD or CH_QUICK_WALK. (A stop site there is left to the walk,
@@ -205,9 +205,14 @@ int ch_walk_quick(const uintptr_t *fp) {
 
 /* Any frame but an ordinary one (F_SLOW): 1 stepped, 0 the stack ends
  * here, -1 cannot go on. The registers go in and come out as copies, so
- * that the walk can keep its own in registers. */
-static CH_NOINLINE int step_other(struct ch_regs r, uint64_t v, uintptr_t sp0, struct ch_regs *out) {
+ * that the walk can keep its own in registers. *slot is where the caller's
+ * %rbp was read from the stack, 0 if it was not, SLOT_OPAQUE if the step
+ * read memory the suffix memo cannot check (a DWARF expression). */
+#define SLOT_OPAQUE ((uintptr_t)1)
+static CH_NOINLINE int step_other(struct ch_regs r, uint64_t v, uintptr_t sp0, struct ch_regs *out,
+                                  uintptr_t *slot) {
   uintptr_t cfa, rbp = r.rbp;
+  *slot = 0;
   switch (F_KIND(v)) {
   case K_RSP:
     cfa = r.sp + (intptr_t)F_CFAOFF(v);
@@ -219,17 +224,23 @@ static CH_NOINLINE int step_other(struct ch_regs r, uint64_t v, uintptr_t sp0, s
     if (r.rbp <= r.sp || r.rbp - sp0 > MAX_SPAN || (r.rbp & 7)) return -1;
     cfa = r.rbp + 16;
     rbp = *(const uintptr_t *)r.rbp;
+    *slot = r.rbp;
     break;
   case K_COMPLEX:
     if (!step_complex(&r, &cfa, &rbp)) return -1;
+    *slot = SLOT_OPAQUE;
     break;
   case K_OUTERMOST: return 0;
   default: return -1;
   }
   if (cfa <= r.sp || cfa - sp0 > MAX_SPAN || (cfa & 7)) return -1;
   if (F_KIND(v) == K_RSP || F_KIND(v) == K_RBP) {
-    if (v & F_RBP_LOAD) rbp = *(const uintptr_t *)(cfa + (intptr_t)F_RBPOFF(v));
-    else if (v & F_RBP_LOST) rbp = RBP_LOST;
+    if (v & F_RBP_LOAD) {
+      *slot = cfa + (intptr_t)F_RBPOFF(v);
+      rbp = *(const uintptr_t *)*slot;
+    } else if (v & F_RBP_LOST) {
+      rbp = RBP_LOST;
+    }
   }
   out->pc = *(const uintptr_t *)(cfa - 8);
   out->sp = cfa;
@@ -240,15 +251,19 @@ static CH_NOINLINE int step_other(struct ch_regs r, uint64_t v, uintptr_t sp0, s
 /* One frame, caller's registers in r. An ordinary frame (no F_SLOW bit,
  * CFA = %rsp + offset) is stepped inline. false: the walk ends, with
  * *truncated saying whether early. */
-static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *truncated) {
+static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *truncated, uintptr_t *slot) {
   if (CH_LIKELY(!(v & F_SLOW))) {
     uintptr_t cfa = r->sp + (intptr_t)F_CFAOFF(v);
-    if (v & F_RBP_LOAD) r->rbp = *(const uintptr_t *)(cfa + (intptr_t)F_RBPOFF(v));
+    *slot = 0;
+    if (v & F_RBP_LOAD) {
+      *slot = cfa + (intptr_t)F_RBPOFF(v);
+      r->rbp = *(const uintptr_t *)*slot;
+    }
     r->pc = *(const uintptr_t *)(cfa - 8);
     r->sp = cfa;
   } else {
     struct ch_regs o;
-    int st = step_other(*r, v, sp0, &o);
+    int st = step_other(*r, v, sp0, &o, slot);
     if (st <= 0) { *truncated = st < 0; return false; }
     *r = o;
   }
@@ -258,9 +273,125 @@ static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *trun
   return true;
 }
 
+/* ------------------------------------------------------ the suffix memo */
+
+/* Consecutive allocations in a thread mostly share the outer part of their
+ * stacks. Each thread remembers its last walk from the innermost application
+ * frame out: per frame the registers on entry, where its step read the
+ * caller's %rbp, and its plan site. When a new walk reaches a frame whose
+ * registers equal a remembered frame's, every frame further out is the same
+ * as before provided each return address, and each %rbp read from the stack,
+ * still holds the remembered value: the step from a frame is a function of
+ * its registers and of those stack words alone. Those words are checked with
+ * independent loads, far cheaper than rule lookups that wait on each other,
+ * and the remembered sites and ending are taken over. */
+#define MEMO_FRAMES 64
+struct memo_frame { uintptr_t sp, pc, rbp, slot; };
+struct memo_check { uintptr_t addr, val; };
+struct memo {
+  uintptr_t tag;                     /* module generation the rules came from */
+  unsigned n;                        /* frames; 0: nothing remembered */
+  unsigned stop_group;               /* the walk ended at a stop site (group + 1), or 0 */
+  uintptr_t end_slot;                /* where the last frame read a zero return address, or 0 */
+  unsigned nchk;
+  struct memo_frame f[MEMO_FRAMES];
+  int16_t site[MEMO_FRAMES];
+  /* Whether the walk from this frame out reads %rbp's value on entry before
+   * reloading it from the stack. In code without frame pointers %rbp holds
+   * anything (a loop counter) and usually is not: then it need not match. */
+  uint8_t live[MEMO_FRAMES];
+  uint8_t next_site[MEMO_FRAMES + 1];     /* first frame from k out with a site, or n */
+  uint16_t first_check[MEMO_FRAMES];      /* checks of the steps out of frames k, k+1, ... */
+  struct memo_check chk[2 * MEMO_FRAMES]; /* stack words and the values they must hold */
+};
+static CH_TLS struct memo memo;
+
+/* Everything derived from the frames: liveness and the site chain going
+ * inwards from frame upto (whose own are known, or the end), the checks
+ * going outwards. use[k]: frame k's step computed something from %rbp (a
+ * CFA or a frame-pointer link). */
+static void memo_index(struct memo *m, const uint8_t *use, unsigned upto) {
+  unsigned n = m->n;
+  bool live = upto < n ? m->live[upto] : false;
+  unsigned next = upto < n ? m->next_site[upto] : n;
+  m->next_site[n] = (uint8_t)n;
+  for (unsigned k = upto; k-- > 0;) {
+    live = use[k] || (m->f[k].slot == 0 && live);
+    m->live[k] = live;
+    if (m->site[k] >= 0) next = k;
+    m->next_site[k] = (uint8_t)next;
+  }
+  unsigned c = 0;
+  for (unsigned k = 0; k < n; k++) {
+    m->first_check[k] = (uint16_t)c;
+    if (k + 1 == n) break;
+    m->chk[c++] = (struct memo_check){m->f[k + 1].sp - 8, m->f[k + 1].pc};
+    if (m->f[k].slot && m->live[k + 1]) m->chk[c++] = (struct memo_check){m->f[k].slot, m->f[k + 1].rbp};
+  }
+  m->nchk = c;
+}
+
+/* The new walk stands at remembered frame j: check every stack word the
+ * steps further out read, then take over their sites and ending. The words
+ * lie between the current frame and the top of this thread's stack, so all
+ * can be loaded and compared without a branch each. */
+static bool memo_join(struct ch_walk *w, unsigned j) {
+  const struct memo *m = &memo;
+  const struct memo_check *c = &m->chk[m->first_check[j]], *end = &m->chk[m->nchk];
+  uintptr_t diff = m->end_slot ? *(const uintptr_t *)m->end_slot : 0;
+  for (; c < end; c++) diff |= *(const uintptr_t *)c->addr ^ c->val;
+  if (diff) return false;
+  if (m->stop_group) { w->stop_group = m->stop_group; return true; }
+  for (unsigned k = m->next_site[j]; k < m->n; k = m->next_site[k + 1]) {
+    int site = m->site[k];
+    w->active[site >> 6] |= (uint64_t)1 << (site & 63);
+  }
+  return true;
+}
+
+/* The new walk's frames pre[0..i) replace the remembered ones before j. */
+static void memo_splice(const struct memo_frame *pre, const int16_t *psite, const uint8_t *use,
+                        unsigned i, unsigned j) {
+  struct memo *m = &memo;
+  unsigned rest = m->n - j;
+  if (i + rest > MEMO_FRAMES) { m->n = 0; return; }
+  if (i == 0 && j == 0) return;
+  if (i != j) {
+    memmove(&m->f[i], &m->f[j], rest * sizeof *m->f);
+    memmove(&m->site[i], &m->site[j], rest * sizeof *m->site);
+    memmove(&m->live[i], &m->live[j], rest * sizeof *m->live);
+    if (i < j) for (unsigned k = i; k < i + rest; k++) m->next_site[k] = (uint8_t)(m->next_site[k - i + j] - j + i);
+    else for (unsigned k = i + rest; k-- > i;) m->next_site[k] = (uint8_t)(m->next_site[k - i + j] - j + i);
+  }
+  m->n = i + rest;
+  memcpy(m->f, pre, i * sizeof *pre);
+  memcpy(m->site, psite, i * sizeof *psite);
+  memo_index(m, use, i);
+}
+
+/* A walk that ended by itself: remember it, unless it was cut short or
+ * passed a frame whose step cannot be checked. */
+static void memo_keep(const struct memo_frame *pre, const int16_t *psite, const uint8_t *use,
+                      unsigned i, uintptr_t tag, unsigned stop_group, uintptr_t end_slot) {
+  struct memo *m = &memo;
+  m->n = 0;
+  if (i > MEMO_FRAMES) return;
+  for (unsigned k = 0; k < i; k++)
+    if (pre[k].slot == SLOT_OPAQUE) return;
+  memcpy(m->f, pre, i * sizeof *pre);
+  memcpy(m->site, psite, i * sizeof *psite);
+  m->tag = tag;
+  m->stop_group = stop_group;
+  m->end_slot = end_slot;
+  m->n = i;
+  memo_index(m, use, i);
+}
+
+/* --------------------------------------------------------------- walk */
+
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
-  w->truncated = w->rejected = false;
+  w->truncated = w->rejected = w->joined = false;
   w->entry_group = w->stop_group = 0;
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
@@ -274,7 +405,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     cohort_capture_regs(&here);
     r = here;
   }
-  uintptr_t tag = tag_now(), sp0 = r.sp;
+  uintptr_t tag = tag_now(), sp0 = r.sp, slot;
   unsigned depth = 0;
   bool truncated = false;
   uint64_t v;
@@ -284,22 +415,63 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (;;) {
     v = rule_for(r.pc, tag);
     if (!(v & F_SYSTEM)) break;
-    if (!step(&r, v, sp0, &truncated)) { w->truncated = truncated; return; }
+    if (!step(&r, v, sp0, &truncated, &slot)) { w->truncated = truncated; return; }
     if (++depth == CH_MAX_FRAMES) { w->truncated = true; return; }
   }
   int e = entry_verdict(v);
   if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
   if (e == CH_QUICK_COLD) { w->rejected = true; return; }
-  /* The rest of the stack. System frames have no site; a frame with a site
-   * is a slow one, so the ordinary frame costs one test beyond its step. */
+
+  /* The rest of the stack, recorded for the memo and joining it where the
+   * registers meet a remembered frame. System frames have no site; a frame
+   * with a site is a slow one, so an ordinary frame costs one test beyond
+   * its step and its record. */
+  struct memo_frame pre[MEMO_FRAMES + 1];
+  int16_t psite[MEMO_FRAMES + 1];
+  uint8_t puse[MEMO_FRAMES + 1];
+  unsigned i = 0, j = 0;
+  bool joinable = memo.n && memo.tag == tag;
   for (;;) {
-    if (CH_UNLIKELY(v & (((uint64_t)0x1ff << 8)))) {
-      int site = F_SITE(v);
-      if (v & F_STOP) { w->stop_group = ch_plan->sites[site].stop; return; }
+    if (joinable) {
+      while (j < memo.n && memo.f[j].sp < r.sp) j++;
+      if (j == memo.n) {
+        joinable = false;
+      } else if (memo.f[j].sp == r.sp && memo.f[j].pc == r.pc && (!memo.live[j] || memo.f[j].rbp == r.rbp)) {
+        if (memo_join(w, j)) {
+          w->joined = true;
+          memo_splice(pre, psite, puse, i, j);
+          return;
+        }
+        joinable = false;
+      }
+    }
+    struct memo_frame *rec = &pre[i < MEMO_FRAMES ? i : MEMO_FRAMES];
+    rec->sp = r.sp;
+    rec->pc = r.pc;
+    rec->rbp = r.rbp;
+    int site = F_SITE(v);
+    psite[i < MEMO_FRAMES ? i : MEMO_FRAMES] = (int16_t)site;
+    puse[i < MEMO_FRAMES ? i : MEMO_FRAMES] =
+        (v & F_SLOW) && (F_KIND(v) == K_RBP || F_KIND(v) == K_FP_GUESS || F_KIND(v) == K_COMPLEX);
+    i++;
+    if (CH_UNLIKELY(site >= 0)) {
+      if (v & F_STOP) {
+        w->stop_group = ch_plan->sites[site].stop;
+        rec->slot = 0;
+        memo_keep(pre, psite, puse, i, tag, w->stop_group, 0);
+        return;
+      }
       w->active[site >> 6] |= (uint64_t)1 << (site & 63);
     }
-    if (!step(&r, v, sp0, &truncated)) { w->truncated = truncated; return; }
-    if (++depth == CH_MAX_FRAMES) { w->truncated = true; return; }
+    if (!step(&r, v, sp0, &truncated, &slot)) {
+      rec->slot = slot;
+      w->truncated = truncated;
+      if (truncated) memo.n = 0;
+      else memo_keep(pre, psite, puse, i, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
+      return;
+    }
+    rec->slot = slot;
+    if (++depth == CH_MAX_FRAMES) { w->truncated = true; memo.n = 0; return; }
     v = rule_for(r.pc, tag);
   }
 }

@@ -175,3 +175,27 @@ def test_stop_site_ends_the_walk(tmp_path):
     assert all(g == -1 for k in ("b", "c", "w2") for _, g, _ in objs[k])
     ident = json.loads(stats.read_text())["identification"]
     assert ident["stop"] == 2000 and ident["walk_group"] == 2000
+
+
+@pytest.mark.parametrize("build", ["samestack_O2", "samestack_O0"])
+@pytest.mark.parametrize("selected", ["path_a", "path_b"])
+def test_paths_differing_only_further_out(tmp_path, build, selected):
+    """The walk reuses the outer frames of the thread's previous walk only
+    after checking their return addresses: two paths with identical inner
+    frames, differing in one outer return address, interleaved, each get
+    their own verdict on every allocation."""
+    binary = PROGRAMS / build
+    sites = [(0, call_sites(binary, selected, "middle")[0], None)]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["sel"], [(0, [0])])
+    stats = tmp_path / "stats.json"
+    base = run([binary], env=cohort_env())
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    want = selected[-1]
+    assert len(objs["a"]) > 500 and len(objs["b"]) > 500
+    assert all(g == (0 if k == want else -1) for k in "ab" for _, g, _ in objs[k])
+    st = json.loads(stats.read_text())
+    assert st["identification"]["walk_group"] == len(objs[want])
+    assert st["walks_joined"] > 0
