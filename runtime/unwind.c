@@ -286,105 +286,84 @@ static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *trun
  * independent loads, far cheaper than rule lookups that wait on each other,
  * and the remembered sites and ending are taken over. */
 #define MEMO_FRAMES 64
-struct memo_frame { uintptr_t sp, pc, rbp, slot; };
-struct memo_check { uintptr_t addr, val; };
+/* One remembered frame: registers on entry, where its step reloaded the
+ * caller's %rbp (0: it did not), its plan site, and whether the step
+ * computed something from %rbp (a CFA, a frame link). */
+struct memo_frame { uintptr_t sp, pc, rbp, slot; int16_t site; uint8_t use; };
 struct memo {
   uintptr_t tag;                     /* module generation the rules came from */
   unsigned n;                        /* frames; 0: nothing remembered */
   unsigned stop_group;               /* the walk ended at a stop site (group + 1), or 0 */
   uintptr_t end_slot;                /* where the last frame read a zero return address, or 0 */
-  unsigned nchk;
   struct memo_frame f[MEMO_FRAMES];
-  int16_t site[MEMO_FRAMES];
-  /* Whether the walk from this frame out reads %rbp's value on entry before
-   * reloading it from the stack. In code without frame pointers %rbp holds
-   * anything (a loop counter) and usually is not: then it need not match. */
-  uint8_t live[MEMO_FRAMES];
-  uint8_t next_site[MEMO_FRAMES + 1];     /* first frame from k out with a site, or n */
-  uint16_t first_check[MEMO_FRAMES];      /* checks of the steps out of frames k, k+1, ... */
-  struct memo_check chk[2 * MEMO_FRAMES]; /* stack words and the values they must hold */
 };
 static CH_TLS struct memo memo;
 
-/* Everything derived from the frames: liveness and the site chain going
- * inwards from frame upto (whose own are known, or the end), the checks
- * going outwards. use[k]: frame k's step computed something from %rbp (a
- * CFA or a frame-pointer link). */
-static void memo_index(struct memo *m, const uint8_t *use, unsigned upto) {
-  unsigned n = m->n;
-  bool live = upto < n ? m->live[upto] : false;
-  unsigned next = upto < n ? m->next_site[upto] : n;
-  m->next_site[n] = (uint8_t)n;
-  for (unsigned k = upto; k-- > 0;) {
-    live = use[k] || (m->f[k].slot == 0 && live);
-    m->live[k] = live;
-    if (m->site[k] >= 0) next = k;
-    m->next_site[k] = (uint8_t)next;
-  }
-  unsigned c = 0;
-  for (unsigned k = 0; k < n; k++) {
-    m->first_check[k] = (uint16_t)c;
-    if (k + 1 == n) break;
-    m->chk[c++] = (struct memo_check){m->f[k + 1].sp - 8, m->f[k + 1].pc};
-    if (m->f[k].slot && m->live[k + 1]) m->chk[c++] = (struct memo_check){m->f[k].slot, m->f[k + 1].rbp};
-  }
-  m->nchk = c;
-}
-
-/* The new walk stands at remembered frame j: check every stack word the
- * steps further out read, then take over their sites and ending. The words
- * lie between the current frame and the top of this thread's stack, so all
- * can be loaded and compared without a branch each. */
-static bool memo_join(struct ch_walk *w, unsigned j) {
+/* The new walk stands at remembered frame j with %rbp = rbp: is the rest of
+ * the walk the remembered one? It is a function of the stack words the steps
+ * out of frames j, j+1, ... read: each later frame's return address, and the
+ * %rbp values reloaded from the stack wherever the walk further out uses
+ * %rbp before reloading it again ("live"; in code without frame pointers it
+ * rarely is, and then %rbp itself need not match either). Going outside in,
+ * liveness is known at each frame; the loads are independent of each other.
+ * The words lie between the current frame and the top of this thread's
+ * stack, so reading them is safe. On a mismatch *retry is the first frame a
+ * later join could start at. */
+static bool memo_join(struct ch_walk *w, unsigned j, uintptr_t rbp, unsigned *retry) {
   const struct memo *m = &memo;
-  const struct memo_check *c = &m->chk[m->first_check[j]], *end = &m->chk[m->nchk];
+  unsigned n = m->n;
   uintptr_t diff = m->end_slot ? *(const uintptr_t *)m->end_slot : 0;
-  for (; c < end; c++) diff |= *(const uintptr_t *)c->addr ^ c->val;
-  if (diff) return false;
-  if (m->stop_group) { w->stop_group = m->stop_group; return true; }
-  for (unsigned k = m->next_site[j]; k < m->n; k = m->next_site[k + 1]) {
-    int site = m->site[k];
-    w->active[site >> 6] |= (uint64_t)1 << (site & 63);
+  bool live = false;   /* of the frame after k */
+  uint64_t sites[CH_MAX_SITES / 64] = {0};
+  for (unsigned k = n; k-- > j;) {
+    const struct memo_frame *f = &m->f[k];
+    if (f->slot && live) {
+      uintptr_t d = *(const uintptr_t *)f->slot ^ f[1].rbp;
+      if (d) { *retry = k + 1; return false; }
+    }
+    live = f->use || (!f->slot && live);
+    if (k > j) diff |= *(const uintptr_t *)(f->sp - 8) ^ f->pc;
+    if (f->site >= 0) sites[f->site >> 6] |= (uint64_t)1 << (f->site & 63);
   }
+  if (diff || (live && m->f[j].rbp != rbp)) {
+    /* Frames out from the outermost return address that differs may still
+     * be joined. */
+    *retry = n;
+    if (m->end_slot && *(const uintptr_t *)m->end_slot) return false;
+    for (unsigned k = n; k-- > j + 1;)
+      if (*(const uintptr_t *)(m->f[k].sp - 8) != m->f[k].pc) { *retry = k; return false; }
+    *retry = j + 1;
+    return false;
+  }
+  if (m->stop_group) { w->stop_group = m->stop_group; return true; }
+  for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] |= sites[k];
   return true;
 }
 
 /* The new walk's frames pre[0..i) replace the remembered ones before j. */
-static void memo_splice(const struct memo_frame *pre, const int16_t *psite, const uint8_t *use,
-                        unsigned i, unsigned j) {
+static void memo_splice(const struct memo_frame *pre, unsigned i, unsigned j) {
   struct memo *m = &memo;
   unsigned rest = m->n - j;
   if (i + rest > MEMO_FRAMES) { m->n = 0; return; }
-  if (i == 0 && j == 0) return;
-  if (i != j) {
-    memmove(&m->f[i], &m->f[j], rest * sizeof *m->f);
-    memmove(&m->site[i], &m->site[j], rest * sizeof *m->site);
-    memmove(&m->live[i], &m->live[j], rest * sizeof *m->live);
-    if (i < j) for (unsigned k = i; k < i + rest; k++) m->next_site[k] = (uint8_t)(m->next_site[k - i + j] - j + i);
-    else for (unsigned k = i + rest; k-- > i;) m->next_site[k] = (uint8_t)(m->next_site[k - i + j] - j + i);
-  }
-  m->n = i + rest;
+  if (i != j) memmove(&m->f[i], &m->f[j], rest * sizeof *m->f);
   memcpy(m->f, pre, i * sizeof *pre);
-  memcpy(m->site, psite, i * sizeof *psite);
-  memo_index(m, use, i);
+  m->n = i + rest;
 }
 
 /* A walk that ended by itself: remember it, unless it was cut short or
  * passed a frame whose step cannot be checked. */
-static void memo_keep(const struct memo_frame *pre, const int16_t *psite, const uint8_t *use,
-                      unsigned i, uintptr_t tag, unsigned stop_group, uintptr_t end_slot) {
+static void memo_keep(const struct memo_frame *pre, unsigned i, uintptr_t tag, unsigned stop_group,
+                      uintptr_t end_slot) {
   struct memo *m = &memo;
   m->n = 0;
   if (i > MEMO_FRAMES) return;
   for (unsigned k = 0; k < i; k++)
     if (pre[k].slot == SLOT_OPAQUE) return;
   memcpy(m->f, pre, i * sizeof *pre);
-  memcpy(m->site, psite, i * sizeof *psite);
   m->tag = tag;
   m->stop_group = stop_group;
   m->end_slot = end_slot;
   m->n = i;
-  memo_index(m, use, i);
 }
 
 /* --------------------------------------------------------------- walk */
@@ -427,22 +406,19 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
    * with a site is a slow one, so an ordinary frame costs one test beyond
    * its step and its record. */
   struct memo_frame pre[MEMO_FRAMES + 1];
-  int16_t psite[MEMO_FRAMES + 1];
-  uint8_t puse[MEMO_FRAMES + 1];
-  unsigned i = 0, j = 0;
-  bool joinable = memo.n && memo.tag == tag;
+  unsigned i = 0;
+  const struct memo_frame *mj = memo.f, *mend = memo.f + (memo.tag == tag ? memo.n : 0);
   for (;;) {
-    if (joinable) {
-      while (j < memo.n && memo.f[j].sp < r.sp) j++;
-      if (j == memo.n) {
-        joinable = false;
-      } else if (memo.f[j].sp == r.sp && memo.f[j].pc == r.pc && (!memo.live[j] || memo.f[j].rbp == r.rbp)) {
-        if (memo_join(w, j)) {
+    if (mj < mend) {
+      while (mj < mend && mj->sp < r.sp) mj++;
+      if (mj < mend && mj->sp == r.sp && mj->pc == r.pc) {
+        unsigned j = (unsigned)(mj - memo.f), retry;
+        if (memo_join(w, j, r.rbp, &retry)) {
           w->joined = true;
-          memo_splice(pre, psite, puse, i, j);
+          memo_splice(pre, i, j);
           return;
         }
-        joinable = false;
+        mj = memo.f + retry;   /* no join can start before retry */
       }
     }
     struct memo_frame *rec = &pre[i < MEMO_FRAMES ? i : MEMO_FRAMES];
@@ -450,15 +426,14 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     rec->pc = r.pc;
     rec->rbp = r.rbp;
     int site = F_SITE(v);
-    psite[i < MEMO_FRAMES ? i : MEMO_FRAMES] = (int16_t)site;
-    puse[i < MEMO_FRAMES ? i : MEMO_FRAMES] =
-        (v & F_SLOW) && (F_KIND(v) == K_RBP || F_KIND(v) == K_FP_GUESS || F_KIND(v) == K_COMPLEX);
+    rec->site = (int16_t)site;
+    rec->use = (v & F_SLOW) && (F_KIND(v) == K_RBP || F_KIND(v) == K_FP_GUESS || F_KIND(v) == K_COMPLEX);
     i++;
     if (CH_UNLIKELY(site >= 0)) {
       if (v & F_STOP) {
         w->stop_group = ch_plan->sites[site].stop;
         rec->slot = 0;
-        memo_keep(pre, psite, puse, i, tag, w->stop_group, 0);
+        memo_keep(pre, i, tag, w->stop_group, 0);
         return;
       }
       w->active[site >> 6] |= (uint64_t)1 << (site & 63);
@@ -467,7 +442,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
       rec->slot = slot;
       w->truncated = truncated;
       if (truncated) memo.n = 0;
-      else memo_keep(pre, psite, puse, i, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
+      else memo_keep(pre, i, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
       return;
     }
     rec->slot = slot;

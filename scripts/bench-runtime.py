@@ -36,6 +36,16 @@ def plans():
     }
 
 
+def alt_plans():
+    """For the alternating chains: a selector site in main, outside both."""
+    alt = call_sites(BIN, "main", "run_alt")[0]
+    other = call_sites(BIN, "main", "malloc")[0]
+    return {
+        "walk-match": write_plan(OUT / "ab-alt.plan", [BIN], [(0, alt, None)], ["alt"], [(0, [0])]),
+        "walk-nomatch": write_plan(OUT / "ab-none.plan", [BIN], [(0, other, None)], ["x"], [(0, [0])]),
+    }
+
+
 def ns(argv, env):
     r = subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, check=True)
     return float(re.search(r"([\d.]+) ns/op", r.stdout).group(1))
@@ -86,6 +96,16 @@ def main():
         cases = {"glibc": (deep, plain), "libcohort off": (deep, off)}
         cases.update({f"plan {k}": (deep, environment(plan=v)) for k, v in p.items()})
         show(f"identification: malloc+free {depth} calls deep, -O2 PIE without frame pointers", measure(cases), "glibc")
+
+    # The walk takes the outer frames of the thread's previous walk after
+    # checking them; here consecutive allocations share nothing below main's
+    # loop, so every walk steps through all DEPTH frames itself.
+    for depth in (3, 15):
+        alt = [BIN, "alt", 1_000_000, depth]
+        cases = {"glibc": (alt, plain), "libcohort off": (alt, off)}
+        cases.update({f"plan {k}": (alt, environment(plan=v)) for k, v in alt_plans().items()})
+        show(f"identification, stacks alternating: two {depth}-deep chains with different frames",
+             measure(cases), "glibc")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
  *                             objects of 16..256 bytes
  *   allocbench bump N         N mallocs of 32 bytes, then N frees
  *   allocbench deep N DEPTH   N malloc+free pairs made DEPTH calls deep
+ *   allocbench alt N DEPTH    the same, but alternating between two call
+ *                             chains whose frames differ in size, so no two
+ *                             consecutive allocations share a stack below
+ *                             the outermost loop
  * Built -O2 without frame pointers, like stock binaries, so identification
  * must unwind through .eh_frame. */
 #include <stdint.h>
@@ -37,6 +41,38 @@ NOINLINE long descend(int depth, long n) {
   return 0;
 }
 
+/* Two chains with different frame sizes: every frame of one lies at other
+ * stack addresses than the matching frame of the other. */
+NOINLINE long chain_a(int depth) {
+  volatile long pad[2];
+  pad[0] = depth;
+  if (depth > 1) {
+    long r = chain_a(depth - 1);
+    sink += (uintptr_t)r;
+    return r + pad[0];
+  }
+  free(leaf_alloc(48));
+  return pad[0];
+}
+
+NOINLINE long chain_b(int depth) {
+  volatile long pad[7];
+  pad[0] = depth;
+  if (depth > 1) {
+    long r = chain_b(depth - 1);
+    sink += (uintptr_t)r;
+    return r + pad[0];
+  }
+  free(leaf_alloc(48));
+  return pad[0];
+}
+
+NOINLINE double run_alt(long n, int depth) {
+  double t0 = now();
+  for (long i = 0; i < n; i++) sink += (uintptr_t)((i & 1) ? chain_a(depth) : chain_b(depth));
+  return (now() - t0) / n;
+}
+
 NOINLINE double run_deep(long n, int depth) {
   double t0 = now();
   descend(depth, n);
@@ -44,7 +80,7 @@ NOINLINE double run_deep(long n, int depth) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep N [DEPTH]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt N [DEPTH]\n"); return 2; }
   long n = atol(argv[2]);
   double ns = 0;
   if (!strcmp(argv[1], "churn")) {
@@ -69,6 +105,8 @@ int main(int argc, char **argv) {
     free(v);
   } else if (!strcmp(argv[1], "deep")) {
     ns = run_deep(n, argc > 3 ? atoi(argv[3]) : 15);
+  } else if (!strcmp(argv[1], "alt")) {
+    ns = run_alt(n, argc > 3 ? atoi(argv[3]) : 15);
   } else {
     fprintf(stderr, "allocbench: unknown test %s\n", argv[1]);
     return 2;
