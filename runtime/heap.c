@@ -518,7 +518,8 @@ void ch_group_free(void *p) {
   size_t g = granule(c, p);
   uint64_t *w = bitwords(c, g), bit = gbit(g);
   uint64_t starts = load_word(w), freed = load_word(w + 1);
-  if (CH_UNLIKELY(((starts & ~freed & bit) == 0) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) free_invalid(c, p);
+  if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) free_invalid(c, p);
+  if (CH_UNLIKELY(!(starts & ~freed & bit))) free_invalid(c, p);
   store_word(w + 1, freed | bit);
   release_block(h, c, p, block_size_at(c, g, starts, granule(c, c->bump)));
 }

@@ -8,6 +8,8 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +49,24 @@ def alt_plans():
 
 
 def ns(argv, env):
+    """allocbench's own figure; for any other program, wall-clock ms."""
+    t0 = time.perf_counter()
     r = subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, check=True)
-    return float(re.search(r"([\d.]+) ns/op", r.stdout).group(1))
+    wall = (time.perf_counter() - t0) * 1e3
+    m = re.search(r"([\d.]+) ns/op", r.stdout)
+    return float(m.group(1)) if m else wall
+
+
+# An allocation-heavy Python script: dicts, lists, strings, tuples.
+PY_SCRIPT = """
+d = {}
+for i in range(300000):
+    d[str(i)] = [i, (i, str(i * 7)), {"k": i}]
+s = 0
+for k, v in d.items():
+    s += len(k) + v[0] + len(v[1][1])
+print(s)
+"""
 
 
 def measure(cases):
@@ -62,13 +80,13 @@ def measure(cases):
     return got
 
 
-def show(title, got, base):
+def show(title, got, base, unit="ns/op"):
     print(f"\n{title}")
     b = statistics.median(got[base])
     for k, v in got.items():
         q = statistics.quantiles(v, n=4)
         m = statistics.median(v)
-        print(f"  {k:<28} median {m:7.2f} ns/op  (p25 {q[0]:6.2f}, p75 {q[2]:6.2f})  x{m / b:5.2f}")
+        print(f"  {k:<28} median {m:7.2f} {unit}  (p25 {q[0]:6.2f}, p75 {q[2]:6.2f})  x{m / b:5.3f}")
 
 
 def main():
@@ -83,6 +101,15 @@ def main():
     show("pass-through: malloc+free pairs, 16..256 B, window of 1024",
          measure({"glibc": (churn, plain), "libcohort off -> glibc": (churn, off),
                   "jemalloc": (churn, jem_plain), "libcohort off -> jemalloc": (churn, jem)}), "glibc")
+
+    # The same on real allocation-heavy programs, in wall-clock time.
+    with tempfile.TemporaryDirectory() as tmp:
+        words = Path(tmp) / "words"
+        words.write_text("".join(f"{(i * 2654435761) % 1000003:x} line {i}\n" for i in range(400_000)))
+        real = {"python3": ["python3", "-c", PY_SCRIPT], "sort": ["sort", words]}
+        for name, argv in real.items():
+            show(f"pass-through, {name} (wall clock)",
+                 measure({"glibc": (argv, plain), "libcohort off -> glibc": (argv, off)}), "glibc", "ms")
 
     bump = [BIN, "bump", 10_000_000]
     show("grouped allocation: 10M mallocs of 32 B (no identification: mode all)",
