@@ -49,7 +49,7 @@ CH_HIDDEN void *ch_malloc_impl(size_t size, const uintptr_t *fp) {
 
 /* malloc and operator new once identification is active (which implies the
  * next allocator is resolved): the straight path. */
-CH_HIDDEN void *ch_malloc_grouping(size_t size, const uintptr_t *fp) {
+CH_HIDDEN __attribute__((flatten)) void *ch_malloc_grouping(size_t size, const uintptr_t *fp) {
   int g = ch_identify(size, fp);
   if (g >= 0) {
     void *p = ch_group_malloc((unsigned)g, size);
@@ -75,7 +75,7 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
 /* free and every operator delete. A pointer that is not ours (NULL and the
  * bootstrap arena's included) goes to the next allocator's free, which
  * next.c has made safe for those. */
-CH_HIDDEN void ch_free_impl(void *p) {
+CH_HIDDEN __attribute__((flatten)) void ch_free_impl(void *p) {
   if (ch_owns(p)) { ch_group_free(p); return; }
   ch_next.free(p);
 }
