@@ -287,73 +287,90 @@ static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *trun
  * and the remembered sites and ending are taken over. */
 #define MEMO_FRAMES 64
 /* One remembered frame: registers on entry, where its step reloaded the
- * caller's %rbp (0: it did not), its plan site, and whether the step
- * computed something from %rbp (a CFA, a frame link). */
-struct memo_frame { uintptr_t sp, pc, rbp, slot; int16_t site; uint8_t use; };
+ * caller's %rbp (0: it did not), its plan site, whether the step computed
+ * something from %rbp (a CFA, a frame link), and (memo_index) whether the
+ * walk from this frame out reads %rbp's value on entry before reloading it
+ * from the stack. In code without frame pointers %rbp holds anything (a loop
+ * counter) and is rarely live: then it need not match. */
+struct memo_frame { uintptr_t sp, pc, rbp, slot; int16_t site; uint8_t use, live; };
 struct memo {
   uintptr_t tag;                     /* module generation the rules came from */
   unsigned n;                        /* frames; 0: nothing remembered */
   unsigned stop_group;               /* the walk ended at a stop site (group + 1), or 0 */
   uintptr_t end_slot;                /* where the last frame read a zero return address, or 0 */
+  uint64_t reload;                   /* bit k: the %rbp frame k's step reloaded is live */
+  uint64_t sited;                    /* bit k: frame k has a plan site */
   struct memo_frame f[MEMO_FRAMES];
 };
+_Static_assert(MEMO_FRAMES <= 64, "one bit per remembered frame");
 static CH_TLS struct memo memo;
+
+/* Liveness and the masks for frames below upto, going inwards from frame
+ * upto (whose own are known) or from the end. The walk passes which of
+ * them have sites, and whether any used %rbp: if none did and it is not
+ * live beyond, no %rbp is live (code without frame pointers). */
+static void memo_index(struct memo *m, unsigned upto, uint64_t sited, bool any_use) {
+  bool live = upto < m->n ? m->f[upto].live : false;   /* of the frame after k */
+  uint64_t low = upto ? (~(uint64_t)0 >> (64 - upto)) : 0;
+  m->reload &= ~low;
+  m->sited = (m->sited & ~low) | (sited & low);
+  if (!any_use && !live) return;   /* every f[k].live is 0 already */
+  for (unsigned k = upto; k-- > 0;) {
+    struct memo_frame *f = &m->f[k];
+    if (f->slot && live) m->reload |= (uint64_t)1 << k;
+    live = f->use || (!f->slot && live);
+    f->live = live;
+  }
+}
 
 /* The new walk stands at remembered frame j with %rbp = rbp: is the rest of
  * the walk the remembered one? It is a function of the stack words the steps
- * out of frames j, j+1, ... read: each later frame's return address, and the
- * %rbp values reloaded from the stack wherever the walk further out uses
- * %rbp before reloading it again ("live"; in code without frame pointers it
- * rarely is, and then %rbp itself need not match either). Going outside in,
- * liveness is known at each frame; the loads are independent of each other.
- * The words lie between the current frame and the top of this thread's
- * stack, so reading them is safe. On a mismatch *retry is the first frame a
- * later join could start at. */
+ * out of frames j, j+1, ... read: each later frame's return address, and
+ * the live reloaded %rbp values. They are checked inside out and the first
+ * difference ends the check, so every word read lies between the current
+ * frame and the end of a walk that matches so far: on this thread's live
+ * stack, even if the thread has since moved to another stack at the same
+ * place. On a mismatch *retry is the first frame a later join could start at. */
 static bool memo_join(struct ch_walk *w, unsigned j, uintptr_t rbp, unsigned *retry) {
   const struct memo *m = &memo;
   unsigned n = m->n;
-  uintptr_t diff = m->end_slot ? *(const uintptr_t *)m->end_slot : 0;
-  bool live = false;   /* of the frame after k */
-  uint64_t sites[CH_MAX_SITES / 64] = {0};
-  for (unsigned k = n; k-- > j;) {
-    const struct memo_frame *f = &m->f[k];
-    if (f->slot && live) {
-      uintptr_t d = *(const uintptr_t *)f->slot ^ f[1].rbp;
-      if (d) { *retry = k + 1; return false; }
-    }
-    live = f->use || (!f->slot && live);
-    if (k > j) diff |= *(const uintptr_t *)(f->sp - 8) ^ f->pc;
-    if (f->site >= 0) sites[f->site >> 6] |= (uint64_t)1 << (f->site & 63);
+  if (m->f[j].live && m->f[j].rbp != rbp) { *retry = j + 1; return false; }
+  const struct memo_frame *f = &m->f[j];
+  if (((m->reload >> j) & 1) && *(const uintptr_t *)f->slot != f[1].rbp) { *retry = j + 1; return false; }
+  for (unsigned k = j + 1; k < n; k++) {
+    f = &m->f[k];
+    if (*(const uintptr_t *)(f->sp - 8) != f->pc) { *retry = k + 1; return false; }
+    if (((m->reload >> k) & 1) && *(const uintptr_t *)f->slot != f[1].rbp) { *retry = k + 1; return false; }
   }
-  if (diff || (live && m->f[j].rbp != rbp)) {
-    /* Frames out from the outermost return address that differs may still
-     * be joined. */
-    *retry = n;
-    if (m->end_slot && *(const uintptr_t *)m->end_slot) return false;
-    for (unsigned k = n; k-- > j + 1;)
-      if (*(const uintptr_t *)(m->f[k].sp - 8) != m->f[k].pc) { *retry = k; return false; }
-    *retry = j + 1;
-    return false;
-  }
+  if (m->end_slot && *(const uintptr_t *)m->end_slot != 0) { *retry = n; return false; }
   if (m->stop_group) { w->stop_group = m->stop_group; return true; }
-  for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] |= sites[k];
+  for (uint64_t s = m->sited >> j << j; s; s &= s - 1) {
+    int site = m->f[__builtin_ctzll(s)].site;
+    w->active[site >> 6] |= (uint64_t)1 << (site & 63);
+  }
   return true;
 }
 
 /* The new walk's frames pre[0..i) replace the remembered ones before j. */
-static void memo_splice(const struct memo_frame *pre, unsigned i, unsigned j) {
+static void memo_splice(const struct memo_frame *pre, unsigned i, unsigned j, uint64_t sited, bool any_use) {
   struct memo *m = &memo;
   unsigned rest = m->n - j;
   if (i + rest > MEMO_FRAMES) { m->n = 0; return; }
-  if (i != j) memmove(&m->f[i], &m->f[j], rest * sizeof *m->f);
+  if (i == 0 && j == 0) return;
+  if (i != j) {
+    memmove(&m->f[i], &m->f[j], rest * sizeof *m->f);
+    m->reload = m->reload >> j << i;
+    m->sited = m->sited >> j << i;
+  }
   memcpy(m->f, pre, i * sizeof *pre);
   m->n = i + rest;
+  memo_index(m, i, sited, any_use);
 }
 
 /* A walk that ended by itself: remember it, unless it was cut short or
  * passed a frame whose step cannot be checked. */
-static void memo_keep(const struct memo_frame *pre, unsigned i, uintptr_t tag, unsigned stop_group,
-                      uintptr_t end_slot) {
+static void memo_keep(const struct memo_frame *pre, unsigned i, uint64_t sited, bool any_use,
+                      uintptr_t tag, unsigned stop_group, uintptr_t end_slot) {
   struct memo *m = &memo;
   m->n = 0;
   if (i > MEMO_FRAMES) return;
@@ -364,6 +381,8 @@ static void memo_keep(const struct memo_frame *pre, unsigned i, uintptr_t tag, u
   m->stop_group = stop_group;
   m->end_slot = end_slot;
   m->n = i;
+  m->reload = m->sited = 0;
+  memo_index(m, i, sited, any_use);
 }
 
 /* --------------------------------------------------------------- walk */
@@ -407,6 +426,8 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
    * its step and its record. */
   struct memo_frame pre[MEMO_FRAMES + 1];
   unsigned i = 0;
+  uint64_t sited = 0;   /* bit i: frame i has a site */
+  bool any_use = false;
   const struct memo_frame *mj = memo.f, *mend = memo.f + (memo.tag == tag ? memo.n : 0);
   for (;;) {
     if (mj < mend) {
@@ -415,7 +436,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
         unsigned j = (unsigned)(mj - memo.f), retry;
         if (memo_join(w, j, r.rbp, &retry)) {
           w->joined = true;
-          memo_splice(pre, i, j);
+          memo_splice(pre, i, j, sited, any_use);
           return;
         }
         mj = memo.f + retry;   /* no join can start before retry */
@@ -428,21 +449,24 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     int site = F_SITE(v);
     rec->site = (int16_t)site;
     rec->use = (v & F_SLOW) && (F_KIND(v) == K_RBP || F_KIND(v) == K_FP_GUESS || F_KIND(v) == K_COMPLEX);
-    i++;
+    rec->live = 0;
+    any_use |= rec->use;
     if (CH_UNLIKELY(site >= 0)) {
+      if (i < 64) sited |= (uint64_t)1 << i;
       if (v & F_STOP) {
         w->stop_group = ch_plan->sites[site].stop;
         rec->slot = 0;
-        memo_keep(pre, i, tag, w->stop_group, 0);
+        memo_keep(pre, i + 1, sited, any_use, tag, w->stop_group, 0);
         return;
       }
       w->active[site >> 6] |= (uint64_t)1 << (site & 63);
     }
+    i++;
     if (!step(&r, v, sp0, &truncated, &slot)) {
       rec->slot = slot;
       w->truncated = truncated;
       if (truncated) memo.n = 0;
-      else memo_keep(pre, i, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
+      else memo_keep(pre, i, sited, any_use, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
       return;
     }
     rec->slot = slot;
