@@ -4,11 +4,15 @@ allocation grouped, must produce byte-identical output."""
 import json
 import os
 import random
+import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
+from cohort.handplan import write_plan
 
 MODES = [{}, {"mode": "off"}, {"mode": "all"}, {"mode": "random:4"}]
 IDS = ["preload", "off", "all", "random"]
@@ -24,11 +28,22 @@ print(sorted(c)[-10:], sum(len(v[2]) for v in d.values()))
 """
 
 
+def walk_plan(argv, tmp_path):
+    """A plan for the program's own executable whose one selector site is
+    never on any stack: every small allocation is walked to the end of its
+    stack and matches nothing."""
+    exe = Path(shutil.which(str(argv[0])) or argv[0]).resolve()
+    if exe.read_bytes()[:4] != b"\x7fELF":
+        return None
+    return write_plan(tmp_path / "walk.plan", [exe], [(0, 0x1001, None)], ["never"], [(0, [0])])
+
+
 def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
     env0 = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
     base = subprocess.run([str(a) for a in argv], env=env0, capture_output=True, cwd=cwd, input=stdin, timeout=300)
     assert base.returncode == 0, base.stderr
-    for settings in MODES:
+    plan = walk_plan(argv, tmp_path)
+    for settings in MODES + ([{"plan": plan}] if plan else []):
         stats = tmp_path / "stats.json"
         r = subprocess.run([str(a) for a in argv], env=cohort_env(allocator, stats=stats, **settings),
                            capture_output=True, cwd=cwd, input=stdin, timeout=300)
@@ -38,11 +53,32 @@ def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
         if settings.get("mode") == "all":
             groups = json.loads(stats.read_text())["groups"]
             assert groups[0]["allocations"] > 100, "the program's objects should really be grouped"
+        if "plan" in settings:
+            st = json.loads(stats.read_text())
+            ident = st["identification"]
+            assert st["plan_active"] and ident["walk_group"] == 0
+            assert ident["walk_none"] + ident["truncated"] > 100, "the program's allocations should be walked"
 
 
 @pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
 def test_python(tmp_path, allocator):
-    same_everywhere(["python3", "-c", PY_SCRIPT], tmp_path, allocator)
+    same_everywhere([Path(sys.executable).resolve(), "-c", PY_SCRIPT], tmp_path, allocator)
+
+
+PY_THREADS = r"""
+import json, threading
+res = [0] * 4
+def work(k):
+    for i in range(3000):
+        res[k] += len(json.dumps({str(j): [j] * (j % 7) for j in range(i % 30)}))
+ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(res)
+"""
+
+
+def test_python_threads(tmp_path):
+    same_everywhere([Path(sys.executable).resolve(), "-c", PY_THREADS], tmp_path)
 
 
 def test_sort(tmp_path):
