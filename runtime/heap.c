@@ -130,6 +130,13 @@ static inline size_t block_size_at(const struct ch_chunk *c, size_t g0, uint64_t
   }
   return block_size_scan(c, g0, gend);
 }
+/* The owner's view: its own start bits all lie below the bump pointer, so
+ * a later start bit in the same word ends the block without a bound test. */
+static inline size_t owner_block_size(const struct ch_chunk *c, size_t g0, uint64_t starts) {
+  uint64_t later = (starts >> (g0 & 63)) >> 1;
+  if (CH_LIKELY(later)) return (1 + (size_t)__builtin_ctzll(later)) * CH_GRANULE;
+  return block_size_scan(c, g0, granule(c, c->bump));
+}
 static size_t block_size(const struct ch_chunk *c, const void *p) {
   size_t gend = granule(c, load_bump(c)), g = granule(c, p);
   return block_size_at(c, g, load_word(bitwords(c, g)), gend);
@@ -521,7 +528,7 @@ void ch_group_free(void *p) {
   if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) free_invalid(c, p);
   if (CH_UNLIKELY(!(starts & ~freed & bit))) free_invalid(c, p);
   store_word(w + 1, freed | bit);
-  release_block(h, c, p, block_size_at(c, g, starts, granule(c, c->bump)));
+  release_block(h, c, p, owner_block_size(c, g, starts));
 }
 
 /* Finish frees other threads started (freed bits are already set): each
