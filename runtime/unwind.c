@@ -304,6 +304,10 @@ struct memo {
 };
 _Static_assert(MEMO_FRAMES <= 64, "one bit per remembered frame");
 static CH_TLS struct memo memo;
+/* The walk in progress records its frames here rather than on the stack,
+ * which may be small in the program's threads. Walks do not nest (a signal
+ * handler's allocation takes the reentrant path). */
+static CH_TLS struct memo_frame memo_scratch[MEMO_FRAMES + 1];
 
 /* Liveness and the masks for frames below upto, going inwards from frame
  * upto (whose own are known) or from the end. The walk passes which of
@@ -424,7 +428,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
    * registers meet a remembered frame. System frames have no site; a frame
    * with a site is a slow one, so an ordinary frame costs one test beyond
    * its step and its record. */
-  struct memo_frame pre[MEMO_FRAMES + 1];
+  struct memo_frame *pre = memo_scratch;
   unsigned i = 0;
   uint64_t sited = 0;   /* bit i: frame i has a site */
   bool any_use = false;
