@@ -39,9 +39,11 @@ def call_sites(binary, caller, callee):
     return sites
 
 
-def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1):
+def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1,
+               rest=None):
     """modules: [binary path]; sites: [(module index, offset, verdict or None)];
-    groups: [name]; selects: [(group index, [site indexes])]."""
+    groups: [name]; selects: [(group index, [site indexes])]; rest: the group
+    of everything else (version 4)."""
     lines = [f"cohort-plan {version}", "# written by hand in a test"]
     if max_size:
         lines.append(f"max-size {max_size}")
@@ -53,6 +55,8 @@ def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_ent
         lines.append(f"group {i} {name}")
     for g, ss in selects:
         lines.append(f"select {g} " + " ".join(str(s) for s in ss))
+    if rest is not None:
+        lines.append(f"rest {rest}")
     if unknown_entry:
         lines.append(f"unknown-entry {unknown_entry}")
     lines.append("end")

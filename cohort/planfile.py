@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 
-PLAN_VERSION = 3        # the version written; 1 and 2 are still read
+PLAN_VERSION = 4        # the version written; 1 to 3 are still read
 
 
 def check_plan_header(path):
@@ -32,13 +32,15 @@ def check_plan_header(path):
 
 def read_plan(path):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
-    stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s}.
+    stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
+    "rest": group index or None}.
     verdict is None, "cold", "walk" or "group=G"; stop is a group index or None.
     Raises CohortError naming the line for anything malformed."""
     check_plan_header(path)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
-            "unknown_entry": "walk"}
+            "unknown_entry": "walk", "rest": None}
     ended = False
+    version = int(Path(path).read_bytes().split(b"\n", 1)[0].split(b"#", 1)[0].split()[1])
     for n, raw in enumerate(Path(path).read_text(errors="replace").splitlines()[1:], start=2):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -81,6 +83,10 @@ def read_plan(path):
                         not all(0 <= s < len(plan["sites"]) for s in sites):
                     raise bad("select names an undeclared group or site")
                 plan["selects"].append((g, sites))
+            elif words[0] == "rest" and version >= 4:
+                if plan["rest"] is not None or len(words) != 2 or not 0 <= int(words[1]) < len(plan["groups"]):
+                    raise bad("rest names an undeclared group, or comes twice")
+                plan["rest"] = int(words[1])
             elif words[0] == "unknown-entry":
                 plan["unknown_entry"] = words[1]
             else:
@@ -97,17 +103,19 @@ def decide(plan, sites):
     sites, innermost first, are `sites` (plan site indexes, None for a site
     the plan does not name), or None: the quick test on the innermost site,
     then the walk outwards, which ends at a stop site, then the selectors,
-    first match (docs/plan-format.md)."""
+    first match; what nothing claims goes to the rest group, if any
+    (docs/plan-format.md)."""
+    rest = plan.get("rest")
     if not sites:
-        return None
+        return rest
     first = plan["sites"][sites[0]] if sites[0] is not None else None
     verdict = (first[2] if first else None) or plan["unknown_entry"]
     if verdict.startswith("group="):
         return int(verdict[6:])
     if verdict == "cold":
-        return None
+        return rest
     for s in sites:
         if s is not None and plan["sites"][s][3] is not None:
             return plan["sites"][s][3]
     present = set(sites)
-    return next((g for g, conj in plan["selects"] if all(s in present for s in conj)), None)
+    return next((g for g, conj in plan["selects"] if all(s in present for s in conj)), rest)

@@ -4,6 +4,8 @@
  * and take the first selector conjunction whose sites are all present
  * (docs/plan-format.md). The quick test in the walk rejects an allocation
  * whose innermost application frame the plan marks cold, without a full walk.
+ * What nothing claims goes to the plan's rest group if it has one (format 4),
+ * else to the next allocator.
  * Two further modes serve tests and evaluation: "all" groups every small
  * allocation in one pool, "random" sends each to one of N pools at random
  * (HALO's random-placement control). */
@@ -20,6 +22,10 @@ const char *const ch_path_names[CH_PATH_COUNT] = {
 _Atomic bool ch_identify_active;
 size_t ch_max_size = 4096;
 static unsigned ngroups;
+/* Plan mode: the group of what no verdict or selector claims (-1: the next
+ * allocator's), and whether that is all the plan says (no walk can matter). */
+static int rest = -1;
+static bool rest_only;
 
 /* Per-thread path counts, flushed to the shared counters in batches so an
  * allocation does not pay for a contended atomic. */
@@ -55,6 +61,12 @@ const char *ch_group_name(unsigned g) {
   }
 }
 
+static bool plan_has_verdicts(const struct ch_plan *pl) {
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (pl->sites[s].entry == CH_ENTRY_GROUP || pl->sites[s].stop) return true;
+  return false;
+}
+
 void ch_identify_init(void) {
   if (ch_opt.max_size) ch_max_size = ch_opt.max_size;
   switch (ch_opt.mode) {
@@ -68,7 +80,9 @@ void ch_identify_init(void) {
     if (!ch_plan) return;
     if (!ch_opt.max_size) ch_max_size = ch_plan->max_size;
     ngroups = ch_plan->ngroups;
-    if (!ch_plan->nconj) { ch_info("plan has no selectors: nothing to group"); return; }
+    rest = ch_plan->rest;
+    rest_only = rest >= 0 && !ch_plan->nconj && !plan_has_verdicts(ch_plan);
+    if (!ch_plan->nconj && rest < 0) { ch_info("plan has no selectors: nothing to group"); return; }
     break;
   default:
     return;
@@ -80,7 +94,7 @@ static int decide_plan(const uintptr_t *fp) {
   struct ch_walk w;
   ch_walk_stack(&w, fp);
   tjoined += w.joined;
-  if (w.rejected) { count(CH_PATH_COLD); return -1; }
+  if (w.rejected) { count(CH_PATH_COLD); return rest; }
   if (w.entry_group) { count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
   if (w.stop_group) { count(CH_PATH_STOP); return (int)w.stop_group - 1; }
   const struct ch_plan *pl = ch_plan;
@@ -92,7 +106,7 @@ static int decide_plan(const uintptr_t *fp) {
     if (all) { count(CH_PATH_WALK_GROUP); return (int)cj->group; }
   }
   count(w.truncated ? CH_PATH_TRUNCATED : CH_PATH_WALK_NONE);
-  return -1;
+  return rest;
 }
 
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
@@ -127,8 +141,9 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
 int ch_identify(size_t size, const uintptr_t *fp) {
   if (CH_LIKELY(size <= ch_max_size)) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
+      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); return rest; }
       int q = ch_walk_quick(fp);
-      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return -1; }
+      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return ch_in_runtime ? -1 : rest; }
       if (q >= 0) { count(CH_PATH_ENTRY); return q; }
     } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
       count(CH_PATH_ALL);

@@ -260,6 +260,7 @@ struct ch_plan {
   char (*group_names)[64];
   struct ch_plan_conj *conj;
   enum ch_entry_verdict unknown_entry;
+  int rest;   /* version 4: the group of every small allocation no verdict or selector claims; -1: none */
 };
 extern struct ch_plan *ch_plan;          /* NULL: nothing to identify */
 extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 3   /* reads 1 to 3; 2 adds the group=G verdict, 3 stop=G */
+#define PLAN_VERSION 4   /* reads 1 to 4; 2 adds the group=G verdict, 3 stop=G, 4 rest G */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -166,6 +166,11 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
       }
       if (!n) FAIL("select needs at least one site");
       pl->nconj++;
+    } else if (!strcmp(kw, "rest") && pl->version >= 4) {
+      if (pl->rest >= 0) FAIL("one rest line per plan");
+      if (!next_token(&s, &a) || !parse_uint(a, 10, ~0ull, &x) || x >= pl->ngroups || *s)
+        FAIL("rest names an undeclared group");
+      pl->rest = (int)x;
     } else if (!strcmp(kw, "unknown-entry")) {
       if (!next_token(&s, &a) || *s) FAIL("unknown-entry needs 'walk' or 'cold'");
       if (!strcmp(a, "walk")) pl->unknown_entry = CH_ENTRY_WALK;
@@ -207,6 +212,7 @@ int ch_plan_load(const char *path) {
   pl->conj = ch_meta_alloc(sizeof *pl->conj * MAX_CONJ);
   pl->max_size = 4096;
   pl->unknown_entry = CH_ENTRY_WALK;
+  pl->rest = -1;
   if (!pl->modules || !pl->sites || !pl->group_names || !pl->conj) return -1;
   int rc = parse(text, len, path, pl);
   ch_os_release(text, len + 1);

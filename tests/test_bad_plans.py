@@ -46,7 +46,7 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 3"),
+    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 4"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
     ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2) or 'stop=G' (version 3), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
@@ -99,3 +99,16 @@ def test_plan_for_another_program_is_quiet(tmp_path):
     plan = good_plan(tmp_path / "plan", PROGRAMS / "groups_O0")
     other = run([PROGRAMS / "cxx_map", 1000], env=cohort_env(plan=plan))
     assert other.returncode == 0 and other.stderr == b""
+
+
+@pytest.mark.parametrize("rest,message", [
+    ("rest 1", "rest names an undeclared group"),
+    ("rest 0\nrest 0", "one rest line per plan"),
+    ("rest", "rest names an undeclared group"),
+    ("rest 0 0", "rest names an undeclared group"),
+])
+def test_malformed_rest_line(tmp_path, rest, message):
+    """Version 4's rest line: it must name one declared group, once."""
+    p = good_plan(tmp_path / "plan")
+    p.write_text(p.read_text().replace("cohort-plan 1", "cohort-plan 4", 1).replace("end\n", rest + "\nend\n"))
+    assert message in run_with(p, tmp_path)

@@ -72,6 +72,39 @@ def test_plan_groups_named_objects(tmp_path, build):
     assert ident["walk_none"] >= 2000       # via_wrap_2 and the program's own stdio
 
 
+@pytest.mark.parametrize("selects", [True, False], ids=["groups-and-rest", "rest-only"])
+def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
+    """Plan format 4: a rest group receives every small allocation that no
+    verdict or selector claims (cold entries, walks that match nothing);
+    the groups keep theirs, and the output is unchanged."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [
+        (0, call_sites(binary, "build", "make_a")[0], None),
+        (0, call_sites(binary, "build", "make_b")[0], None),
+        (0, call_sites(binary, "build", "via_wrap_1")[0], None),
+        (0, call_sites(binary, "make_c", "malloc")[0], "cold"),
+    ]
+    if selects:
+        plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "wrapped", "rest"],
+                          [(0, [0]), (0, [1]), (1, [2])], version=4, rest=2)
+    else:
+        plan = write_plan(tmp_path / "plan", [binary], sites[3:], ["rest"], [], version=4, rest=0)
+    base = run([binary, tmp_path / "base.log"], env=cohort_env())
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    rest = 2 if selects else 0
+    expect = {"a": 0, "b": 0, "w1": 1} if selects else {}
+    for kind in ("a", "b", "w1", "c", "w2"):
+        assert all(g == expect.get(kind, rest) for _, g, _ in objs[kind]), kind
+    st = json.loads(stats.read_text())
+    assert st["plan_active"] is True
+    assert st["groups"][rest]["name"] == "rest"
+    assert st["groups"][rest]["allocations"] >= (4000 if selects else 10000)
+
+
 def test_stripped_binary_same_result(tmp_path):
     """Plans name sites by build id and offset, so stripping changes nothing."""
     binary = tmp_path / "groups_stripped"
