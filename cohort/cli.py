@@ -7,6 +7,7 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
+from cohort.planner import COST_DEFAULTS
 
 
 class Parser(argparse.ArgumentParser):
@@ -129,8 +130,10 @@ def add_profile_options(p):
 
 def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
-    return {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
-                                          "unknown_entry", "entry_purity")}
+    params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
+                                            "unknown_entry", "entry_purity", "rest")}
+    params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost}
+    return params
 
 
 def add_plan_options(p):
@@ -147,6 +150,17 @@ def add_plan_options(p):
                    help="let an entry site alone decide group G when G gets at least F of the "
                         "allocations entering there and no other group gets any (default: 0.98; "
                         "1 = only when exact)")
+    p.add_argument("--rest", default="pool", choices=("pool", "none"),
+                   help="small allocations no group claims: one more pool, apart from the groups, "
+                        "or the next allocator, as in HALO (default: pool)")
+    p.add_argument("--walk-cost", type=float, default=COST_DEFAULTS["walk_ns"], metavar="NS",
+                   help="cost of a stack walk besides its frames, to weigh a group's identification "
+                        f"(default: {COST_DEFAULTS['walk_ns']:g}, measured here)")
+    p.add_argument("--frame-cost", type=float, default=COST_DEFAULTS["frame_ns"], metavar="NS",
+                   help=f"cost of each frame a walk steps (default: {COST_DEFAULTS['frame_ns']:g})")
+    p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
+                   help="the most a placement saves per affinitive access: one D1 miss served by L2 "
+                        f"(default: {COST_DEFAULTS['miss_ns']:g})")
     p.add_argument("--unknown-entry", default="walk", choices=("walk", "cold"),
                    help="allocations entering at a site the profile never saw: walk the stack "
                         "and test every selector, or never group them (default: walk)")

@@ -51,6 +51,20 @@ def member_conjunction(chain, candidates, chains):
     return tuple(sorted(expr, key=order.get))
 
 
+def minimal(conjunctions):
+    """The conjunctions that no other one implies, each once. A conjunction
+    is a set of sites: members entered through a recursive builder's left and
+    right calls hold the same sites in another order, and their conjunctions
+    are one term, kept once (in the order first seen). A conjunction whose
+    sites include all of another's adds nothing to the disjunction."""
+    kept = []
+    for conj in sorted(dict.fromkeys(conjunctions), key=len):   # weakest first; stable
+        if not any(set(k) <= set(conj) for k in kept):
+            kept.append(conj)
+    first = {frozenset(c): i for i, c in reversed(list(enumerate(conjunctions)))}
+    return sorted(kept, key=lambda c: first[frozenset(c)])
+
+
 def identify(groups, contexts, popularity):
     """groups: [[context id]]; contexts: {context id: [site] innermost first};
     popularity: [number per group]. Returns Selectors, most popular first."""
@@ -67,12 +81,8 @@ def identify(groups, contexts, popularity):
             if not chain:
                 unidentifiable.append(member)
                 continue
-            conj = member_conjunction(chain, candidates, chains)
-            if conj not in conjunctions:
-                conjunctions.append(conj)
-        # a conjunction implied by a weaker one of the same group adds nothing
-        conjunctions = [c for c in conjunctions
-                        if not any(o != c and set(o) <= set(c) for o in conjunctions)]
+            conjunctions.append(member_conjunction(chain, candidates, chains))
+        conjunctions = minimal(conjunctions)
         conflicts = [c for c in candidates if any(matches(conj, chains[c]) for conj in conjunctions)]
         selectors.append(Selector(group=g, conjunctions=conjunctions, conflicts=conflicts,
                                   unidentifiable=unidentifiable))

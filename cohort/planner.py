@@ -45,6 +45,8 @@ class Plan:
     predicted: dict                    # context id -> group index or None
     notes: list = field(default_factory=list)
     stops: dict = field(default_factory=dict)   # site id -> group a walk reaching it ends in
+    worth: list = field(default_factory=list)   # Worth per group
+    rest: int = None                            # the rest pool's group index, if any
 
 
 def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
@@ -107,8 +109,77 @@ def group_label(profile, members, conjunctions=()):
     return ""
 
 
+# Measured costs of the runtime's paths on this machine (scripts/bench-runtime.py,
+# docs/planner.md): a stack walk's fixed part and each frame it steps, and the
+# most a placement can save per affinitive access (a D1 miss served by L2).
+COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5}
+
+
+@dataclass
+class Worth:
+    """Why a group is worth having: what its placement can save at most (its
+    internal affinity, priced at one avoided miss per affinitive access) and
+    what identifying its objects costs (the stack walks it makes necessary),
+    both in ns over the profiled run."""
+    saving_ns: float
+    walk_ns: float
+    walked_allocations: int
+    frames: float                      # mean frames per walk charged to it
+
+    @property
+    def pays(self):
+        return self.saving_ns >= self.walk_ns
+
+
+def walk_frames(context, stops):
+    """Frames a walk steps for this context: to its first stop site, else its
+    whole chain and the start-up frames below main (two, in system modules)."""
+    for i, s in enumerate(context["sites"]):
+        if s in stops:
+            return i + 1
+    return len(context["sites"]) + 2
+
+
+def assess(plan, contexts, costs):
+    """Worth of each planned group. Every walked allocation is charged to the
+    groups its entry site walks for, shared by their allocations there."""
+    sites_walk = {}
+    for c in contexts:
+        if not c["sites"]:
+            continue
+        e = c["sites"][0]
+        verdict = plan.verdicts.get(e) or plan.unknown_entry
+        if verdict != "walk":
+            continue
+        w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
+        frames = walk_frames(c, plan.stops)
+        w["ns"] += c["allocations"] * (costs["walk_ns"] + frames * costs["frame_ns"])
+        w["allocations"] += c["allocations"]
+        w["frames"] += c["allocations"] * frames
+        g = plan.predicted.get(c["id"])
+        if g is not None:
+            w["groups"][g] = w["groups"].get(g, 0) + c["allocations"]
+    worth = [Worth(saving_ns=g.weight * costs["miss_ns"], walk_ns=0.0, walked_allocations=0, frames=0.0)
+             for g in plan.groups]
+    for w in sites_walk.values():
+        share = sum(w["groups"].values())
+        for g, n in w["groups"].items():
+            part = n / share if share else 0
+            worth[g].walk_ns += w["ns"] * part
+            worth[g].walked_allocations += round(w["allocations"] * part)
+            worth[g].frames += w["frames"] * part
+    for x in worth:
+        x.frames = x.frames / x.walked_allocations if x.walked_allocations else 0.0
+    return worth
+
+
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="walk", entry_purity=0.98):
+              unknown_entry="walk", entry_purity=0.98, rest="pool", costs=None):
+    """The plan for a profile. Groups whose identification costs more than
+    their placement can save are dropped, one at a time, the worst first,
+    and the plan made again without them. With rest="pool" every small
+    allocation no group claims shares one more pool (docs/planner.md)."""
+    costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
     accesses, edges, total = grouping.from_profile(profile)
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
@@ -116,9 +187,46 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
     notes = []
+    if not profile["graph"]["nodes"]:
+        notes.append("no groups: the profile's graph is empty (no context was hot enough to keep; "
+                     "the program made few accesses to small heap objects)")
+    elif not formed:
+        notes.append("no groups: no two hot contexts are affinitive and no hot context's objects "
+                     "are used together (the graph has no edge above --min-weight)")
+    elif not kept:
+        notes.append(f"no groups: none of the {len(formed)} candidates carries --group-threshold "
+                     f"{group_threshold} of all accesses as internal affinity")
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
         kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]
+    params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
+    while True:
+        plan = assemble(profile, kept, params, list(notes))
+        plan.worth = assess(plan, contexts, costs)
+        losers = [i for i, w in enumerate(plan.worth) if not w.pays]
+        if not losers:
+            break
+        i = max(losers, key=lambda i: plan.worth[i].walk_ns - plan.worth[i].saving_ns)
+        g, w = plan.groups[i], plan.worth[i]
+        notes.append(f"group around context {g.members[0]} dropped: identifying it costs more than "
+                     f"its placement can save ({w.walked_allocations} stack walks of {w.frames:.1f} "
+                     f"frames, about {w.walk_ns / 1e6:.1f} ms, against at most "
+                     f"{w.saving_ns / 1e6:.1f} ms from {g.weight} affinitive accesses)")
+        kept = [k for k in kept if k.members != g.members]
+    plan.rejected = rejected
+    if rest == "pool":
+        plan.rest = len(plan.groups)
+        for c in contexts:
+            if plan.predicted[c["id"]] is None:
+                plan.predicted[c["id"]] = plan.rest
+    return plan
+
+
+def assemble(profile, kept, params, notes):
+    """Identification, sites, predictions, verdicts and stop sites for the
+    groups `kept` (grouping.Group), in the runtime's limits."""
+    unknown_entry, entry_purity = params["unknown_entry"], params["entry_purity"]
+    contexts = profile["contexts"]
     chains = {c["id"]: c["sites"] for c in contexts}
     popularity = [sum(contexts[m]["accesses"] for m in g.members) for g in kept]
     selectors = identification.identify([g.members for g in kept], chains, popularity)
@@ -128,8 +236,9 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     for sel in selectors:
         g = kept[sel.group]
         if not sel.conjunctions:
-            notes.append(f"group around context {g.members[0]} dropped: none of its contexts has "
-                         f"an application frame to select it by")
+            notes.append(f"group around context {g.members[0]} dropped: none of its {len(g.members)} "
+                         f"contexts has a call site in the application (their stacks hold system "
+                         f"libraries only), so nothing can select it")
             continue
         need = [s for conj in sel.conjunctions for s in conj if s not in sites]
         if len(sites) + len(dict.fromkeys(need)) > MAX_SITES:
@@ -147,12 +256,32 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             unidentifiable=sel.unidentifiable))
 
     # What the runtime will decide for every profiled context (first match).
-    predicted = {}
-    for c in contexts:
-        chain = frozenset(c["sites"])
-        predicted[c["id"]] = next((i for i, g in enumerate(planned)
-                                   if any(identification.matches(conj, chain) for conj in g.conjunctions)),
-                                  None)
+    def first_match():
+        out = {}
+        for c in contexts:
+            chain = frozenset(c["sites"])
+            out[c["id"]] = next((i for i, g in enumerate(planned)
+                                 if any(identification.matches(conj, chain) for conj in g.conjunctions)),
+                                None)
+        return out
+    predicted = first_match()
+
+    # A group none of whose members the runtime would give it (an earlier
+    # group's selector takes them all: their stacks hold all its sites) is
+    # no group: drop it and say which group takes its contexts.
+    shadowed = [i for i, g in enumerate(planned) if all(predicted[m] != i for m in g.members)]
+    if shadowed:
+        for i in shadowed:
+            g = planned[i]
+            takers = sorted({planned[predicted[m]].name for m in g.members if predicted[m] is not None})
+            notes.append(f"group around context {g.members[0]} dropped: the selector of "
+                         f"{', '.join(takers) or 'an earlier group'} also matches all its contexts "
+                         f"(their stacks hold every site it tests), and the first match wins")
+        planned = [g for i, g in enumerate(planned) if i not in shadowed]
+        for i, g in enumerate(planned):
+            g.name = re.sub(r"^g\d+", f"g{i}", g.name)
+        sites = list(dict.fromkeys(s for g in planned for conj in g.conjunctions for s in conj))
+        predicted = first_match()
 
     # Quick-test verdicts on entry sites, the busiest entries first, within
     # the budget: "group=G" if the site alone is one of G's conjunctions and
@@ -198,7 +327,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                      f"contexts (--entry-purity {entry_purity}), sparing their stack walks")
     stops = stop_sites(contexts, sites, verdicts, predicted, unknown_entry, entry_purity, notes)
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
-    return Plan(groups=planned, rejected=rejected, sites=sites, verdicts=verdicts, stops=stops,
+    return Plan(groups=planned, rejected=[], sites=sites, verdicts=verdicts, stops=stops,
                 modules=modules,
                 unknown_entry=unknown_entry, max_size=profile["parameters"]["max_size"],
                 predicted=predicted, notes=notes)
@@ -206,7 +335,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
 
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
-    lines = ["cohort-plan 3", f"# made by cohort plan from {source}",
+    lines = ["cohort-plan 4", f"# made by cohort plan from {source}",
              f"max-size {plan.max_size}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     for i, m in enumerate(plan.modules):
@@ -220,9 +349,13 @@ def render(plan, profile, source="profile.json"):
                      + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
     for i, g in enumerate(plan.groups):
         lines.append(f"group {i} {g.name}  # contexts {' '.join(map(str, g.members))}")
+    if plan.rest is not None:
+        lines.append(f"group {plan.rest} rest  # every small allocation no other group claims")
     for i, g in enumerate(plan.groups):
         for conj in g.conjunctions:
             lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))
+    if plan.rest is not None:
+        lines.append(f"rest {plan.rest}")
     lines.append(f"unknown-entry {plan.unknown_entry}")
     lines.append("end")
     return "\n".join(lines) + "\n"
@@ -238,15 +371,28 @@ def report(plan, profile):
         out.append(f"  group {i} {g.name}: {len(g.members)} contexts, {g.allocations} allocations, "
                    f"{g.accesses} accesses, internal weight {g.weight}, score {g.score:.0f}, "
                    f"{len(g.conjunctions)} selector terms")
+        if i < len(plan.worth):
+            out.append(f"    worth: {worth_text(plan.worth[i], g.weight)}")
         if g.conflicts:
             extra = sum(contexts[c]["allocations"] for c in g.conflicts)
             out.append(f"    conflicts: its selector also matches {len(g.conflicts)} other contexts "
                        f"({extra} allocations, {100 * extra / total_alloc:.1f}% of all)")
         if g.unidentifiable:
             out.append(f"    {len(g.unidentifiable)} members have no application frame and cannot be selected")
+    if plan.rest is not None:
+        rest = sum(c["allocations"] for c in contexts if plan.predicted[c["id"]] == plan.rest)
+        out.append(f"  group {plan.rest} rest: the {rest} other small allocations "
+                   f"({100 * rest / total_alloc:.1f}%), pooled apart from the groups (--rest pool)")
     for n in plan.notes:
         out.append(f"  note: {n}")
     return "\n".join(out)
+
+
+def worth_text(w, weight):
+    walks = (f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.2f} ms"
+             if w.walked_allocations else "no stack walk (decided by entry or stop sites)")
+    return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({weight} affinitive accesses); "
+            f"identification: {walks}")
 
 
 def plan_command(profile_path, output, force=False, **params):
@@ -261,6 +407,10 @@ def plan_command(profile_path, output, force=False, **params):
     if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1 or \
             not 0 < params.get("entry_purity", 0.98) <= 1:
         raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")
+    if params.get("rest", "pool") not in ("pool", "none"):
+        raise CohortError("--rest must be pool or none")
+    if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
+        raise CohortError("--walk-cost, --frame-cost and --miss-cost must be finite and not negative")
     profile = load_profile(profile_path)
     plan = make_plan(profile, **params)
     write_atomically(output, render(plan, profile, source=os.path.basename(str(profile_path))))

@@ -139,7 +139,7 @@ def test_optimize_writes_every_product(pipeline):
         assert (out / name).stat().st_size > 0, name
     assert b"groups from" in r.stdout
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 3\n") and text.endswith("end\n")
+    assert text.startswith("cohort-plan 4\n") and text.endswith("end\n")
     svg = (out / "graph.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<circle") >= 2
     r = run([COHORT, "optimize", "-o", out, "--", GROUPS, out / "x.log"])
@@ -248,8 +248,14 @@ def synthetic_profile(hot_allocs, cold_allocs):
             "graph": {"nodes": [0], "edges": [[0, 0, 500]], "coverage": 1.0}}
 
 
+FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0}}   # verdict logic alone
+
+
 def test_entry_verdicts_exact_and_by_purity():
+    from functools import partial
+
     from cohort.planner import make_plan
+    make_plan = partial(make_plan, **FREE_WALKS)
     plan = make_plan(synthetic_profile(980, 20))
     assert plan.groups[0].conjunctions == [(10,)]
     assert plan.verdicts[1] == "group=0"          # 98% of what enters at 1 is group 0
@@ -278,16 +284,158 @@ def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
                "contexts": [ctx(0, [1, 10, 30], 500, 1000), ctx(1, [1, 11, 30], 500, 1000),
                             ctx(2, [1, 12, 30], 100, 0), ctx(3, [1, 10, 31], 5, 0)],
                "graph": {"nodes": [0, 1], "edges": [[0, 0, 500], [1, 1, 500]], "coverage": 1.0}}
-    plan = make_plan(profile)
+    plan = make_plan(profile, **FREE_WALKS)
     assert [g.conjunctions for g in plan.groups] == [[(10, 30)], [(11,)]]   # 30 excludes context 3
     assert plan.verdicts[1] == "walk" and plan.stops == {10: 0, 11: 1}
     assert plan.predicted == {0: 0, 1: 1, 2: None, 3: 0}
     assert any("stop sites also group 5 allocations" in n for n in plan.notes)
     (tmp_path / "plan").write_text(render(plan, profile))
     text = (tmp_path / "plan").read_text()
-    assert text.startswith("cohort-plan 3\n") and " stop=0 " in text and " stop=1 " in text
+    assert text.startswith("cohort-plan 4\n") and " stop=0 " in text and " stop=1 " in text
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
     for c in profile["contexts"]:
         assert decide(read, [index.get(s) for s in c["sites"]]) == plan.predicted[c["id"]]
-    assert make_plan(profile, entry_purity=1.0).stops == {11: 1}   # 10 is no longer pure
+    assert make_plan(profile, entry_purity=1.0, **FREE_WALKS).stops == {11: 1}   # 10 is no longer pure
+
+
+# ---- program shapes --------------------------------------------------------
+
+
+def shape_profile(contexts, edges, total_accesses, nsites=100):
+    """A profile of hand-made contexts: (id, sites innermost first, allocations,
+    accesses); edges (x, y, weight) over the hot ones."""
+    site = lambda i: {"id": i, "module": 0, "offset": 0x100 + i, "call": "direct",  # noqa: E731
+                      "function": None, "file": None, "line": None}
+    nodes = sorted({x for x, y, _ in edges} | {y for x, y, _ in edges})
+    return {"parameters": {"max_size": 4096}, "totals": {"accesses": total_accesses},
+            "modules": [{"id": 0, "path": "/x/prog", "build_id": "ab", "system": False}],
+            "sites": [site(i) for i in range(nsites)],
+            "contexts": [{"id": i, "sites": s, "allocations": a, "accesses": acc, "truncated": False}
+                         for i, s, a, acc in contexts],
+            "graph": {"nodes": nodes, "edges": [list(e) for e in edges], "coverage": 1.0}}
+
+
+def agrees_with_runtime(plan, profile, tmp_path):
+    """The written plan, evaluated as the runtime does, decides every
+    profiled context as the planner predicted."""
+    from cohort.planfile import decide, read_plan
+    from cohort.planner import render
+    (tmp_path / "plan").write_text(render(plan, profile))
+    read = read_plan(tmp_path / "plan")
+    index = {s: i for i, s in enumerate(plan.sites)}
+    for c in profile["contexts"]:
+        assert decide(read, [index.get(s) for s in c["sites"]]) == plan.predicted[c["id"]], c["id"]
+    return read
+
+
+# A recursive builder: malloc at site 1 in build(), recursive calls at 2 (left)
+# and 3 (right), build() called from main at 4; main also allocates at 5.
+# The hot contexts hold the same sites in two orders (left then right, right
+# then left); the ones entered through one side only, and the outermost call,
+# stay cold.
+BUILDER = [(0, [1, 4], 1, 10), (1, [1, 2, 4], 100, 500), (2, [1, 3, 4], 100, 500),
+           (3, [1, 2, 3, 4], 50000, 400000), (4, [1, 3, 2, 4], 50000, 400000), (5, [5], 300, 0)]
+BUILDER_EDGES = [(3, 3, 300000), (4, 4, 300000), (3, 4, 600000)]
+
+
+def test_equal_site_sets_make_one_selector_term():
+    """Members whose conjunctions hold the same sites in another order keep
+    one of them; neither drops the other (the group is not lost)."""
+    from cohort.identification import minimal
+    chains = {c: s for c, s, _, _ in BUILDER}
+    sel, = identify([[3, 4]], chains, popularity=[1])
+    assert sel.conjunctions == [(2, 3)]
+    assert sel.conflicts == [] and sel.unidentifiable == []
+    assert minimal([(2, 3), (3, 2), (2, 3, 4), (5,)]) == [(2, 3), (5,)]
+    assert minimal([(3, 2), (2,)]) == [(2,)]
+
+
+def test_recursive_builder_gets_its_group(tmp_path):
+    from cohort.planner import make_plan, report
+    profile = shape_profile(BUILDER, BUILDER_EDGES, 1_000_000)
+    plan = make_plan(profile)
+    assert len(plan.groups) == 1 and sorted(plan.groups[0].members) == [3, 4]
+    assert plan.groups[0].conjunctions == [(2, 3)]
+    # 100000 of the 100201 allocations entering at site 1 are the group's:
+    # the entry site decides alone, with no walk
+    assert plan.verdicts[1] == "group=0"
+    assert plan.worth[0].walked_allocations == 0 and plan.worth[0].pays
+    assert plan.rest == 1 and plan.predicted == {0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 1}
+    agrees_with_runtime(plan, profile, tmp_path)
+    assert "dropped" not in report(plan, profile)
+    # exact verdicts only: the entry walks, the selector decides
+    exact = make_plan(profile, entry_purity=1.0, **FREE_WALKS)
+    assert exact.verdicts[1] == "walk"
+    assert exact.predicted == {0: None, 1: None, 2: None, 3: 0, 4: 0, 5: None}
+    agrees_with_runtime(exact, profile, tmp_path)
+
+
+def test_single_hot_structure_is_a_group_of_one(tmp_path):
+    """One hot context with a strong loop (a tree walked many times): a group
+    of one, decided at its entry site, everything else in the rest pool."""
+    from cohort.planner import make_plan, render
+    profile = shape_profile([(0, [1, 4], 100000, 900000), (1, [5, 4], 3000, 1000), (2, [6], 50, 0)],
+                            [(0, 0, 800000)], 1_000_000)
+    plan = make_plan(profile)
+    assert [g.members for g in plan.groups] == [[0]]
+    assert plan.groups[0].conjunctions == [(1,)] and plan.verdicts[1] == "group=0"
+    assert plan.verdicts[5] == "cold" and plan.verdicts[6] == "cold"
+    assert plan.predicted == {0: 0, 1: 1, 2: 1}
+    text = render(plan, profile)
+    assert "\ngroup 1 rest" in text and "\nrest 1\n" in text
+    agrees_with_runtime(plan, profile, tmp_path)
+    assert make_plan(profile, rest="none").predicted == {0: 0, 1: None, 2: None}
+
+
+def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
+    from cohort.planner import make_plan
+    # context 1's stack holds every site of context 0's: group 0's selector
+    # takes it, so a group made of context 1 would never receive an object
+    profile = shape_profile([(0, [1, 2], 1000, 600000), (1, [3, 1, 2], 1000, 300000)],
+                            [(0, 0, 500000), (1, 1, 200000)], 1_000_000)
+    plan = make_plan(profile, **FREE_WALKS)
+    assert [g.members for g in plan.groups] == [[0]]
+    assert plan.predicted == {0: 0, 1: 0}
+    assert any("group around context 1 dropped: the selector of g0" in n for n in plan.notes)
+
+
+def churn_profile(affinity, accesses=3_000_000):
+    """A list cell made a million times behind a shared entry (site 1) and
+    told apart from its twin by the next frame: every allocation walks, the
+    group's to that frame (a stop site), its twin's to the end (11 frames)."""
+    deep = [20, 30, 40, 50, 60, 70, 80]
+    return shape_profile([(0, [1, 10] + deep, 1_000_000, accesses), (1, [1, 11] + deep, 1_000_000, 0)],
+                         [(0, 0, affinity)], accesses)
+
+
+def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
+    from cohort.planner import make_plan, report, worth_text
+    profile = churn_profile(affinity=100_000)
+    plan = make_plan(profile)
+    assert plan.groups == [] and plan.rest == 0
+    assert plan.predicted == {0: 0, 1: 0}           # both in the rest pool, no walk
+    note = next(n for n in plan.notes if "costs more than its placement can save" in n)
+    assert "2000000 stack walks of 6.5 frames" in note and "100000 affinitive accesses" in note
+    agrees_with_runtime(plan, profile, tmp_path)
+    assert "rest" in report(plan, profile)
+    # the same shape with heavy affinity (about 40 affinitive accesses per
+    # walk) pays for its walks and is kept
+    rich = make_plan(churn_profile(affinity=80_000_000, accesses=90_000_000))
+    assert len(rich.groups) == 1 and rich.worth[0].pays
+    assert rich.worth[0].walked_allocations == 2_000_000
+    assert "2000000 stack walks of 6.5 frames" in worth_text(rich.worth[0], rich.groups[0].weight)
+    # walks priced at nothing: HALO's plan, every group kept
+    assert len(make_plan(profile, costs={"walk_ns": 0, "frame_ns": 0}).groups) == 1
+
+
+@pytest.mark.parametrize("nodes", ["empty", "cold"])
+def test_profile_without_hot_contexts_plans_no_group_and_says_why(tmp_path, nodes):
+    from cohort.planner import make_plan
+    edges = [] if nodes == "empty" else [(0, 0, 1)]          # one loop, far under the threshold
+    profile = shape_profile([(0, [1], 10, 3), (1, [2], 10, 0)], edges, 1_000_000)
+    plan = make_plan(profile)
+    assert plan.groups == [] and plan.rest == 0
+    why = "graph is empty" if nodes == "empty" else "--group-threshold"
+    assert any(n.startswith("no groups") and why in n for n in plan.notes), plan.notes
+    agrees_with_runtime(plan, profile, tmp_path)
