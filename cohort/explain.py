@@ -50,7 +50,47 @@ def plan_groups(profile, plan):
         g = decide(plan, [to_plan.get(s) for s in c["sites"]])
         if g is not None:
             group_of[c["id"]] = g
-    return plan["groups"], group_of, conj
+    def verdict(sid):
+        i = to_plan.get(sid)
+        return (plan["sites"][i][2] if i is not None else None) or plan["unknown_entry"]
+
+    def stop(sid):
+        i = to_plan.get(sid)
+        return i is not None and plan["sites"][i][3] is not None
+    return plan["groups"], group_of, conj, (verdict, stop), plan.get("rest")
+
+
+def worth_lines(profile, names, group_of, walks, rest):
+    """Per group: the most its placement can save (its internal affinity at
+    one avoided miss each) against the stack walks that end in it, priced
+    as the planner prices them (docs/planner.md)."""
+    verdict, stop = walks
+    costs = planner.COST_DEFAULTS
+    weight = [0] * len(names)
+    for x, y, w in profile["graph"]["edges"]:
+        gx, gy = group_of.get(x), group_of.get(y)
+        if gx is not None and gx == gy and gx != rest:
+            weight[gx] += w
+    walked = {}
+    for c in profile["contexts"]:
+        if not c["sites"] or verdict(c["sites"][0]) != "walk":
+            continue
+        frames = next((i + 1 for i, s in enumerate(c["sites"]) if stop(s)), len(c["sites"]) + 2)
+        w = walked.setdefault(group_of.get(c["id"]), [0, 0])
+        w[0] += c["allocations"]
+        w[1] += c["allocations"] * frames
+    out = {}
+    for g in list(range(len(names))) + [None]:
+        n, frames = walked.get(g, (0, 0))
+        ns = n * costs["walk_ns"] + frames * costs["frame_ns"]
+        ident = (f"{n} stack walks of {frames / n:.1f} frames end here, about {ns / 1e6:.2f} ms"
+                 if n else "no stack walk ends here")
+        if g is None or g == rest:
+            out[g] = f"identification: {ident}" if n else None
+        else:
+            out[g] = (f"worth: saves at most {weight[g] * costs['miss_ns'] / 1e6:.2f} ms "
+                      f"({weight[g]} affinitive accesses inside it); identification: {ident}")
+    return out
 
 
 def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
@@ -58,14 +98,17 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
     profile = load_profile(profile_path)
     if plan_path:
         plan = read_plan(plan_path)
-        names, group_of, conj = plan_groups(profile, plan)
+        names, group_of, conj, walks, rest = plan_groups(profile, plan)
         source = f"plan {plan_path}"
     else:
         made = planner.make_plan(profile)
-        names = [g.name for g in made.groups]
+        names = [g.name for g in made.groups] + (["rest"] if made.rest is not None else [])
         group_of = {c: g for c, g in made.predicted.items() if g is not None}
-        conj = [[list(c) for c in g.conjunctions] for g in made.groups]
+        conj = [[list(c) for c in g.conjunctions] for g in made.groups] + [[]]
+        walks = (lambda s: made.verdicts.get(s) or made.unknown_entry, lambda s: s in made.stops)
+        rest = made.rest
         source = "cohort plan's defaults"
+    worth = worth_lines(profile, names, group_of, walks, rest)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
@@ -99,13 +142,21 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
         members = sorted(c for c, gg in group_of.items() if gg == g)
         allocs = sum(profile["contexts"][c]["allocations"] for c in members)
         acc = sum(profile["contexts"][c]["accesses"] for c in members)
-        lines.append(f"  group {g} {name}: {len(members)} contexts, {allocs} allocations, {acc} accesses")
-        for c in members:
+        what = " (every small allocation no other group claims)" if g == rest else ""
+        lines.append(f"  group {g} {name}{what}: {len(members)} contexts, {allocs} allocations, {acc} accesses")
+        if worth.get(g):
+            lines.append(f"      {worth[g]}")
+        shown = members if g != rest else sorted(members, key=lambda c: -profile["contexts"][c]["accesses"])
+        for c in shown[:12]:
             lines.append(f"      context {c}: {context_label(profile, c)}")
+        if len(shown) > 12:
+            lines.append(f"      ... {len(shown) - 12} more contexts")
         for terms in conj[g]:
             lines.append("      select: " + " and ".join(
                 (planner.site_name(profile, s) if s is not None else "(site not in this profile)")
                 for s in terms))
+    if worth.get(None):
+        lines.append(f"  not grouped: {worth[None]}")
     text = "\n".join(lines) + "\n"
 
     if graph_path:

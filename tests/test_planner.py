@@ -175,6 +175,9 @@ def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
     text = r.stdout.decode()
     assert "Hottest contexts" in text and "Groups (plan" in text and "select:" in text
     assert "make_a" in text or "groups_O2+0x" in text
+    # why each group is worth having, and the rest pool, named as such
+    assert "worth: saves at most" in text and "identification:" in text
+    assert "rest (every small allocation no other group claims)" in text
     assert (tmp_path / "g.svg").read_text().startswith("<svg")
     # never over a file it did not draw
     mine = tmp_path / "mine.svg"
