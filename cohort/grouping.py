@@ -111,11 +111,22 @@ def group(accesses, edges, total_accesses, min_weight=None, max_members=16, tole
 
 
 def from_profile(profile):
-    """(accesses, edges, total accesses) of a profile's filtered graph."""
-    nodes = profile["graph"]["nodes"]
-    accesses = {n: profile["contexts"][n]["accesses"] for n in nodes}
+    """(accesses, edges, total accesses, members) of a profile's filtered
+    graph: over its context families if it has them (cohort/families.py),
+    else over its contexts; members maps each node to its contexts, the
+    hottest first."""
+    contexts = profile["contexts"]
+    if profile.get("families") is not None:
+        graph = profile["family_graph"]
+        members = {f["id"]: sorted(f["contexts"], key=lambda c: (-contexts[c]["accesses"], c))
+                   for f in profile["families"]}
+    else:
+        graph = profile["graph"]
+        members = {c["id"]: [c["id"]] for c in contexts}
+    nodes = graph["nodes"]
+    accesses = {n: sum(contexts[c]["accesses"] for c in members[n]) for n in nodes}
     edges = {}
-    for x, y, w in profile["graph"]["edges"]:
+    for x, y, w in graph["edges"]:
         key = (min(x, y), max(x, y))
         edges[key] = edges.get(key, 0) + w
-    return accesses, edges, profile["totals"]["accesses"]
+    return accesses, edges, profile["totals"]["accesses"], members

@@ -181,13 +181,15 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     allocation no group claims shares one more pool (docs/planner.md)."""
     costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
-    accesses, edges, total = grouping.from_profile(profile)
+    accesses, edges, total, members = grouping.from_profile(profile)
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
+    for g in formed:   # from graph nodes (families) to their contexts
+        g.members = [c for n in g.members for c in members[n]]
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
     notes = []
-    if not profile["graph"]["nodes"]:
+    if not accesses:
         notes.append("no groups: the profile's graph is empty (no context was hot enough to keep; "
                      "the program made few accesses to small heap objects)")
     elif not formed:
@@ -365,8 +367,11 @@ def report(plan, profile):
     """What the planner did, for people (printed by `cohort plan`)."""
     contexts = profile["contexts"]
     total_alloc = sum(c["allocations"] for c in contexts) or 1
-    out = [f"{len(plan.groups)} groups from {len(profile['graph']['nodes'])} hot contexts "
-           f"({len(plan.rejected)} more under the weight threshold)"]
+    if profile.get("families") is not None:
+        hot = f"{len(profile['family_graph']['nodes'])} hot context families"
+    else:
+        hot = f"{len(profile['graph']['nodes'])} hot contexts"
+    out = [f"{len(plan.groups)} groups from {hot} ({len(plan.rejected)} more under the weight threshold)"]
     for i, g in enumerate(plan.groups):
         out.append(f"  group {i} {g.name}: {len(g.members)} contexts, {g.allocations} allocations, "
                    f"{g.accesses} accesses, internal weight {g.weight}, score {g.score:.0f}, "

@@ -12,14 +12,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cohort import __version__, elf
+from cohort import __version__, elf, families
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 from cohort.paths import profiler_lib
 from cohort.runner import resolve_program
 
 FORMAT = "cohort-profile"
-VERSION = 1
+VERSION = 2          # written; 1 (no context families) is still read
+READS = (1, 2)
 RAW_VERSION = "1"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
@@ -153,6 +154,11 @@ def build_profile(raw, target, params, returncode):
         })
     kept, covered = hot_nodes(contexts, params["coverage"])
     keep = set(kept)
+    function_of = families.site_functions(modules, raw["sites"])
+    fams = families.families(contexts, function_of, {s["id"]: s["module"] for s in raw["sites"]})
+    for f in fams:
+        for c in f["contexts"]:
+            contexts[c]["family"] = f["id"]
     edges = sorted(([x, y, w] for x, y, w in raw["edges"] if x in keep and y in keep),
                    key=lambda e: (-e[2], e[0], e[1]))
     status = {"exit_status": returncode if returncode >= 0 else None,
@@ -164,11 +170,14 @@ def build_profile(raw, target, params, returncode):
         "target": {"argv": target, "executable": os.path.realpath(resolve_program(target)),
                    "cwd": os.getcwd(), **status},
         "modules": modules,
-        "sites": [{k: s[k] for k in ("id", "module", "offset", "call", "function", "file", "line")}
+        "sites": [{**{k: s[k] for k in ("id", "module", "offset", "call", "function", "file", "line")},
+                   "function_start": function_of.get(s["id"])}
                   for s in raw["sites"]],
         "contexts": contexts,
         "graph": {"nodes": kept, "edges": edges, "coverage": round(covered, 6),
                   "dropped_contexts": len(contexts) - len(kept)},
+        "families": fams,
+        "family_graph": families.family_graph(fams, contexts, raw["edges"], params["coverage"], hot_nodes),
         "totals": {
             "allocations": raw["objects"]["allocations"],
             "peak_live_objects": raw["objects"]["peak-live"],
@@ -228,9 +237,9 @@ def load_profile(path):
         raise CohortError(f"{path}: not a profile (bad JSON at line {e.lineno})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CohortError(f"{path}: not a Cohort profile")
-    if data.get("version") != VERSION:
+    if data.get("version") not in READS:
         raise CohortError(f"{path}: profile version {data.get('version')} is not supported "
-                          f"(this Cohort reads version {VERSION})")
+                          f"(this Cohort reads versions {READS[0]} to {READS[-1]})")
     try:
         n_mod, n_site, n_ctx = len(data["modules"]), len(data["sites"]), len(data["contexts"])
         for s in data["sites"]:

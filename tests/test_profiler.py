@@ -170,7 +170,7 @@ def test_profile_records_modules_sites_and_call_kinds(alternate):
     system_sites = {s["id"] for s in p["sites"] if p["modules"][s["module"]]["system"]}
     assert all(not system_sites & set(c["sites"]) for c in p["contexts"])
     assert p["parameters"] == {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
-    assert p["format"] == "cohort-profile" and p["version"] == 1
+    assert p["format"] == "cohort-profile" and p["version"] == 2
 
 
 def test_affinity_distance_and_max_size_are_honoured(tmp_path):

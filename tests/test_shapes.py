@@ -1,0 +1,87 @@
+"""Program shapes the planner must not lose: recursive builders, whose
+contexts hold the same call sites in many orders, folded into families
+(cohort/families.py), end to end on a stripped-like -O2 PIE."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import COHORT, PROGRAMS, cohort_env, run
+from cohort.families import families, fold, function_starts, site_functions
+from cohort.handplan import call_sites, read_log
+
+BUILDERS = PROGRAMS / "builders"
+
+
+def test_fold_drops_recursive_reentries():
+    # m, L, R in build (function 1); M in main (2); w in a wrapper (3)
+    fn = {"m": 1, "L": 1, "R": 1, "M": 2, "w": 3, "x": None}
+    assert fold(["m", "L", "R", "M"], fn) == ["m", "M"]
+    assert fold(["m", "R", "L", "M"], fn) == ["m", "M"]
+    assert fold(["w", "m", "L", "M"], fn) == ["w", "m", "M"]
+    # mutual recursion a -> b -> a: the outer a's site goes
+    fn2 = {"a1": "A", "b1": "B", "a2": "A", "M": "main"}
+    assert fold(["a1", "b1", "a2", "M"], fn2) == ["a1", "b1", "M"]
+    # sites of unknown function are never folded
+    assert fold(["x", "x2", "M"], {"x": None, "x2": None, "M": 2}) == ["x", "x2", "M"]
+
+
+def test_families_join_orders_and_keep_modules_apart():
+    ctxs = [{"id": 0, "sites": [1, 2, 3, 4]}, {"id": 1, "sites": [1, 3, 2, 4]},
+            {"id": 2, "sites": [1, 4]}, {"id": 3, "sites": [5, 4]}, {"id": 4, "sites": [6, 7]}]
+    fn = {1: 0x10, 2: 0x10, 3: 0x10, 4: 0x90, 5: 0x40, 6: 0x10, 7: 0x10}
+    mod = {1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 1, 7: 1}   # 6 and 7: same offsets, another module
+    fams = families(ctxs, fn, mod)
+    assert [f["contexts"] for f in fams] == [[0, 1, 2], [3], [4]]
+    assert fams[0]["sites"] == [1, 4] and fams[2]["sites"] == [6]
+
+
+def test_function_of_a_call_site_in_a_stripped_binary(tmp_path):
+    stripped = tmp_path / "builders"
+    shutil.copy(BUILDERS, stripped)
+    subprocess.run(["strip", "-s", stripped], check=True)
+    assert function_starts(stripped) == function_starts(BUILDERS) != []
+    assert function_starts(tmp_path / "nope") == [] and function_starts(__file__) == []
+    # the recursive calls in build() lie in the same function as its malloc call
+    calls = call_sites(BUILDERS, "build", "build") + call_sites(BUILDERS, "build", "malloc")
+    calls += call_sites(BUILDERS, "main", "build")
+    mods = [{"id": 0, "path": str(stripped), "system": False}]
+    sites = [{"id": i, "module": 0, "offset": a} for i, a in enumerate(calls)]
+    fn = site_functions(mods, sites)
+    assert fn[0] == fn[1] == fn[2] is not None and fn[3] not in (None, fn[0])
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    d = tmp_path_factory.mktemp("builders")
+    r = run([COHORT, "optimize", "-o", d / "out", "--", BUILDERS, "/dev/null", "10"])
+    assert r.returncode == 0, r.stderr.decode()
+    return d / "out", r.stdout.decode()
+
+
+def test_recursive_builders_get_one_group_each(planned, tmp_path):
+    out, report = planned
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["version"] == 2
+    entry = {}
+    for c in profile["contexts"]:
+        fn = profile["sites"][c["sites"][0]]["function"] if c["sites"] else None
+        entry.setdefault(fn, []).append(c)
+    # the quad-tree's four recursive calls leave dozens of contexts, one family
+    assert len(entry["build_quad"]) > 20
+    assert len({c["family"] for c in entry["build_quad"]}) == 1
+    assert len({c["family"] for c in entry["build"]}) == 1
+    assert "dropped" not in report, report
+    base = run([BUILDERS, "/dev/null", "12"])
+    r = run([BUILDERS, tmp_path / "log", "12"], env=cohort_env(plan=out / "plan"))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    groups = {kind: {g for _, g, _ in objs[kind]} for kind in ("node", "quad", "note")}
+    assert all(len(g) == 1 for g in groups.values()), groups     # each structure in one pool
+    node, quad, note = (next(iter(groups[k])) for k in ("node", "quad", "note"))
+    assert len({node, quad, note}) == 3 and -1 not in (node, quad, note)
+    plan = (out / "plan").read_text()
+    assert f"\nrest {note}\n" in plan                           # the cold notes: rest pool
