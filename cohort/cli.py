@@ -161,9 +161,10 @@ def add_plan_options(p):
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")
-    p.add_argument("--unknown-entry", default="walk", choices=("walk", "cold"),
+    p.add_argument("--unknown-entry", default="auto", choices=("walk", "cold", "auto"),
                    help="allocations entering at a site the profile never saw: walk the stack "
-                        "and test every selector, or never group them (default: walk)")
+                        "and test every selector, or never group them (to the rest pool, if any); "
+                        "auto: walk only if some selector can match such a stack (default: auto)")
 
 
 def build_parser():

@@ -17,7 +17,7 @@ from cohort.files import write_atomically
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
 
-PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="walk", entry_purity=0.98)
+PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", entry_purity=0.98)
 
 
 @dataclass
@@ -174,7 +174,7 @@ def assess(plan, contexts, costs):
 
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="walk", entry_purity=0.98, rest="pool", costs=None):
+              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None):
     """The plan for a profile. Groups whose identification costs more than
     their placement can save are dropped, one at a time, the worst first,
     and the plan made again without them. With rest="pool" every small
@@ -284,6 +284,15 @@ def assemble(profile, kept, params, notes):
             g.name = re.sub(r"^g\d+", f"g{i}", g.name)
         sites = list(dict.fromkeys(s for g in planned for conj in g.conjunctions for s in conj))
         predicted = first_match()
+
+    # An allocation entering at a site the profile never saw can match a
+    # selector only through sites seen deeper than the entry. If every
+    # conjunction holds a site only ever seen as an entry, walking such an
+    # allocation can find nothing: "auto" makes unknown entries cold.
+    if unknown_entry == "auto":
+        deep = {s for c in contexts for s in c["sites"][1:]}
+        reachable = any(all(s in deep for s in conj) for g in planned for conj in g.conjunctions)
+        unknown_entry = "walk" if reachable else "cold"
 
     # Quick-test verdicts on entry sites, the busiest entries first, within
     # the budget: "group=G" if the site alone is one of G's conjunctions and
@@ -407,8 +416,8 @@ def plan_command(profile_path, output, force=False, **params):
         raise CohortError(f"{output} exists (use --force to overwrite it)")
     if not output.parent.is_dir():
         raise CohortError(f"cannot write {output}: no directory {output.parent}")
-    if params.get("unknown_entry") not in ("walk", "cold"):
-        raise CohortError("--unknown-entry must be walk or cold")
+    if params.get("unknown_entry") not in ("walk", "cold", "auto"):
+        raise CohortError("--unknown-entry must be walk, cold or auto")
     if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1 or \
             not 0 < params.get("entry_purity", 0.98) <= 1:
         raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")

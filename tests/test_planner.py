@@ -370,6 +370,7 @@ def test_recursive_builder_gets_its_group(tmp_path):
     # exact verdicts only: the entry walks, the selector decides
     exact = make_plan(profile, entry_purity=1.0, **FREE_WALKS)
     assert exact.verdicts[1] == "walk"
+    assert exact.unknown_entry == "walk"      # its term (2, 3) lies deeper than any entry
     assert exact.predicted == {0: None, 1: None, 2: None, 3: 0, 4: 0, 5: None}
     agrees_with_runtime(exact, profile, tmp_path)
 
@@ -385,6 +386,10 @@ def test_single_hot_structure_is_a_group_of_one(tmp_path):
     assert plan.groups[0].conjunctions == [(1,)] and plan.verdicts[1] == "group=0"
     assert plan.verdicts[5] == "cold" and plan.verdicts[6] == "cold"
     assert plan.predicted == {0: 0, 1: 1, 2: 1}
+    # its only selector term is an entry site: an unseen entry cannot match
+    # it, so unknown entries are not walked
+    assert plan.unknown_entry == "cold"
+    assert make_plan(profile, unknown_entry="walk").unknown_entry == "walk"
     text = render(plan, profile)
     assert "\ngroup 1 rest" in text and "\nrest 1\n" in text
     agrees_with_runtime(plan, profile, tmp_path)
