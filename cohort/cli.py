@@ -250,8 +250,31 @@ def build_parser():
     return p
 
 
+def default_signals():
+    """Give SIGPIPE and SIGXFSZ back the default actions Python replaced with
+    "ignore" at start-up. Output into a closed pipe (`cohort explain ... | head`)
+    then ends cohort quietly, as it ends other Unix tools (status 141 in the
+    shell), and the programs cohort runs do not inherit ignored signals: an
+    ignored signal stays ignored across exec, and `cohort run` execs its target."""
+    import signal
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
+def one_line(text):
+    return " ".join(str(text).splitlines()) or "error"
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    """The command line; returns the exit status. As the program itself
+    (argv None, from sys.argv) it first restores the default signal actions
+    (default_signals); called from Python with an argv it leaves them alone."""
+    import os
+    import signal
+    if argv is None:
+        argv = sys.argv[1:]
+        default_signals()
     ours, target = split_command(argv)
     parser = build_parser()
     args = parser.parse_args(ours)
@@ -259,10 +282,24 @@ def main(argv=None):
         parser.print_help(sys.stderr)
         return 2
     try:
-        return args.func(args, target) or 0
+        status = args.func(args, target) or 0
+        sys.stdout.flush()   # a closed pipe shows here, not at exit
+        return status
     except CohortError as e:
-        sys.stderr.write(f"cohort: {e}\n")
+        sys.stderr.write(f"cohort: {one_line(e)}\n")
         return e.status
+    except BrokenPipeError:
+        # Only where SIGPIPE is blocked (or main was called from Python):
+        # stop writing to the pipe, and end as if SIGPIPE had ended us.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 128 + signal.SIGPIPE
+    except OSError as e:   # a file cohort cannot read or write
+        where = f"{e.filename}: " if e.filename else ""
+        sys.stderr.write(f"cohort: {one_line(where + (e.strerror or str(e)))}\n")
+        return 1
     except KeyboardInterrupt:
         return 130
 
