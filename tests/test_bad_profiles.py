@@ -1,0 +1,487 @@
+"""Bad profiles (issue 11): `cohort plan` and `cohort explain` on mutated
+profiles either succeed or say what is wrong in one line, never with a
+traceback and never leaving a partial plan or graph behind; output into a
+closed pipe ends quietly; valid but empty profiles are planned and explained.
+
+The fuzz part is deterministic: mutants come from a fixed-seed PRNG, from the
+bundled tiny profile (format 1) and from a profile the profiler makes of the
+recursive builders (format 2, with context families). They run in-process
+through the CLI's main(); a few also run as real processes."""
+
+import contextlib
+import io
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import COHORT, PROGRAMS, ROOT, run
+from cohort.cli import main
+from cohort.planfile import read_plan
+from cohort.profile import load_profile
+
+TINY = ROOT / "tests" / "data" / "tiny-profile.json"
+SEED = 11
+MUTANTS = 300          # per base profile
+HUGE = "9" * 100_000   # a 100,000-digit number
+
+
+@pytest.fixture(scope="module")
+def builders(tmp_path_factory):
+    """A format-2 profile with families, made by the profiler (a fraction of a second)."""
+    out = tmp_path_factory.mktemp("builders") / "builders.json"
+    r = run([COHORT, "profile", "-o", out, "--", PROGRAMS / "builders", os.devnull, "3"])
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(out.read_text())["version"] == 2
+    return out
+
+
+def cli(*argv):
+    """main(argv) in this process: (status, stdout, stderr). Output goes
+    through strict UTF-8 streams, as to a terminal, so text that cannot be
+    written fails here as it would there."""
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([str(a) for a in argv])
+    out.flush()
+    err.flush()
+    return status, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()
+
+
+# ---- mutants -----------------------------------------------------------------
+
+def slots(node, path=()):
+    """Every (path, value) in a JSON document, containers included."""
+    yield path, node
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from slots(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from slots(v, path + (i,))
+
+
+def put(doc, path, value):
+    node = doc
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+
+
+def references(doc):
+    """Paths of the ids that point into another list, with that list's length:
+    a site's module, a context's sites, graph nodes and edge ends, families."""
+    n = {k: len(doc.get(k) or []) for k in ("modules", "sites", "contexts", "families")}
+    refs = [(("sites", i, "module"), n["modules"]) for i in range(n["sites"])]
+    for i, c in enumerate(doc["contexts"]):
+        refs += [(("contexts", i, "sites", j), n["sites"]) for j in range(len(c["sites"]))]
+        if "family" in c:
+            refs.append((("contexts", i, "family"), n["families"]))
+    for graph, size in (("graph", n["contexts"]), ("family_graph", n["families"])):
+        if graph in doc:
+            refs += [((graph, "nodes", j), size) for j in range(len(doc[graph]["nodes"]))]
+            refs += [((graph, "edges", j, e), size) for j in range(len(doc[graph]["edges"])) for e in (0, 1)]
+    for i, f in enumerate(doc.get("families") or []):
+        refs += [(("families", i, "contexts", j), n["contexts"]) for j in range(len(f["contexts"]))]
+        refs += [(("families", i, "sites", j), n["sites"]) for j in range(len(f["sites"]))]
+    for key in ("modules", "sites", "contexts", "families"):
+        refs += [((key, i, "id"), n[key]) for i in range(n[key])]
+    return refs
+
+
+def mutate(text, rnd):
+    """(description, mutant text) of one random mutation of a profile's text."""
+    kind = rnd.choice(["flip", "byte", "truncate", "line", "key", "type", "huge", "range", "range",
+                       "string", "string", "nonfinite", "float", "two"])
+    raw = text.encode()
+    if kind == "flip":
+        i = rnd.randrange(len(raw))
+        return f"bit flip at byte {i}", (raw[:i] + bytes([raw[i] ^ (1 << rnd.randrange(8))]) + raw[i + 1:])
+    if kind == "byte":
+        i = rnd.randrange(len(raw))
+        return f"byte {i} replaced", raw[:i] + bytes([rnd.randrange(256)]) + raw[i + 1:]
+    if kind == "truncate":
+        i = rnd.randrange(len(raw))
+        return f"truncated at byte {i}", raw[:i]
+    if kind == "line":
+        lines = text.splitlines(keepends=True)
+        i = rnd.randrange(len(lines))
+        return f"line {i + 1} deleted", "".join(lines[:i] + lines[i + 1:]).encode()
+    if kind == "two":   # two mutations at once
+        what1, once = mutate(text, rnd)
+        try:
+            what2, twice = mutate(once.decode(), rnd)
+        except (ValueError, LookupError, TypeError, AttributeError):
+            # not text, not JSON or not shaped like a profile any more: cut it short instead
+            i = rnd.randrange(len(once))
+            what2, twice = f"truncated at byte {i}", once[:i]
+        return f"{what1}, then {what2}", twice
+
+    doc = json.loads(text)
+    everything = list(slots(doc))
+    if kind == "key":
+        keyed = [(p, v) for p, v in everything if isinstance(v, dict) and v]
+        path, node = rnd.choice(keyed)
+        key = rnd.choice(sorted(node))
+        del node[key]
+        what = f"key {'/'.join(map(str, path + (key,)))} deleted"
+    elif kind == "type":
+        path, _ = rnd.choice(everything[1:])
+        new = rnd.choice(["text", 1.5, -3, 0, None, True, [], {}, [0, 1], {"id": 0}])
+        put(doc, path, new)
+        what = f"{'/'.join(map(str, path))} = {new!r}"
+    elif kind in ("huge", "nonfinite", "float"):
+        numbers = [(p, v) for p, v in everything if type(v) in (int, float)]
+        path, v = rnd.choice(numbers)
+        if kind == "huge":
+            new = rnd.choice(["@HUGE@", "@-HUGE@", 10 ** 30, -(10 ** 30), 2 ** 64, 2 ** 63, 1e308, 1e999])
+        elif kind == "nonfinite":
+            new = rnd.choice([float("nan"), float("inf"), float("-inf")])
+        else:
+            new = v + 0.5 if rnd.random() < 0.5 else float(v)
+        put(doc, path, new)
+        what = f"{'/'.join(map(str, path))} = {str(new)[:12]}"
+    elif kind == "range":
+        path, n = rnd.choice(references(doc))
+        new = rnd.choice([-1, n, n + 1, n + 1000, 2 ** 63, 2 ** 64 + 1, -(2 ** 64)])
+        put(doc, path, new)
+        what = f"{'/'.join(map(str, path))} = {new} (of {n})"
+    else:   # a lone surrogate, or a line break or control character in a name
+        strings = [(p, v) for p, v in everything if isinstance(v, str)]
+        path, v = rnd.choice(strings)
+        new = rnd.choice(["\ud800", v + "\udfff", "\udc80" + v, v + "\nend", v + "\u2028site 0", "\x00" + v, ""])
+        put(doc, path, new)
+        what = f"{'/'.join(map(str, path))} = {new!a}"
+    out = json.dumps(doc, indent=1)   # NaN and Infinity as JSON's usual extensions
+    out = out.replace('"@HUGE@"', HUGE).replace('"@-HUGE@"', "-" + HUGE)
+    return what, out.encode()
+
+
+def mutants(text, count, seed):
+    rnd = random.Random(seed)
+    for _ in range(count):
+        yield mutate(text, rnd)
+
+
+def test_mutants_are_deterministic():
+    text = TINY.read_text()
+    assert list(mutants(text, 40, SEED)) == list(mutants(text, 40, SEED))
+
+
+# ---- the fuzz test ---------------------------------------------------------
+
+def check_failure(status, out, err, prefix):
+    """A refusal: non-zero status and one line `cohort: ...` on stderr."""
+    problems = []
+    if status == 0:
+        problems.append("exit status 0 with an error")
+    if err.count("\n") != 1 or not err.startswith(prefix):
+        problems.append(f"stderr is not one line starting {prefix!r}: {err[:300]!r}")
+    if "Traceback" in err or "Traceback" in out:
+        problems.append("a traceback")
+    return problems
+
+
+def try_mutant(tmp, n, what, data, plan=None, graph=True):
+    """Plan and explain one mutant: (what went wrong, whether it was accepted)."""
+    prof = tmp / f"m{n}.json"
+    prof.write_bytes(data)
+    plan_out, svg = tmp / f"m{n}.plan", tmp / f"m{n}.svg"
+    problems, accepted = [], False
+    try:
+        status, out, err = cli("plan", prof, "-o", plan_out)
+        if status == 0:
+            read_plan(plan_out)   # a plan that was written parses
+            if err.splitlines()[-1:] != [f"cohort: wrote {plan_out}"]:
+                problems.append(f"plan: unexpected stderr {err[:300]!r}")
+        else:
+            problems += [f"plan: {p}" for p in check_failure(status, out, err, f"cohort: {prof}: ")]
+            if plan_out.exists():
+                problems.append("plan: a plan file was left behind")
+        accepted = status == 0
+        status, out, err = cli("explain", prof, "--graph", svg if graph else "-")
+        if status == 0:
+            if not accepted:
+                problems.append("explain accepts what plan refused")
+            if graph and not svg.read_text().rstrip().endswith("</svg>"):
+                problems.append("explain: graph is not a whole SVG")
+        else:
+            problems += [f"explain: {p}" for p in check_failure(status, out, err, f"cohort: {prof}: ")]
+            if svg.exists():
+                problems.append("explain: a graph file was left behind")
+            if accepted:
+                problems.append("explain refuses what plan accepted")
+        if plan is not None:   # with a good plan made from the original profile
+            status, out, err = cli("explain", prof, plan, "--graph", "-")
+            if status != 0:
+                problems += [f"explain with plan: {p}" for p in check_failure(status, out, err, "cohort: ")]
+    except Exception as e:  # noqa: BLE001 -- any exception is what this test looks for
+        problems.append(f"{type(e).__name__}: {str(e)[:200]}")
+    leftovers = [p.name for p in tmp.iterdir() if p not in (prof, plan_out, svg)]
+    if leftovers:
+        problems.append(f"files left behind: {leftovers}")
+    for p in (prof, plan_out, svg):
+        p.unlink(missing_ok=True)
+    return [f"mutant {n} ({what}): {p}" for p in problems], accepted
+
+
+def fuzz(base, tmp_path, seed, graph_every=1, with_plan=False):
+    plan = None
+    work = tmp_path / "mutants"
+    work.mkdir()
+    if with_plan:
+        plan = tmp_path / "good.plan"
+        assert cli("plan", base, "-o", plan)[0] == 0
+    problems, accepted = [], 0
+    for n, (what, data) in enumerate(mutants(base.read_text(), MUTANTS, seed)):
+        found, ok = try_mutant(work, n, what, data, plan=plan if n % 3 == 0 else None,
+                               graph=n % graph_every == 0)
+        problems += found
+        accepted += ok
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:30])
+    assert accepted < MUTANTS / 2   # most mutants are corrupt, and are refused
+
+
+def test_fuzz_tiny_profile(tmp_path):
+    fuzz(TINY, tmp_path, SEED, with_plan=True)
+
+
+def test_fuzz_profiled_builders(builders, tmp_path):
+    fuzz(builders, tmp_path, SEED + 1, graph_every=10, with_plan=True)
+
+
+# ---- named defects: the message says what and where -------------------------
+
+def edit(doc, change):
+    doc = json.loads(json.dumps(doc))
+    change(doc)
+    return doc
+
+
+CASES = [   # (name, change to the tiny profile, or raw text; what the message must say)
+    ("huge number", lambda d: put(d, ("sites", 0, "offset"), "@HUGE@"), "more than 4300 digits"),
+    ("NaN", lambda d: put(d, ("graph", "coverage"), float("nan")), "NaN, which JSON does not allow"),
+    ("Infinity", lambda d: put(d, ("contexts", 0, "accesses"), float("inf")), "Infinity"),
+    ("float id", lambda d: put(d, ("contexts", 0, "sites", 0), 1.0), "contexts[0].sites[0]: 1.0 is no site id"),
+    ("float count", lambda d: put(d, ("contexts", 1, "allocations"), 1.5), "contexts[1].allocations: 1.5"),
+    ("bool count", lambda d: put(d, ("totals", "accesses"), True), "totals.accesses: true"),
+    ("string for int", lambda d: put(d, ("parameters", "max_size"), "4096"), "parameters.max_size: '4096'"),
+    ("negative module", lambda d: put(d, ("sites", 3, "module"), -1), "sites[3].module: -1"),
+    ("module out of range", lambda d: put(d, ("sites", 3, "module"), 3), "not an integer from 0 to 2"),
+    ("site out of range", lambda d: put(d, ("contexts", 2, "sites", 1), 15), "the profile has 15 sites"),
+    ("node out of range", lambda d: put(d, ("graph", "nodes", 1), 3), "graph.nodes[1]: 3 is no context id"),
+    ("edge to no node", lambda d: put(d, ("graph", "edges", 0, 1), 2), "not one of the graph's nodes"),
+    ("edge out of order", lambda d: put(d, ("graph", "edges", 0), [1, 0, 5]), "not in order"),
+    ("zero weight", lambda d: put(d, ("graph", "edges", 0, 2), 0), "weight 0"),
+    ("node twice", lambda d: put(d, ("graph", "nodes"), [0, 0]), "listed twice"),
+    ("id out of order", lambda d: put(d, ("contexts", 1, "id"), 2), "contexts[1].id: 2"),
+    ("offset too big", lambda d: put(d, ("sites", 1, "offset"), 2 ** 64), "sites[1].offset"),
+    ("lone surrogate", lambda d: put(d, ("sites", 1, "function"), "new_\udc80"), "lone surrogate"),
+    ("surrogate in argv", lambda d: put(d, ("target", "argv", 0), "\ud800"), "target.argv[0]"),
+    ("newline in a name", lambda d: put(d, ("sites", 1, "file"), "a.c\nend"), "line break"),
+    ("control in a path", lambda d: put(d, ("modules", 1, "path"), "/x\x1b[2J"), "modules[1].path"),
+    ("build id not hex", lambda d: put(d, ("modules", 1, "build_id"), "xyz"), "not hex digits"),
+    ("unknown call kind", lambda d: put(d, ("sites", 1, "call"), "jump"), "sites[1].call: 'jump'"),
+    ("no totals", lambda d: d.pop("totals"), "profile: no 'totals'"),
+    ("no argv", lambda d: put(d, ("target", "argv"), []), "target.argv: empty"),
+    ("version true", lambda d: put(d, ("version",), True), "profile version true is not supported"),
+    ("version 1.0", lambda d: put(d, ("version",), 1.0), "profile version 1.0 is not supported"),
+    ("list", "[1, 2]", "not a Cohort profile"),
+    ("truncated", None, "bad JSON at line"),
+    ("not UTF-8", b'{"format": "\xff"}', "not UTF-8 text"),
+    ("deep", "[" * 100_000 + "]" * 100_000, "not a profile"),
+]
+
+
+def write_case(path, change):
+    good = json.loads(TINY.read_text())
+    if change is None:
+        data = TINY.read_bytes()[:len(TINY.read_bytes()) // 2]
+    elif isinstance(change, bytes):
+        data = change
+    elif isinstance(change, str):
+        data = change.encode()
+    else:
+        data = json.dumps(edit(good, change), indent=1).replace('"@HUGE@"', HUGE).encode()
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("name,change,message", CASES, ids=[c[0] for c in CASES])
+def test_named_defects(tmp_path, name, change, message):
+    prof = tmp_path / "p.json"
+    write_case(prof, change)
+    for argv in (["plan", prof, "-o", tmp_path / "plan"], ["explain", prof, "--graph", tmp_path / "g.svg"]):
+        status, out, err = cli(*argv)
+        assert status == 2 and out == "", (name, err)
+        assert err.startswith(f"cohort: {prof}: ") and err.count("\n") == 1, err
+        assert message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+def test_families_must_partition_the_contexts(builders, tmp_path):
+    doc = json.loads(builders.read_text())
+    big = max(doc["families"], key=lambda f: len(f["contexts"]))
+    moved = big["contexts"][-1]
+    other = next(f for f in doc["families"] if f is not big)
+    cases = {
+        "context in two families": (lambda d: d["families"][other["id"]]["contexts"].append(moved),
+                                    f"context {moved} is also in family"),
+        "context in no family": (lambda d: d["families"][big["id"]]["contexts"].remove(moved),
+                                 f"contexts[{moved}]: in no family"),
+        "wrong family field": (lambda d: put(d, ("contexts", moved, "family"), other["id"]),
+                               f"contexts[{moved}].family"),
+        "family graph node": (lambda d: d["family_graph"]["nodes"].append(len(d["families"])),
+                              "is no family id"),
+        "no family graph": (lambda d: d.pop("family_graph"), "no 'family_graph'"),
+        "no function_start": (lambda d: d["sites"][0].pop("function_start"), "sites[0]: no 'function_start'"),
+    }
+    for name, (change, message) in cases.items():
+        prof = tmp_path / "p.json"
+        prof.write_text(json.dumps(edit(doc, change)))
+        status, _, err = cli("plan", prof, "-o", tmp_path / "plan")
+        assert status == 2 and message in err and err.count("\n") == 1, (name, err)
+        assert not (tmp_path / "plan").exists()
+
+
+def test_subprocess_refusals_are_one_line(tmp_path):
+    """The real exit path: bin/cohort in its own process."""
+    for name, change, message in [CASES[0], CASES[9], CASES[17]]:
+        prof = tmp_path / f"{name.replace(' ', '-')}.json"
+        write_case(prof, change)
+        for argv in (["plan", prof, "-o", tmp_path / "plan"], ["explain", prof, "--graph", "-"]):
+            r = run([COHORT, *argv])
+            err = r.stderr.decode()
+            assert r.returncode == 2 and r.stdout == b"", err
+            assert err.startswith(f"cohort: {prof}: ") and err.count("\n") == 1 and message in err, err
+            assert "Traceback" not in err
+            assert not (tmp_path / "plan").exists()
+
+
+def test_mutant_in_a_subprocess(tmp_path):
+    """A few fuzz mutants through bin/cohort, as they come."""
+    text = TINY.read_text()
+    for n, (what, data) in enumerate(mutants(text, 4, SEED + 100)):
+        prof = tmp_path / f"m{n}.json"
+        prof.write_bytes(data)
+        r = run([COHORT, "plan", prof, "-o", tmp_path / f"m{n}.plan"])
+        err = r.stderr.decode()
+        assert "Traceback" not in err, (what, err)
+        if r.returncode == 0:
+            read_plan(tmp_path / f"m{n}.plan")
+        else:
+            assert err.startswith(f"cohort: {prof}: ") and err.count("\n") == 1, (what, err)
+            assert not (tmp_path / f"m{n}.plan").exists()
+
+
+def test_load_profile_is_linear(tmp_path):
+    """20,000 contexts of 20 sites each: checked in a fraction of a second."""
+    import time
+    doc = json.loads(TINY.read_text())
+    rnd = random.Random(SEED)
+    n = 20_000
+    ctx = doc["contexts"][0]
+    doc["contexts"] = [dict(ctx, id=i, sites=[rnd.randrange(len(doc["sites"])) for _ in range(20)])
+                       for i in range(n)]
+    doc["graph"] = {"nodes": list(range(0, n, 2)), "edges": [[i, i + 2, 5] for i in range(0, n - 2, 2)],
+                    "coverage": 0.9, "dropped_contexts": n // 2}
+    prof = tmp_path / "big.json"
+    prof.write_text(json.dumps(doc))
+    start = time.process_time()
+    assert len(load_profile(prof)["contexts"]) == n
+    assert time.process_time() - start < 3
+
+
+# ---- valid but empty -------------------------------------------------------
+
+def cold(doc, empty_graph_only=False):
+    """All contexts cold (no accesses), or only the graphs emptied."""
+    if not empty_graph_only:
+        for c in doc["contexts"]:
+            c["accesses"] = c["macro_accesses"] = 0
+        doc["totals"].update(accesses=0, macro_accesses=0, threads=0, weight=0, edges_before_filter=0,
+                             weight_before_filter=0)
+    doc["graph"].update(nodes=[], edges=[], coverage=0.0, dropped_contexts=len(doc["contexts"]))
+    if "family_graph" in doc:
+        doc["family_graph"].update(nodes=[], edges=[], coverage=0.0)
+    return doc
+
+
+def no_contexts(doc):
+    doc.update(contexts=[], sites=[], modules=[])
+    cold(doc)
+    if "families" in doc:
+        doc["families"] = []
+    return doc
+
+
+@pytest.mark.parametrize("base", ["tiny", "builders"])
+@pytest.mark.parametrize("shape", ["all cold", "empty graph", "no contexts"])
+def test_empty_profiles_make_plans_without_groups(builders, tmp_path, base, shape):
+    doc = json.loads((TINY if base == "tiny" else builders).read_text())
+    doc = {"all cold": cold, "empty graph": lambda d: cold(d, empty_graph_only=True),
+           "no contexts": no_contexts}[shape](doc)
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(doc, indent=1))
+    load_profile(prof)
+    status, out, err = cli("plan", prof, "-o", tmp_path / "plan")
+    assert status == 0, err
+    plan = read_plan(tmp_path / "plan")
+    assert plan["selects"] == [] and plan["groups"] in ([], ["rest"])
+    assert out.startswith("0 groups")
+    status, out, err = cli("explain", prof, "--graph", tmp_path / "g.svg")
+    assert status == 0, err
+    assert (tmp_path / "g.svg").read_text().rstrip().endswith("</svg>")
+    status, out, err = cli("explain", prof, tmp_path / "plan", "--graph", "-")
+    assert status == 0, err
+
+
+# ---- output into a closed pipe -----------------------------------------------
+
+def closed_pipe_run(argv, block_sigpipe=False):
+    """Run bin/cohort with stdout a pipe nobody reads (its read end closed)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        block = (lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGPIPE])) if block_sigpipe else None
+        return subprocess.run([str(a) for a in argv], stdout=w, stderr=subprocess.PIPE, timeout=120,
+                              preexec_fn=block)
+    finally:
+        os.close(w)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    """As with other Unix tools: SIGPIPE ends cohort, without a traceback
+    (status 141 in a shell); where SIGPIPE is blocked, status 141 all the same."""
+    for block in (False, True):
+        for argv in ([COHORT, "explain", TINY, "--graph", "-"],
+                     [COHORT, "plan", TINY, "-o", tmp_path / f"plan{block}"],
+                     *([[COHORT, "--help"]] if not block else [])):   # argparse hides EPIPE itself
+            r = closed_pipe_run(argv, block_sigpipe=block)
+            assert r.returncode == (141 if block else -signal.SIGPIPE), (argv, r.returncode, r.stderr)
+            assert b"Traceback" not in r.stderr and b"Error" not in r.stderr, r.stderr
+        read_plan(tmp_path / f"plan{block}")   # the plan was written before the report
+
+
+def test_pipeline_into_head(builders, tmp_path):
+    script = (f'"{COHORT}" explain "{builders}" --top 5000 --graph - | head -1; echo "status ${{PIPESTATUS[0]}}" >&2; '
+              f'"{COHORT}" plan "{builders}" -o "{tmp_path}/plan" | head -c 10; echo "status ${{PIPESTATUS[0]}}" >&2')
+    r = run(["bash", "-c", script])
+    err = r.stderr.decode()
+    assert r.stdout.decode().startswith("Profile of: "), r.stdout
+    assert "Traceback" not in err and "Error" not in err, err
+    assert re.findall(r"status (\d+)", err)[0] in ("0", "141"), err
+
+
+def test_programs_cohort_runs_do_not_inherit_an_ignored_sigpipe():
+    """Python ignores SIGPIPE; `cohort run` execs its target, and an ignored
+    signal stays ignored across exec. The target must get the default."""
+    r = run([COHORT, "run", "--", "grep", "SigIgn", "/proc/self/status"])
+    assert r.returncode == 0, r.stderr
+    ignored = int(r.stdout.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1)), hex(ignored)
+    assert not ignored & (1 << (signal.SIGXFSZ - 1)), hex(ignored)
