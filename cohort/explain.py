@@ -66,11 +66,19 @@ def worth_lines(profile, names, group_of, walks, rest):
     as the planner prices them (docs/planner.md)."""
     verdict, stop = walks
     costs = planner.COST_DEFAULTS
-    weight = [0] * len(names)
-    for x, y, w in profile["graph"]["edges"]:
-        gx, gy = group_of.get(x), group_of.get(y)
-        if gx is not None and gx == gy and gx != rest:
-            weight[gx] += w
+    inside, outside = [0] * len(names), [0] * len(names)
+    if profile.get("families") is not None:   # the graph the planner grouped
+        node_group = {f["id"]: group_of.get(f["contexts"][0]) for f in profile["families"]}
+        graph = profile["family_graph"]
+    else:
+        node_group, graph = group_of, profile["graph"]
+    for x, y, w in graph["edges"]:
+        gx, gy = node_group.get(x), node_group.get(y)
+        if gx is not None and gx == gy:
+            inside[gx] += w
+        else:
+            for g in {gx, gy} - {None}:
+                outside[g] += w
     walked = {}
     for c in profile["contexts"]:
         if not c["sites"] or verdict(c["sites"][0]) != "walk":
@@ -88,8 +96,9 @@ def worth_lines(profile, names, group_of, walks, rest):
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
-            out[g] = (f"worth: saves at most {weight[g] * costs['miss_ns'] / 1e6:.2f} ms "
-                      f"({weight[g]} affinitive accesses inside it); identification: {ident}")
+            saving = max(0, inside[g] - outside[g]) * costs["miss_ns"]
+            out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
+                      f"inside it, {outside[g]} with objects outside it); identification: {ident}")
     return out
 
 

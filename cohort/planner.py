@@ -31,6 +31,7 @@ class PlannedGroup:
     conjunctions: list
     conflicts: list
     unidentifiable: list
+    nodes: list = field(default_factory=list)   # its nodes in the graph (families or contexts)
 
 
 @dataclass
@@ -117,18 +118,23 @@ COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5}
 
 @dataclass
 class Worth:
-    """Why a group is worth having: what its placement can save at most (its
-    internal affinity, priced at one avoided miss per affinitive access) and
+    """Why a group is worth having: what its placement can save at most and
     what identifying its objects costs (the stack walks it makes necessary),
-    both in ns over the profiled run."""
+    both in ns over the profiled run. A pool of its own brings the group's
+    objects together (`inside`: the affinity among them) but takes them away
+    from the objects they were allocated among in the shared rest pool
+    (`outside`: their affinity with every context outside the group); what
+    it can save is the difference, priced at one avoided miss per access."""
+    inside: int
+    outside: int
     saving_ns: float
-    walk_ns: float
-    walked_allocations: int
-    frames: float                      # mean frames per walk charged to it
+    walk_ns: float = 0.0
+    walked_allocations: int = 0
+    frames: float = 0.0                # mean frames per walk charged to it
 
     @property
     def pays(self):
-        return self.saving_ns >= self.walk_ns
+        return self.inside > self.outside and self.saving_ns >= self.walk_ns
 
 
 def walk_frames(context, stops):
@@ -140,9 +146,10 @@ def walk_frames(context, stops):
     return len(context["sites"]) + 2
 
 
-def assess(plan, contexts, costs):
-    """Worth of each planned group. Every walked allocation is charged to the
-    groups its entry site walks for, shared by their allocations there."""
+def assess(plan, contexts, edges, costs):
+    """Worth of each planned group. `edges`: the graph's {(x, y): weight}
+    over the groups' nodes. Every walked allocation is charged to the groups
+    its entry site walks for, shared by their allocations there."""
     sites_walk = {}
     for c in contexts:
         if not c["sites"]:
@@ -159,8 +166,13 @@ def assess(plan, contexts, costs):
         g = plan.predicted.get(c["id"])
         if g is not None:
             w["groups"][g] = w["groups"].get(g, 0) + c["allocations"]
-    worth = [Worth(saving_ns=g.weight * costs["miss_ns"], walk_ns=0.0, walked_allocations=0, frames=0.0)
-             for g in plan.groups]
+    worth = []
+    for g in plan.groups:
+        nodes = set(g.nodes)
+        inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
+        outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
+        worth.append(Worth(inside=inside, outside=outside,
+                           saving_ns=max(0, inside - outside) * costs["miss_ns"]))
     for w in sites_walk.values():
         share = sum(w["groups"].values())
         for g, n in w["groups"].items():
@@ -185,7 +197,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
     for g in formed:   # from graph nodes (families) to their contexts
-        g.members = [c for n in g.members for c in members[n]]
+        g.nodes = g.members
+        g.members = [c for n in g.nodes for c in members[n]]
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
     notes = []
@@ -204,16 +217,24 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     while True:
         plan = assemble(profile, kept, params, list(notes))
-        plan.worth = assess(plan, contexts, costs)
+        plan.worth = assess(plan, contexts, edges, costs)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays]
         if not losers:
             break
-        i = max(losers, key=lambda i: plan.worth[i].walk_ns - plan.worth[i].saving_ns)
+        i = max(losers, key=lambda i: (plan.worth[i].outside - plan.worth[i].inside) * costs["miss_ns"]
+                + plan.worth[i].walk_ns - plan.worth[i].saving_ns)
         g, w = plan.groups[i], plan.worth[i]
-        notes.append(f"group around context {g.members[0]} dropped: identifying it costs more than "
-                     f"its placement can save ({w.walked_allocations} stack walks of {w.frames:.1f} "
-                     f"frames, about {w.walk_ns / 1e6:.1f} ms, against at most "
-                     f"{w.saving_ns / 1e6:.1f} ms from {g.weight} affinitive accesses)")
+        if w.inside <= w.outside:
+            notes.append(f"group around context {g.members[0]} dropped: its objects are used with "
+                         f"objects outside it ({w.outside} affinitive accesses) at least as much as "
+                         f"with each other ({w.inside}); a pool of its own would take them away "
+                         f"from those")
+        else:
+            notes.append(f"group around context {g.members[0]} dropped: identifying it costs more "
+                         f"than its placement can save ({w.walked_allocations} stack walks of "
+                         f"{w.frames:.1f} frames, about {w.walk_ns / 1e6:.1f} ms, against at most "
+                         f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
+                         f"it less {w.outside} with objects outside it)")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     if rest == "pool":
@@ -255,7 +276,7 @@ def assemble(profile, kept, params, notes):
             weight=g.weight, score=g.score, accesses=popularity[sel.group],
             allocations=sum(contexts[m]["allocations"] for m in g.members),
             conjunctions=sel.conjunctions, conflicts=sel.conflicts,
-            unidentifiable=sel.unidentifiable))
+            unidentifiable=sel.unidentifiable, nodes=getattr(g, "nodes", g.members)))
 
     # What the runtime will decide for every profiled context (first match).
     def first_match():
@@ -386,7 +407,7 @@ def report(plan, profile):
                    f"{g.accesses} accesses, internal weight {g.weight}, score {g.score:.0f}, "
                    f"{len(g.conjunctions)} selector terms")
         if i < len(plan.worth):
-            out.append(f"    worth: {worth_text(plan.worth[i], g.weight)}")
+            out.append(f"    worth: {worth_text(plan.worth[i])}")
         if g.conflicts:
             extra = sum(contexts[c]["allocations"] for c in g.conflicts)
             out.append(f"    conflicts: its selector also matches {len(g.conflicts)} other contexts "
@@ -402,11 +423,11 @@ def report(plan, profile):
     return "\n".join(out)
 
 
-def worth_text(w, weight):
+def worth_text(w):
     walks = (f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.2f} ms"
              if w.walked_allocations else "no stack walk (decided by entry or stop sites)")
-    return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({weight} affinitive accesses); "
-            f"identification: {walks}")
+    return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
+            f"{w.outside} with objects outside it); identification: {walks}")
 
 
 def plan_command(profile_path, output, force=False, **params):

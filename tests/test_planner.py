@@ -424,7 +424,7 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     assert plan.groups == [] and plan.rest == 0
     assert plan.predicted == {0: 0, 1: 0}           # both in the rest pool, no walk
     note = next(n for n in plan.notes if "costs more than its placement can save" in n)
-    assert "2000000 stack walks of 6.5 frames" in note and "100000 affinitive accesses" in note
+    assert "2000000 stack walks of 6.5 frames" in note and "100000 affinitive accesses inside" in note
     agrees_with_runtime(plan, profile, tmp_path)
     assert "rest" in report(plan, profile)
     # the same shape with heavy affinity (about 40 affinitive accesses per
@@ -432,7 +432,7 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     rich = make_plan(churn_profile(affinity=80_000_000, accesses=90_000_000))
     assert len(rich.groups) == 1 and rich.worth[0].pays
     assert rich.worth[0].walked_allocations == 2_000_000
-    assert "2000000 stack walks of 6.5 frames" in worth_text(rich.worth[0], rich.groups[0].weight)
+    assert "2000000 stack walks of 6.5 frames" in worth_text(rich.worth[0])
     # walks priced at nothing: HALO's plan, every group kept
     assert len(make_plan(profile, costs={"walk_ns": 0, "frame_ns": 0}).groups) == 1
 
@@ -446,4 +446,25 @@ def test_profile_without_hot_contexts_plans_no_group_and_says_why(tmp_path, node
     assert plan.groups == [] and plan.rest == 0
     why = "graph is empty" if nodes == "empty" else "--group-threshold"
     assert any(n.startswith("no groups") and why in n for n in plan.notes), plan.notes
+    agrees_with_runtime(plan, profile, tmp_path)
+
+
+def test_group_more_affine_outside_than_inside_is_dropped(tmp_path):
+    """A list whose nodes are walked with the shapes they point to (made by
+    other contexts): HALO's density keeps the list alone (its loop is dense),
+    but a pool of its own would take each node away from its shape, which
+    the shared rest pool keeps beside it. A group of objects used with each
+    other more than with anything else stays."""
+    from cohort.planner import make_plan
+    ctxs = [(0, [1, 9], 10000, 120000), (1, [2, 3, 9], 3333, 90000), (2, [4, 5, 9], 3333, 70000),
+            (3, [6, 9], 10000, 1500000)]
+    edges = [(0, 0, 100000), (0, 1, 66000), (0, 2, 46000), (1, 2, 30000), (1, 1, 3000), (2, 2, 3000),
+             (3, 3, 37000), (0, 3, 12000), (1, 3, 5000), (2, 3, 3000)]
+    profile = shape_profile(ctxs, edges, 2_000_000)
+    plan = make_plan(profile)
+    assert [g.members for g in plan.groups] == [[3]]
+    assert plan.worth[0].inside == 37000 and plan.worth[0].outside == 20000
+    dropped = [n for n in plan.notes if "used with objects outside it" in n]
+    assert len(dropped) == 2 and any("context 0 dropped" in n for n in dropped)
+    assert plan.predicted == {0: 1, 1: 1, 2: 1, 3: 0}
     agrees_with_runtime(plan, profile, tmp_path)
