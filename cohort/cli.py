@@ -297,7 +297,8 @@ def main(argv=None):
             pass
         return 128 + signal.SIGPIPE
     except OSError as e:   # a file cohort cannot read or write
-        where = f"{e.filename}: " if e.filename else ""
+        name = e.filename2 or e.filename   # rename's destination, else the file
+        where = f"{name}: " if name else ""
         sys.stderr.write(f"cohort: {one_line(where + (e.strerror or str(e)))}\n")
         return 1
     except KeyboardInterrupt:

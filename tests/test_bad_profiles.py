@@ -485,3 +485,10 @@ def test_programs_cohort_runs_do_not_inherit_an_ignored_sigpipe():
     ignored = int(r.stdout.split()[1], 16)
     assert not ignored & (1 << (signal.SIGPIPE - 1)), hex(ignored)
     assert not ignored & (1 << (signal.SIGXFSZ - 1)), hex(ignored)
+
+
+def test_a_file_cohort_cannot_write_is_one_line(tmp_path):
+    (tmp_path / "plan").mkdir()
+    status, out, err = cli("plan", TINY, "-o", tmp_path / "plan", "--force")
+    assert status == 1 and err == f"cohort: {tmp_path / 'plan'}: Is a directory\n", err
+    assert [p.name for p in tmp_path.iterdir()] == ["plan"]   # no temporary file left
