@@ -16,6 +16,7 @@ from cohort.files import write_atomically
 
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
+MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the default chunk size / 8
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", entry_purity=0.98)
 
@@ -214,6 +215,10 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
         kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]
+    if not MIN_MAX_SIZE <= profile["parameters"]["max_size"] <= MAX_MAX_SIZE:
+        notes.append(f"the plan's max-size is {MIN_MAX_SIZE if profile['parameters']['max_size'] < 8 else MAX_MAX_SIZE} "
+                     f"bytes, not the profile's {profile['parameters']['max_size']}: the runtime groups "
+                     f"objects of {MIN_MAX_SIZE} bytes to an eighth of its 1 MiB chunks")
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     while True:
         plan = assemble(profile, kept, params, list(notes))
@@ -361,7 +366,8 @@ def assemble(profile, kept, params, notes):
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
     return Plan(groups=planned, rejected=[], sites=sites, verdicts=verdicts, stops=stops,
                 modules=modules,
-                unknown_entry=unknown_entry, max_size=profile["parameters"]["max_size"],
+                unknown_entry=unknown_entry,
+                max_size=min(max(profile["parameters"]["max_size"], MIN_MAX_SIZE), MAX_MAX_SIZE),
                 predicted=predicted, notes=notes)
 
 

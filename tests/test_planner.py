@@ -468,3 +468,11 @@ def test_group_more_affine_outside_than_inside_is_dropped(tmp_path):
     assert len(dropped) == 2 and any("context 0 dropped" in n for n in dropped)
     assert plan.predicted == {0: 1, 1: 1, 2: 1, 3: 0}
     agrees_with_runtime(plan, profile, tmp_path)
+
+
+def test_max_size_is_kept_within_the_runtime_limits():
+    from cohort.planner import make_plan
+    profile = shape_profile([(0, [1], 10, 3)], [], 1000)
+    profile["parameters"]["max_size"] = 1_000_000      # `cohort profile --max-size` takes any
+    plan = make_plan(profile)
+    assert plan.max_size == 131072 and any("max-size is 131072" in n for n in plan.notes)
