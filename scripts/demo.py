@@ -112,8 +112,8 @@ def main():
     ident = st["identification"]
     print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
           f"{ident.get('stop', 0):,} by a walk that ended at a stop site, "
-          f"{ident['walk_group']:,} by a full walk, {ident['walk_none']:,} walked and not grouped, "
-          f"{ident['cold']:,} rejected by the quick test")
+          f"{ident['walk_group']:,} by a full walk, {ident['walk_none']:,} walked and matching no selector, "
+          f"{ident['cold']:,} turned away by the quick test (both go to the rest pool, if the plan has one)")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")
