@@ -1,7 +1,10 @@
 """make bench: every workload with an inputs file, through `cohort bench`
 (profile on train, plan, time on ref, cachegrind on its own input), then one
 report: results/report.md. BENCH_TRIALS (default 10) and BENCH_WORKLOADS
-(comma-separated) narrow it down."""
+(comma-separated) narrow it down. A workload that reads standard input
+(`PHASE-stdin:` lines in its inputs file) gets each phase's input generated
+into its results directory and passed as --train-stdin, --stdin (the timed
+runs) and --cachegrind-stdin."""
 
 import os
 import subprocess
@@ -14,6 +17,24 @@ from cohort import workloads  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
+STDIN_OPTIONS = {"train": "--train-stdin", "ref": "--stdin", "cachegrind": "--cachegrind-stdin"}
+
+
+def bench_takes_stdin():
+    """Whether this cohort's bench has the standard-input options."""
+    r = subprocess.run([str(COHORT), "bench", "--help"], capture_output=True, text=True)
+    return all(opt in r.stdout for opt in STDIN_OPTIONS.values())
+
+
+def stdin_options(name, out):
+    """--train-stdin FILE --stdin FILE --cachegrind-stdin FILE for the phases
+    of workload `name` that read standard input (files made in out)."""
+    opts = []
+    for phase, opt in STDIN_OPTIONS.items():
+        path = workloads.stdin_file(name, phase, out)
+        if path is not None:
+            opts += [opt, str(path)]
+    return opts
 
 
 def main():
@@ -22,12 +43,28 @@ def main():
         names = [n for n in names if n in os.environ["BENCH_WORKLOADS"].split(",")]
     trials = os.environ.get("BENCH_TRIALS", "10")
     done, failed = [], []
+    takes_stdin = None
     for name in names:
         inp = {k: " ".join(v) for k, v in workloads.inputs(name).items()}
         out = RESULTS / name
         print(f"== {name}", flush=True)
+        extra = []
+        if workloads.has_stdin(name):
+            if takes_stdin is None:
+                takes_stdin = bench_takes_stdin()
+            if not takes_stdin:
+                print(f"bench: {name} reads standard input, which this cohort bench cannot give it",
+                      flush=True)
+                failed.append(name)
+                continue
+            try:
+                extra = stdin_options(name, out)
+            except (OSError, RuntimeError) as e:
+                print(f"bench: {name}: cannot make its standard input: {e}", flush=True)
+                failed.append(name)
+                continue
         cmd = [str(COHORT), "bench", "--force", "--trials", trials, "--train", inp["train"],
-               "--cachegrind-args", inp["cachegrind"], "-o", str(out), "--",
+               "--cachegrind-args", inp["cachegrind"], *extra, "-o", str(out), "--",
                str(workloads.binary(name)), *inp["ref"].split()]
         r = subprocess.run(cmd, stderr=subprocess.DEVNULL)
         (failed if r.returncode else done).append(name)
