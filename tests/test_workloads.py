@@ -1,0 +1,142 @@
+"""The benchmark workloads of issue 11 (bintree, quadtree, treesort, treesim,
+graph, calc, mixed) on small inputs: the checksum must not depend on where
+objects live (glibc, jemalloc, Cohort grouping everything, Cohort's random
+placement), their inputs files must be complete, and the standard-input
+convention (PHASE-stdin lines, cohort.workloads.stdin_file, bench-suite's
+options) must work. test_bench.py runs every workload's train input through
+cohort optimize."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from conftest import COHORT, JEMALLOC, ROOT, run
+from cohort import workloads
+
+NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed"]
+
+# Smaller than the train inputs: a few hundredths of a second each.
+SMALL = {
+    "bintree": ["12", "3", "2", "7"],
+    "quadtree": ["8", "2", "2", "500", "7"],
+    "treesort": ["11", "2", "7"],
+    "treesim": ["6", "200", "7"],
+    "graph": ["3000", "3", "2", "7"],
+    "calc": ["3"],
+    "mixed": ["300", "20", "7"],
+}
+
+
+# The caller's own preloads and COHORT_* settings would skew the comparison.
+PLAIN = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
+
+
+def small_stdin(name, tmp_path):
+    path = workloads.stdin_file(name, "train", tmp_path)
+    return path.read_bytes() if path else None
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_checksum_does_not_depend_on_placement(name, tmp_path):
+    argv = [workloads.binary(name), *SMALL[name]]
+    stdin = small_stdin(name, tmp_path)
+    plain = run(argv, env=PLAIN, input=stdin)
+    assert plain.returncode == 0, plain.stderr
+    assert b"checksum" in plain.stdout and plain.stderr == b""
+    je = run(argv, env=dict(PLAIN, LD_PRELOAD=str(JEMALLOC)), input=stdin)
+    assert (je.returncode, je.stdout, je.stderr) == (0, plain.stdout, b""), "jemalloc"
+    for mode in ("all", "random:4"):
+        stats = tmp_path / f"stats-{mode}.json"
+        r = run([COHORT, "run", "--mode", mode, "--stats", stats, "--", *argv], env=PLAIN, input=stdin)
+        assert (r.returncode, r.stdout, r.stderr) == (0, plain.stdout, b""), mode
+        grouped = sum(g["allocations"] for g in json.loads(stats.read_text())["groups"])
+        assert grouped > 100, f"{mode}: the program's objects should really be placed by Cohort"
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_inputs_files(name):
+    table = workloads.inputs(name)
+    assert set(workloads.PHASES) <= set(table)
+    for key in table:
+        phase = key[:-len("-stdin")] if key.endswith("-stdin") else key
+        assert phase in workloads.PHASES, key
+    assert workloads.binary(name).exists()
+
+
+def test_stdin_files(tmp_path):
+    assert workloads.has_stdin("calc") and not workloads.has_stdin("bintree")
+    assert workloads.stdin_file("bintree", "ref", tmp_path) is None
+    made = {p: workloads.stdin_file("calc", p, tmp_path / "a") for p in workloads.PHASES}
+    assert all(made[p] == tmp_path / "a" / f"calc-{p}.stdin" for p in workloads.PHASES)
+    again = workloads.stdin_file("calc", "ref", tmp_path / "b")
+    assert again.read_bytes() == made["ref"].read_bytes(), "generated input must be deterministic"
+    assert made["train"].read_bytes() != made["ref"].read_bytes(), "train runs another program"
+    with pytest.raises(ValueError):
+        workloads.stdin_file("calc", "test", tmp_path)
+
+
+def test_every_phase_program_runs(tmp_path):
+    """Each phase's generated program parses and runs (one round of it)."""
+    for phase in workloads.PHASES:
+        program = workloads.stdin_file("calc", phase, tmp_path).read_bytes()
+        r = run([workloads.binary("calc"), "1"], input=program)
+        assert r.returncode == 0 and r.stderr == b"", (phase, r.stderr)
+        assert int(r.stdout.split()[-5]) > 1000, "statements executed"
+
+
+@pytest.mark.parametrize("program, message", [
+    (b"x = 1 +;", b"line 1: expected an expression"),
+    (b"print y;", b"y is not set"),
+    (b"l = [1];\nprint l[3];", b"line 2: index 3 out of range"),
+    (b"l = [1, 2];\nfor v in l { push(l, v); }", b"list changed inside a for"),
+    (b"def f(a) { return f(a); }\nf(1);", b"calls nested too deeply"),
+])
+def test_calc_errors(program, message):
+    r = run([workloads.binary("calc")], input=program)
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+def test_calc_language():
+    program = b"""
+    # every construct once
+    def fib(n) { if n < 2 { return n; } return fib(n - 1) + fib(n - 2); }
+    l = range(5) + [10, -3];
+    s = 0;
+    for v in l { s = s + v * 2; }
+    repeat 3 { push(l, len(l)); }
+    i = 0;
+    while i < 3 && !(i == 5) || 0 { l[i] = l[i] * 100; i = i + 1; }
+    print fib(15), s, shift(l), l, 7 / 0, -7 % 3, abs(-4), min(3, 9), max(3, 9), [1, [2]] == [1, [2]];
+    """
+    r = run([workloads.binary("calc")], input=program)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.decode().splitlines()[0]
+    assert first == "610 34 0 [100, 200, 3, 4, 10, -3, 7, 8, 9] 0 -1 4 3 9 1"
+
+
+def test_calc_pipeline_with_stdin(tmp_path):
+    """Profile and plan calc with its program on standard input, then run
+    the plan on another program: same output as a plain run."""
+    train = workloads.stdin_file("calc", "train", tmp_path)
+    ref = workloads.stdin_file("calc", "ref", tmp_path).read_bytes()
+    with open(train, "rb") as f:
+        r = run([COHORT, "optimize", "-o", tmp_path / "opt", "--", workloads.binary("calc"), "1"], stdin=f)
+    assert r.returncode == 0, r.stderr.decode()
+    argv = [workloads.binary("calc"), "2"]
+    plain = run(argv, input=ref)
+    got = run([COHORT, "run", "--plan", tmp_path / "opt" / "plan", "--", *argv], input=ref)
+    assert plain.returncode == 0 and (got.returncode, got.stdout) == (0, plain.stdout)
+
+
+def test_bench_suite_stdin_options(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_suite", ROOT / "scripts" / "bench-suite.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    assert suite.stdin_options("bintree", tmp_path) == []
+    opts = suite.stdin_options("calc", tmp_path)
+    assert opts == ["--train-stdin", str(tmp_path / "calc-train.stdin"),
+                    "--stdin", str(tmp_path / "calc-ref.stdin"),
+                    "--cachegrind-stdin", str(tmp_path / "calc-cachegrind.stdin")]
+    assert all((tmp_path / f"calc-{p}.stdin").stat().st_size > 1000 for p in workloads.PHASES)
