@@ -33,12 +33,12 @@ def check_plan_header(path):
 def read_plan(path):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
-    "rest": group index or None}.
+    "rest": group index or None, "rest_max": bytes or None}.
     verdict is None, "cold", "walk" or "group=G"; stop is a group index or None.
     Raises CohortError naming the line for anything malformed."""
     check_plan_header(path)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
-            "unknown_entry": "walk", "rest": None}
+            "unknown_entry": "walk", "rest": None, "rest_max": None}
     ended = False
     version = int(Path(path).read_bytes().split(b"\n", 1)[0].split(b"#", 1)[0].split()[1])
     for n, raw in enumerate(Path(path).read_text(errors="replace").splitlines()[1:], start=2):
@@ -68,7 +68,8 @@ def read_plan(path):
                 for w in words[4:]:
                     if w.startswith("stop=") and stop is None:
                         stop = int(w[5:])
-                    elif (w in ("cold", "walk") or w.startswith("group=")) and verdict is None:
+                    elif (w in ("cold", "walk") or w.startswith("group=") or (w == "next" and version >= 4)) \
+                            and verdict is None:
                         verdict = w
                     else:
                         raise bad(f"unexpected '{w}' on a site line")
@@ -84,9 +85,12 @@ def read_plan(path):
                     raise bad("select names an undeclared group or site")
                 plan["selects"].append((g, sites))
             elif words[0] == "rest" and version >= 4:
-                if plan["rest"] is not None or len(words) != 2 or not 0 <= int(words[1]) < len(plan["groups"]):
+                if plan["rest"] is not None or len(words) not in (2, 3) or \
+                        not 0 <= int(words[1]) < len(plan["groups"]) or \
+                        (len(words) == 3 and not words[2].startswith("max=")):
                     raise bad("rest names an undeclared group, or comes twice")
                 plan["rest"] = int(words[1])
+                plan["rest_max"] = int(words[2][4:]) if len(words) == 3 else None
             elif words[0] == "unknown-entry":
                 plan["unknown_entry"] = words[1]
             else:
@@ -98,20 +102,24 @@ def read_plan(path):
     return plan
 
 
-def decide(plan, sites):
+def decide(plan, sites, size=None):
     """The group the runtime gives an allocation whose application call
     sites, innermost first, are `sites` (plan site indexes, None for a site
     the plan does not name), or None: the quick test on the innermost site,
     then the walk outwards, which ends at a stop site, then the selectors,
-    first match; what nothing claims goes to the rest group, if any
-    (docs/plan-format.md)."""
+    first match; what nothing claims goes to the rest group, if any and if
+    `size` (the request, if known) is within its max (docs/plan-format.md)."""
     rest = plan.get("rest")
+    if rest is not None and size is not None and plan.get("rest_max") is not None and size > plan["rest_max"]:
+        rest = None
     if not sites:
         return rest
     first = plan["sites"][sites[0]] if sites[0] is not None else None
     verdict = (first[2] if first else None) or plan["unknown_entry"]
     if verdict.startswith("group="):
         return int(verdict[6:])
+    if verdict == "next":
+        return None
     if verdict == "cold":
         return rest
     for s in sites:

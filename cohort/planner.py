@@ -17,6 +17,8 @@ from cohort.files import write_atomically
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
 MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the default chunk size / 8
+REST_MAX = 256    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
+D1_BYTES = 32 << 10   # the D1 of the cache geometry Cohort measures with
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", entry_purity=0.98)
 
@@ -49,6 +51,7 @@ class Plan:
     stops: dict = field(default_factory=dict)   # site id -> group a walk reaching it ends in
     worth: list = field(default_factory=list)   # Worth per group
     rest: int = None                            # the rest pool's group index, if any
+    rest_max: int = None                        # the largest request it takes
 
 
 def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
@@ -243,11 +246,53 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     if rest == "pool":
-        plan.rest = len(plan.groups)
-        for c in contexts:
-            if plan.predicted[c["id"]] is None:
-                plan.predicted[c["id"]] = plan.rest
+        add_rest(plan, contexts, entry_purity)
     return plan
+
+
+def short_lived(contexts):
+    """Contexts whose objects mostly die before a D1's worth of other
+    objects has been allocated: their whole life is spent in the cache, so
+    no placement can save them a miss, and a pool only adds its own cost."""
+    allocs = sum(c["allocations"] for c in contexts)
+    mean_size = sum(c["bytes"] for c in contexts) / allocs if allocs else 0
+    return {c["id"] for c in contexts
+            if c["lifetime"]["mean"] is not None and c["frees"] * 2 > c["allocations"]
+            and c["lifetime"]["mean"] * mean_size < D1_BYTES}
+
+
+def add_rest(plan, contexts, purity):
+    """The rest pool: every allocation of up to REST_MAX bytes that no group
+    claims. Larger ones stay with the next allocator (the pools serve them
+    from mixed bins that fragment under churn of varied sizes), and so do
+    those entering at a site where short-lived objects make `purity` of the
+    allocations: such a site gets the verdict `next`."""
+    plan.rest = len(plan.groups)
+    plan.rest_max = REST_MAX
+    short = short_lived(contexts)
+    entering = {}
+    for c in contexts:
+        if c["sites"]:
+            e = entering.setdefault(c["sites"][0], [0, 0])
+            e[0] += c["allocations"]
+            e[1] += c["allocations"] if c["id"] in short else 0
+    nexts = {s for s, v in plan.verdicts.items()
+             if v == "cold" and s in entering and entering[s][1] >= purity * max(entering[s][0], 1)}
+    sent = 0
+    for s in nexts:
+        plan.verdicts[s] = "next"
+        sent += entering[s][0]
+    for c in contexts:
+        if plan.predicted[c["id"]] is not None:
+            continue
+        if c["sites"] and c["sites"][0] in nexts:
+            continue
+        if c["max_size"] <= REST_MAX:
+            plan.predicted[c["id"]] = plan.rest
+    if sent:
+        plan.notes.append(f"{sent} allocations entering at {len(nexts)} sites go to the next allocator "
+                          f"(verdict next): their objects die before {D1_BYTES >> 10} KiB of others are "
+                          f"allocated, so a pool could only add its cost")
 
 
 def assemble(profile, kept, params, notes):
@@ -388,12 +433,12 @@ def render(plan, profile, source="profile.json"):
     for i, g in enumerate(plan.groups):
         lines.append(f"group {i} {g.name}  # contexts {' '.join(map(str, g.members))}")
     if plan.rest is not None:
-        lines.append(f"group {plan.rest} rest  # every small allocation no other group claims")
+        lines.append(f"group {plan.rest} rest  # every allocation of up to {plan.rest_max} bytes no other group claims")
     for i, g in enumerate(plan.groups):
         for conj in g.conjunctions:
             lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))
     if plan.rest is not None:
-        lines.append(f"rest {plan.rest}")
+        lines.append(f"rest {plan.rest} max={plan.rest_max}")
     lines.append(f"unknown-entry {plan.unknown_entry}")
     lines.append("end")
     return "\n".join(lines) + "\n"
@@ -422,7 +467,7 @@ def report(plan, profile):
             out.append(f"    {len(g.unidentifiable)} members have no application frame and cannot be selected")
     if plan.rest is not None:
         rest = sum(c["allocations"] for c in contexts if plan.predicted[c["id"]] == plan.rest)
-        out.append(f"  group {plan.rest} rest: the {rest} other small allocations "
+        out.append(f"  group {plan.rest} rest: the {rest} other allocations of up to {plan.rest_max} bytes "
                    f"({100 * rest / total_alloc:.1f}%), pooled apart from the groups (--rest pool)")
     for n in plan.notes:
         out.append(f"  note: {n}")

@@ -25,7 +25,9 @@ static unsigned ngroups;
 /* Plan mode: the group of what no verdict or selector claims (-1: the next
  * allocator's), and whether that is all the plan says (no walk can matter). */
 static int rest = -1;
+static size_t rest_max;
 static bool rest_only;
+#define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
 
 /* Per-thread path counts, flushed to the shared counters in batches so an
  * allocation does not pay for a contended atomic. */
@@ -63,7 +65,7 @@ const char *ch_group_name(unsigned g) {
 
 static bool plan_has_verdicts(const struct ch_plan *pl) {
   for (unsigned s = 0; s < pl->nsites; s++)
-    if (pl->sites[s].entry == CH_ENTRY_GROUP || pl->sites[s].stop) return true;
+    if (pl->sites[s].entry == CH_ENTRY_GROUP || pl->sites[s].entry == CH_ENTRY_NEXT || pl->sites[s].stop) return true;
   return false;
 }
 
@@ -81,6 +83,7 @@ void ch_identify_init(void) {
     if (!ch_opt.max_size) ch_max_size = ch_plan->max_size;
     ngroups = ch_plan->ngroups;
     rest = ch_plan->rest;
+    rest_max = ch_plan->rest_max;
     rest_only = rest >= 0 && !ch_plan->nconj && !plan_has_verdicts(ch_plan);
     if (!ch_plan->nconj && rest < 0) { ch_info("plan has no selectors: nothing to group"); return; }
     break;
@@ -94,7 +97,7 @@ static int decide_plan(const uintptr_t *fp) {
   struct ch_walk w;
   ch_walk_stack(&w, fp);
   tjoined += w.joined;
-  if (w.rejected) { count(CH_PATH_COLD); return rest; }
+  if (w.rejected) { count(CH_PATH_COLD); return w.next ? -1 : CH_REST; }
   if (w.entry_group) { count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
   if (w.stop_group) { count(CH_PATH_STOP); return (int)w.stop_group - 1; }
   const struct ch_plan *pl = ch_plan;
@@ -106,7 +109,7 @@ static int decide_plan(const uintptr_t *fp) {
     if (all) { count(CH_PATH_WALK_GROUP); return (int)cj->group; }
   }
   count(w.truncated ? CH_PATH_TRUNCATED : CH_PATH_WALK_NONE);
-  return rest;
+  return CH_REST;
 }
 
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
@@ -127,7 +130,7 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
     ch_in_runtime++;   /* a walk may look up modules, which may allocate */
     int g = decide_plan(fp);
     ch_in_runtime--;
-    return g;
+    return g == CH_REST ? (size <= rest_max ? rest : -1) : g;
   }
   default:
     count(CH_PATH_OFF);
@@ -141,9 +144,10 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
 int ch_identify(size_t size, const uintptr_t *fp) {
   if (CH_LIKELY(size <= ch_max_size)) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
-      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); return rest; }
+      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); return size <= rest_max ? rest : -1; }
       int q = ch_walk_quick(fp);
-      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return ch_in_runtime ? -1 : rest; }
+      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return ch_in_runtime || size > rest_max ? -1 : rest; }
+      if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); return -1; }
       if (q >= 0) { count(CH_PATH_ENTRY); return q; }
     } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
       count(CH_PATH_ALL);

@@ -225,7 +225,8 @@ bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uin
 struct ch_walk {
   uint64_t active[CH_MAX_SITES / 64];   /* plan sites found on the stack */
   bool truncated;                       /* stopped before the outermost frame */
-  bool rejected;                        /* quick test: innermost site is cold */
+  bool rejected;                        /* quick test: innermost site is cold (or next) */
+  bool next;                            /* quick test: innermost site says next allocator */
   bool joined;                          /* the outer frames came from the thread's last walk */
   unsigned entry_group;                 /* quick test: group + 1 its site decides, or 0 */
   unsigned stop_group;                  /* group + 1 of the stop site that ended the walk, or 0 */
@@ -237,6 +238,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
 /* The quick test alone, from the entry point's frame: a group, or: */
 #define CH_QUICK_COLD (-1)    /* the innermost application site is cold */
 #define CH_QUICK_WALK (-2)    /* undecided: walk */
+#define CH_QUICK_NEXT (-3)    /* the innermost application site sends it to the next allocator */
 int ch_walk_quick(const uintptr_t *fp);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
@@ -245,10 +247,12 @@ extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo *
 /* ---------------------------------------------------------------- plan.c */
 /* What the innermost application site alone says (the quick test). GROUP:
  * every allocation entering there belongs to the site's group, no walk. */
-enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD, CH_ENTRY_GROUP };
+enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD, CH_ENTRY_GROUP, CH_ENTRY_NEXT };
 struct ch_plan_module { char path[512]; uint8_t build_id[32]; unsigned build_id_len; bool resolved; };
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
                       enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */
+                      int quick;       /* what the quick test returns when the entry decides alone:
+                                          the group, or CH_QUICK_NEXT */
                       unsigned stop;   /* group + 1: a walk reaching this site ends in it; 0: no */ };
 struct ch_plan_conj { unsigned group; uint64_t mask[CH_MAX_SITES / 64]; };
 struct ch_plan {
@@ -261,6 +265,7 @@ struct ch_plan {
   struct ch_plan_conj *conj;
   enum ch_entry_verdict unknown_entry;
   int rest;   /* version 4: the group of every small allocation no verdict or selector claims; -1: none */
+  size_t rest_max;   /* the largest request the rest group takes */
 };
 extern struct ch_plan *ch_plan;          /* NULL: nothing to identify */
 extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */

@@ -143,7 +143,11 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
                  parse_uint(v + 6, 10, CH_MAX_GROUPS - 1, &x)) {
           st->entry = CH_ENTRY_GROUP;
           st->group = (unsigned)x;
-        } else FAIL("site verdict must be 'cold', 'walk', 'group=G' (version 2) or 'stop=G' (version 3), not '%s'", v);
+          st->quick = (int)x;
+        } else if (!strcmp(v, "next") && pl->version >= 4) {
+          st->entry = CH_ENTRY_NEXT;   /* decides alone, like group=G: packed as such */
+          st->quick = CH_QUICK_NEXT;
+        } else FAIL("site verdict must be 'cold', 'walk', 'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not '%s'", v);
       }
       pl->nsites++;
     } else if (!strcmp(kw, "group")) {
@@ -168,9 +172,14 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
       pl->nconj++;
     } else if (!strcmp(kw, "rest") && pl->version >= 4) {
       if (pl->rest >= 0) FAIL("one rest line per plan");
-      if (!next_token(&s, &a) || !parse_uint(a, 10, ~0ull, &x) || x >= pl->ngroups || *s)
+      if (!next_token(&s, &a) || !parse_uint(a, 10, ~0ull, &x) || x >= pl->ngroups)
         FAIL("rest names an undeclared group");
       pl->rest = (int)x;
+      if (next_token(&s, &b)) {
+        if (strncmp(b, "max=", 4) || !parse_uint(b + 4, 10, ch_chunk_size / 8, &y) || y < 8 || *s)
+          FAIL("rest takes one option, max=BYTES (8 to %zu)", ch_chunk_size / 8);
+        pl->rest_max = (size_t)y;
+      }
     } else if (!strcmp(kw, "unknown-entry")) {
       if (!next_token(&s, &a) || *s) FAIL("unknown-entry needs 'walk' or 'cold'");
       if (!strcmp(a, "walk")) pl->unknown_entry = CH_ENTRY_WALK;
@@ -213,6 +222,7 @@ int ch_plan_load(const char *path) {
   pl->max_size = 4096;
   pl->unknown_entry = CH_ENTRY_WALK;
   pl->rest = -1;
+  pl->rest_max = ~(size_t)0;
   if (!pl->modules || !pl->sites || !pl->group_names || !pl->conj) return -1;
   int rc = parse(text, len, path, pl);
   ch_os_release(text, len + 1);

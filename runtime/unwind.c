@@ -59,7 +59,7 @@ static uint64_t pack(enum kind k, unsigned rbp, bool sys, int site, enum ch_entr
   bool stop = site >= 0 && ch_plan->sites[site].stop;
   return (uint64_t)k | (rbp == 1 ? F_RBP_LOAD : rbp == 2 ? F_RBP_LOST : 0) | (sys ? F_SYSTEM : 0) |
          (stop ? F_STOP : 0) |
-         (e == CH_ENTRY_COLD ? F_COLD : e == CH_ENTRY_WALK ? F_KNOWN : e == CH_ENTRY_GROUP ? F_DECIDES : 0) |
+         (e == CH_ENTRY_COLD ? F_COLD : e == CH_ENTRY_WALK ? F_KNOWN : e == CH_ENTRY_GROUP || e == CH_ENTRY_NEXT ? F_DECIDES : 0) |
          (uint64_t)(site + 1) << 8 |
          ((uint64_t)(uint32_t)cfa_off & 0xffffff) << 26 | (uint64_t)(uint32_t)rbp_off << 50;
 }
@@ -189,7 +189,7 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
  * CH_QUICK_COLD or CH_QUICK_WALK. (A stop site there is left to the walk,
  * which counts it on the "stop" path.) */
 static inline int entry_verdict(uint64_t v) {
-  if ((v & F_DECIDES) == F_DECIDES) return (int)ch_plan->sites[F_SITE(v)].group;
+  if ((v & F_DECIDES) == F_DECIDES) return ch_plan->sites[F_SITE(v)].quick;
   if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
   return CH_QUICK_WALK;
 }
@@ -393,7 +393,7 @@ static void memo_keep(const struct memo_frame *pre, unsigned i, uint64_t sited, 
 
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
-  w->truncated = w->rejected = w->joined = false;
+  w->truncated = w->rejected = w->joined = w->next = false;
   w->entry_group = w->stop_group = 0;
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
@@ -422,7 +422,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   }
   int e = entry_verdict(v);
   if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
-  if (e == CH_QUICK_COLD) { w->rejected = true; return; }
+  if (e == CH_QUICK_COLD || e == CH_QUICK_NEXT) { w->rejected = true; w->next = e == CH_QUICK_NEXT; return; }
 
   /* The rest of the stack, recorded for the memo and joining it where the
    * registers meet a remembered frame. System frames have no site; a frame

@@ -48,9 +48,9 @@ def test_garbage(tmp_path):
 @pytest.mark.parametrize("old,new,message", [
     ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 4"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
-    ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2) or 'stop=G' (version 3), not 'group=0'"),
+    ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
-    ("group 0 a", "group 0 a\nsite 1 0 0x10 stop=0", "(version 3), not 'stop=0'"),
+    ("group 0 a", "group 0 a\nsite 1 0 0x10 stop=0", "(version 4), not 'stop=0'"),
     ("group 0 a", "group 0 a\nfrobnicate 3", "line 6: unknown directive 'frobnicate'"),
     ("end\n", "", "truncated: no 'end' line"),
     ("select 0 0", "select 0 9", "select names an undeclared site '9'"),
@@ -105,7 +105,9 @@ def test_plan_for_another_program_is_quiet(tmp_path):
     ("rest 1", "rest names an undeclared group"),
     ("rest 0\nrest 0", "one rest line per plan"),
     ("rest", "rest names an undeclared group"),
-    ("rest 0 0", "rest names an undeclared group"),
+    ("rest 0 0", "rest takes one option, max=BYTES"),
+    ("rest 0 max=4", "rest takes one option, max=BYTES"),
+    ("rest 0 max=256 x", "rest takes one option, max=BYTES"),
 ])
 def test_malformed_rest_line(tmp_path, rest, message):
     """Version 4's rest line: it must name one declared group, once."""

@@ -72,7 +72,7 @@ def test_plan_groups_named_objects(tmp_path, build):
     assert ident["walk_none"] >= 2000       # via_wrap_2 and the program's own stdio
 
 
-@pytest.mark.parametrize("selects", [True, False], ids=["groups-and-rest", "rest-only"])
+@pytest.mark.parametrize("selects", [True, False, "next"], ids=["groups-and-rest", "rest-only", "next-max"])
 def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
     """Plan format 4: a rest group receives every small allocation that no
     verdict or selector claims (cold entries, walks that match nothing);
@@ -84,7 +84,13 @@ def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
         (0, call_sites(binary, "build", "via_wrap_1")[0], None),
         (0, call_sites(binary, "make_c", "malloc")[0], "cold"),
     ]
-    if selects:
+    if selects == "next":
+        # make_c's objects go to the next allocator (verdict next); the rest
+        # group takes nothing over 32 bytes, so w2 (40 bytes) stays out too
+        sites[3] = (0, sites[3][1], "next")
+        plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "wrapped", "rest"],
+                          [(0, [0]), (0, [1]), (1, [2])], version=4, rest="2 max=32")
+    elif selects:
         plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "wrapped", "rest"],
                           [(0, [0]), (0, [1]), (1, [2])], version=4, rest=2)
     else:
@@ -97,12 +103,14 @@ def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
     objs = read_log(tmp_path / "log")
     rest = 2 if selects else 0
     expect = {"a": 0, "b": 0, "w1": 1} if selects else {}
+    if selects == "next":
+        expect.update(c=-1, w2=-1)
     for kind in ("a", "b", "w1", "c", "w2"):
         assert all(g == expect.get(kind, rest) for _, g, _ in objs[kind]), kind
     st = json.loads(stats.read_text())
     assert st["plan_active"] is True
     assert st["groups"][rest]["name"] == "rest"
-    assert st["groups"][rest]["allocations"] >= (4000 if selects else 10000)
+    assert st["groups"][rest]["allocations"] >= (0 if selects == "next" else 4000 if selects else 10000)
 
 
 def test_stripped_binary_same_result(tmp_path):

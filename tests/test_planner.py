@@ -314,7 +314,9 @@ def shape_profile(contexts, edges, total_accesses, nsites=100):
     return {"parameters": {"max_size": 4096}, "totals": {"accesses": total_accesses},
             "modules": [{"id": 0, "path": "/x/prog", "build_id": "ab", "system": False}],
             "sites": [site(i) for i in range(nsites)],
-            "contexts": [{"id": i, "sites": s, "allocations": a, "accesses": acc, "truncated": False}
+            "contexts": [{"id": i, "sites": s, "allocations": a, "accesses": acc, "truncated": False,
+                          "bytes": 32 * a, "min_size": 32, "max_size": 32, "frees": 0,
+                          "lifetime": {"mean": None, "max": None, "live_at_exit": a}}
                          for i, s, a, acc in contexts],
             "graph": {"nodes": nodes, "edges": [list(e) for e in edges], "coverage": 1.0}}
 
@@ -328,7 +330,8 @@ def agrees_with_runtime(plan, profile, tmp_path):
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
     for c in profile["contexts"]:
-        assert decide(read, [index.get(s) for s in c["sites"]]) == plan.predicted[c["id"]], c["id"]
+        got = decide(read, [index.get(s) for s in c["sites"]], size=c.get("max_size"))
+        assert got == plan.predicted[c["id"]], c["id"]
     return read
 
 
@@ -391,7 +394,7 @@ def test_single_hot_structure_is_a_group_of_one(tmp_path):
     assert plan.unknown_entry == "cold"
     assert make_plan(profile, unknown_entry="walk").unknown_entry == "walk"
     text = render(plan, profile)
-    assert "\ngroup 1 rest" in text and "\nrest 1\n" in text
+    assert "\ngroup 1 rest" in text and "\nrest 1 max=256\n" in text
     agrees_with_runtime(plan, profile, tmp_path)
     assert make_plan(profile, rest="none").predicted == {0: 0, 1: None, 2: None}
 
@@ -476,3 +479,23 @@ def test_max_size_is_kept_within_the_runtime_limits():
     profile["parameters"]["max_size"] = 1_000_000      # `cohort profile --max-size` takes any
     plan = make_plan(profile)
     assert plan.max_size == 131072 and any("max-size is 131072" in n for n in plan.notes)
+
+
+def test_short_lived_objects_and_large_ones_stay_with_the_next_allocator(tmp_path):
+    """An interpreter's temporaries die at once: their entry site gets the
+    verdict next (a pool could only add its cost). Objects over the rest
+    pool's 256 bytes stay with the next allocator too; the long-lived small
+    ones go to the rest pool."""
+    from cohort.planner import make_plan
+    profile = shape_profile([(0, [1, 9], 100000, 2000000), (1, [2, 9], 900000, 900000),
+                             (2, [3, 9], 500, 40000), (3, [4, 9], 800, 10000)],
+                            [(0, 0, 1500000)], 3_000_000)
+    temp, big = profile["contexts"][1], profile["contexts"][3]
+    temp.update(frees=900000, lifetime={"mean": 3.0, "max": 40, "live_at_exit": 0})
+    big.update(min_size=2048, max_size=4000, bytes=800 * 3000)
+    plan = make_plan(profile)
+    assert plan.verdicts[2] == "next" and plan.verdicts[3] == "cold" and plan.verdicts[4] == "cold"
+    assert plan.predicted == {0: 0, 1: None, 2: 1, 3: None}
+    assert any("900000 allocations entering at 1 sites go to the next allocator" in n for n in plan.notes)
+    text = agrees_with_runtime(plan, profile, tmp_path)
+    assert text["rest_max"] == 256

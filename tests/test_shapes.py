@@ -84,4 +84,4 @@ def test_recursive_builders_get_one_group_each(planned, tmp_path):
     node, quad, note = (next(iter(groups[k])) for k in ("node", "quad", "note"))
     assert len({node, quad, note}) == 3 and -1 not in (node, quad, note)
     plan = (out / "plan").read_text()
-    assert f"\nrest {note}\n" in plan                           # the cold notes: rest pool
+    assert f"\nrest {note} max=256\n" in plan                   # the cold notes: rest pool
