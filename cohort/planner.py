@@ -293,6 +293,12 @@ def add_rest(plan, contexts, purity):
         plan.notes.append(f"{sent} allocations entering at {len(nexts)} sites go to the next allocator "
                           f"(verdict next): their objects die before {D1_BYTES >> 10} KiB of others are "
                           f"allocated, so a pool could only add its cost")
+    if not plan.groups and plan.rest not in plan.predicted.values():
+        # nothing to place: a plan with no pool at all lets the runtime pass
+        # every call straight through, without even the quick test
+        plan.rest = plan.rest_max = None
+        plan.notes.append("no pool: nothing the profile saw would go to one, so the plan leaves every "
+                          "allocation to the next allocator and the runtime passes calls straight through")
 
 
 def assemble(profile, kept, params, notes):

@@ -499,3 +499,13 @@ def test_short_lived_objects_and_large_ones_stay_with_the_next_allocator(tmp_pat
     assert any("900000 allocations entering at 1 sites go to the next allocator" in n for n in plan.notes)
     text = agrees_with_runtime(plan, profile, tmp_path)
     assert text["rest_max"] == 256
+
+
+def test_plan_with_nothing_to_pool_has_no_pool():
+    from cohort.planner import make_plan, render
+    profile = shape_profile([(0, [1, 9], 900000, 900000)], [], 1_000_000)
+    profile["contexts"][0].update(frees=900000, lifetime={"mean": 2.0, "max": 9, "live_at_exit": 0})
+    plan = make_plan(profile)
+    assert plan.groups == [] and plan.rest is None and plan.predicted == {0: None}
+    assert any(n.startswith("no pool") for n in plan.notes)
+    assert "\nrest" not in render(plan, profile)
