@@ -6,7 +6,15 @@ machine hit all of them alike; a warm-up round is discarded. A trial that
 fails or whose output differs from the first glibc baseline is kept in
 results.json, flagged, and never enters a median. Cache misses come from
 cachegrind on a separate (smaller) input with a fixed, recorded geometry.
-The schema is docs/results-format.md."""
+The schema is docs/results-format.md.
+
+Standard input: every run reads a fresh stream of the file given for it
+(--stdin for the timed runs, --train-stdin for the profiling run,
+--cachegrind-stdin for cachegrind, which defaults to --stdin's file), else
+/dev/null; never cohort's own stdin, which may be a terminal. An output file
+(--output-file) is removed before every run, so a stale one cannot pass as
+output, and hashed after it like stdout; the harness deletes only files its
+own runs wrote (or, with --force, the one there at the start)."""
 
 import hashlib
 import json
@@ -14,6 +22,7 @@ import os
 import platform
 import re
 import shlex
+import stat
 import subprocess
 import tempfile
 import time
@@ -23,7 +32,7 @@ from cohort import __version__
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 from cohort.paths import allocator_library
-from cohort.runner import check_plan_fits, environment, resolve_program
+from cohort.runner import check_input, check_plan_fits, environment, open_input, resolve_program
 
 FORMAT = "cohort-results"
 VERSION = 1
@@ -61,24 +70,124 @@ def configurations(allocators, plan, random_control=True, base_env=None):
 
 # ---- one run ---------------------------------------------------------------
 
-def run_once(argv, env, workdir):
-    """Wall and user time, peak RSS, exit status, output digest."""
-    with tempfile.TemporaryFile(dir=workdir) as out, tempfile.TemporaryFile(dir=workdir) as err:
-        t0 = time.perf_counter()
+def sha256_file(f):
+    h = hashlib.sha256()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
+    return h.hexdigest()
+
+
+class OutputFile:
+    """The file the target writes (--output-file). clear() before a run
+    removes it, so a stale file cannot pass as that run's output; collect()
+    after the run hashes it. Only a file one of our runs wrote is removed:
+    collect() notes its identity (device, inode, size, mtime), and clear()
+    stops the bench rather than delete a file that is not the one noted.
+    With force, the file found at the start may be removed too. done()
+    removes what the last run left, so the bench leaves no file behind."""
+
+    def __init__(self, path, force=False):
+        self.path = path
+        self.initial_ok = force     # may the file there before any run go?
+        self.noted = None           # identity of the file the last run left
+        self.running = False        # a run started since clear(): the file is its
+
+    @staticmethod
+    def _identity(st):
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, stat.S_IFMT(st.st_mode))
+
+    def _ours(self, st):
+        if self.running:
+            return True
+        if self.noted is not None:
+            return self._identity(st) == self.noted
+        return self.initial_ok
+
+    def clear(self):
         try:
-            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            self.running = True
+            return
+        if stat.S_ISDIR(st.st_mode) or not self._ours(st):
+            raise CohortError(f"--output-file {self.path} was replaced by something other than this bench's "
+                              "runs; stopping without deleting it")
+        os.unlink(self.path)
+        self.running = True
+
+    def collect(self):
+        """(digest or None, reason it is None)."""
+        self.running, self.noted, self.initial_ok = False, None, False
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return None, f"wrote no output file {self.path}"
+        self.noted = self._identity(st)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"output file {self.path} is not a regular file"
+        try:
+            with open(self.path, "rb") as f:
+                return sha256_file(f), None
         except OSError as e:
-            raise CohortError(f"cannot run {argv[0]}: {e.strerror}") from e
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        digest = hashlib.sha256(out.read()).hexdigest()
-        err.seek(0)
-        tail = err.read()[-400:].decode(errors="replace")
-    return {"wall_s": round(wall, 6), "user_s": round(usage.ru_utime, 6),
-            "max_rss_kb": usage.ru_maxrss, "exit": proc.returncode, "output_sha256": digest,
-            "stderr_tail": tail if proc.returncode != 0 else ""}
+            return None, f"cannot read output file {self.path} ({e.strerror})"
+
+    def done(self):
+        """Remove the file the last run left, if it is still that file."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode) and (self.running or (self.noted is not None
+                                                              and self._identity(st) == self.noted)):
+            os.unlink(self.path)
+
+
+def run_once(argv, env, workdir, stdin=None, output_file=None):
+    """Wall and user time, peak RSS, exit status, output digest; with an
+    OutputFile, its digest too (None if the run wrote none, with the reason).
+    The target reads a fresh stream of the file stdin, else /dev/null."""
+    if output_file is not None:
+        output_file.clear()
+    source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
+    try:
+        with tempfile.TemporaryFile(dir=workdir) as out, tempfile.TemporaryFile(dir=workdir) as err:
+            t0 = time.perf_counter()
+            try:
+                proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=source)
+            except OSError as e:
+                raise CohortError(f"cannot run {argv[0]}: {e.strerror}") from e
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            digest = sha256_file(out)
+            err.seek(0, os.SEEK_END)
+            err.seek(max(err.tell() - 400, 0))
+            tail = err.read().decode(errors="replace")
+    finally:
+        if source is not subprocess.DEVNULL:
+            source.close()
+    r = {"wall_s": round(wall, 6), "user_s": round(usage.ru_utime, 6),
+         "max_rss_kb": usage.ru_maxrss, "exit": proc.returncode, "output_sha256": digest,
+         "stderr_tail": tail}
+    if output_file is not None:
+        r["output_file_sha256"], r["output_file_problem"] = output_file.collect()
+    return r
+
+
+def judge(r, reference):
+    """The trial's status and, unless ok, the reason in words. reference:
+    the first successful baseline run's digests, or None (this is it)."""
+    if r["exit"] != 0:
+        return "failed", f"exit {r['exit']}"
+    if r.get("output_file_problem"):
+        return "failed", r["output_file_problem"]
+    if reference is not None:
+        if r["output_sha256"] != reference["output_sha256"]:
+            return "mismatch", "stdout differs from the reference run's"
+        if r.get("output_file_sha256") != reference.get("output_file_sha256"):
+            return "mismatch", "output file differs from the reference run's"
+    return "ok", None
 
 
 def percentile(values, q):
@@ -109,10 +218,17 @@ def summarise(trials, names):
 
 # ---- cachegrind ------------------------------------------------------------
 
-def cachegrind(argv, env):
+def cachegrind(argv, env, stdin=None, output_file=None):
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={GEOMETRY['D1']}",
            f"--LL={GEOMETRY['LL']}", "--cachegrind-out-file=/dev/null", *argv]
-    r = subprocess.run(cmd, env=env, capture_output=True)
+    if output_file is not None:
+        output_file.clear()
+    source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, stdin=source)
+    finally:
+        if source is not subprocess.DEVNULL:
+            source.close()
     err = r.stderr.decode(errors="replace")
 
     def grab(label):
@@ -122,6 +238,10 @@ def cachegrind(argv, env):
               "D_refs": grab("D   refs"), "D1_misses": grab("D1  misses"), "LLd_misses": grab("LLd misses")}
     if r.returncode != 0 or result["D1_misses"] is None:
         result["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {r.returncode}"
+    if output_file is not None:
+        result["output_file_sha256"], problem = output_file.collect()
+        if problem and "error" not in result:
+            result["error"] = problem
     return result
 
 
@@ -144,8 +264,56 @@ def machine():
     return info
 
 
+def check_output_file(path, outdir, inputs, force):
+    """The absolute path of --output-file, or a one-line CohortError: its
+    directory must exist and be writable, it may not be a directory, one of
+    the bench's own products or an input, and, unless force, may not exist."""
+    name = Path(os.path.abspath(path))
+    parent = name.parent
+    if not parent.is_dir():
+        raise CohortError(f"--output-file {path}: no directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CohortError(f"--output-file {path}: cannot write in {parent}")
+    if name.is_dir():
+        raise CohortError(f"--output-file {path}: is a directory")
+    if os.path.lexists(name) and not (name.is_symlink() or name.is_file()):
+        # A device, pipe or socket is never deleted, --force or not.
+        raise CohortError(f"--output-file {path}: is not a regular file")
+    ours = [outdir / n for n in ("results.json", "profile.json", "plan", "speedup.png", "misses.png")]
+    if name in {Path(os.path.abspath(p)) for p in ours} or name.parent == Path(os.path.abspath(outdir / "stats")):
+        raise CohortError(f"--output-file {path}: is one of cohort bench's own products in {outdir}")
+    for option, f in inputs.items():
+        if f is not None and (str(name) == f or (name.exists() and os.path.samefile(name, f))):
+            raise CohortError(f"--output-file {path}: is also the {option} file, and the bench deletes "
+                              "the output file before every run")
+    if os.path.lexists(name) and not force:
+        raise CohortError(f"--output-file {path} exists; cohort bench deletes it before every run "
+                          "(use --force to let it, or name a file that does not exist)")
+    return name
+
+
+def input_record(path):
+    """What results.json says of an input: its path and, for a regular file,
+    its size and SHA-256 (so the results say exactly what the runs read)."""
+    rec = {"path": path, "bytes": None, "sha256": None}
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat.S_ISREG(st.st_mode):
+                rec["bytes"], rec["sha256"] = st.st_size, sha256_file(f)
+    except OSError as e:
+        raise CohortError(f"cannot read {path}: {e.strerror}") from None
+    return rec
+
+
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
-          cachegrind_args=None, random_control=True, force=False, log=print):
+          cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
+          cachegrind_stdin=None, output_file=None):
+    """The whole `cohort bench` (see the module's docstring). stdin,
+    train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
+    runs read as standard input (cachegrind's defaults to stdin; otherwise
+    /dev/null). output_file: a file the target writes, checked like stdout.
+    Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
     if results_path.exists() and not force:
@@ -156,16 +324,54 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         raise CohortError("give exactly one of --plan PLAN or --train 'TRAIN ARGS'")
     if not allocators:
         raise CohortError("--allocators needs at least one allocator")
+    if train_stdin is not None and train is None:
+        raise CohortError("--train-stdin is the input of the profiling run: it needs --train")
+    if cachegrind_stdin is not None and cachegrind_args is None:
+        raise CohortError("--cachegrind-stdin is the input of the cachegrind runs: it needs --cachegrind-args")
+    for a in allocators:
+        allocator_library(a)
     prog = resolve_program(target)
+    inputs = {"ref": stdin, "train": train_stdin, "cachegrind": cachegrind_stdin}
+    options = {"ref": "--stdin", "train": "--train-stdin", "cachegrind": "--cachegrind-stdin"}
+    inputs = {k: check_input(v, options[k], rereadable=True) if v is not None else None
+              for k, v in inputs.items()}
+    if inputs["cachegrind"] is None:
+        inputs["cachegrind"] = inputs["ref"]
+    if output_file is not None:
+        output_file = OutputFile(check_output_file(output_file, outdir, {options[k]: v for k, v in inputs.items()},
+                                                   force), force=force)
+    stdin_used = {"ref": inputs["ref"] or os.devnull}
+    if train is not None:
+        stdin_used["train"] = inputs["train"] or os.devnull
+    if cachegrind_args is not None:
+        stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
+    stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
     outdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
+                      cachegrind_args, random_control, log, inputs, stdin_records, output_file)
+    finally:
+        if output_file is not None:
+            output_file.done()
+
+
+def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
+           random_control, log, inputs, stdin_records, output_file):
     commands = {"ref": target}
     if train is not None:
         from cohort.planner import PLAN_DEFAULTS, plan_command
         from cohort.profile import profile
         train_argv = [target[0], *shlex.split(train)]
         commands["train"] = train_argv
+        if inputs["train"] is None and inputs["ref"] is not None:
+            log("cohort bench: note: the profiling run reads /dev/null, not --stdin's file "
+                "(give --train-stdin FILE for its own input)")
         log(f"cohort bench: profiling {' '.join(train_argv)}")
-        profile(train_argv, outdir / "profile.json", force=True)
+        if output_file is not None:
+            output_file.clear()
+        profile(train_argv, outdir / "profile.json", force=True, stdin=inputs["train"] or os.devnull)
+        if output_file is not None:
+            output_file.collect()   # not checked; removed before the next run
         plan_command(outdir / "profile.json", outdir / "plan", force=True, **PLAN_DEFAULTS)
         plan = outdir / "plan"
     plan = Path(plan).resolve()
@@ -179,19 +385,19 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         for rnd in range(warmup + trials):
             for name, kind, alloc, make_env in configs:
                 stats = stats_dir / f"{name}.json" if kind != "baseline" else None
-                r = run_once(target, make_env(stats), work)
+                r = run_once(target, make_env(stats), work, stdin=inputs["ref"], output_file=output_file)
                 r.update(config=name, round=rnd, warmup=rnd < warmup)
-                if reference is None and kind == "baseline" and r["exit"] == 0:
-                    reference = r["output_sha256"]
-                if r["exit"] != 0:
-                    r["status"] = "failed"
-                elif reference is not None and r["output_sha256"] != reference:
-                    r["status"] = "mismatch"
-                else:
-                    r["status"] = "ok"
+                r["status"], reason = judge(r, reference)
+                r.pop("output_file_problem", None)
+                if r["status"] == "ok" and reference is None and kind == "baseline":
+                    reference = r
                 if r["status"] != "ok":
+                    r["reason"] = reason
+                    last = r["stderr_tail"].strip().splitlines()[-1:] if r["stderr_tail"].strip() else []
                     log(f"cohort bench: {name} round {rnd}: {r['status'].upper()} "
-                        f"(exit {r['exit']}{'; ' + r['stderr_tail'].strip().splitlines()[-1] if r['stderr_tail'].strip() else ''})")
+                        f"({'; '.join([reason, *last])})")
+                else:
+                    r["stderr_tail"] = ""
                 trial_log.append(r)
             if rnd >= warmup:
                 log(f"cohort bench: round {rnd - warmup + 1}/{trials} done")
@@ -214,11 +420,15 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         cg = {}
         for name, kind, alloc, make_env in configs:
             log(f"cohort bench: cachegrind {name}")
-            cg[name] = cachegrind(cg_argv, make_env(None))
-        ref_digest = cg[names[0]]["output_sha256"]
+            cg[name] = cachegrind(cg_argv, make_env(None), stdin=inputs["cachegrind"], output_file=output_file)
+        first = cg[names[0]]
         for name, r in cg.items():
-            if "error" not in r and r["output_sha256"] != ref_digest:
-                r["error"] = "output differs from the glibc baseline"
+            if "error" in r:
+                continue
+            if r["output_sha256"] != first["output_sha256"]:
+                r["error"] = f"output differs from the {names[0]} baseline's"
+            elif r.get("output_file_sha256") != first.get("output_file_sha256"):
+                r["error"] = f"output file differs from the {names[0]} baseline's"
         for name, kind, alloc, _ in configs:
             if kind != "baseline" and name in ratios and "error" not in cg[name] and "error" not in cg[alloc]:
                 ratios[name]["d1_ratio"] = cg[name]["D1_misses"] / max(cg[alloc]["D1_misses"], 1)
@@ -240,13 +450,18 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
                 "fragmentation_at_peak_percent": round(100 * frag / resident, 2) if resident else 0.0,
                 "identification": st.get("identification", {}), "plan_active": st.get("plan_active"),
             }
-    problems = [f"{t['config']} round {t['round']}: {t['status']}" for t in measured if t["status"] != "ok"]
+    problems = [f"{t['config']} round {t['round']}: {t['status']} ({t['reason']})"
+                for t in measured if t["status"] != "ok"]
     if cg:
         problems += [f"cachegrind {n}: {r['error']}" for n, r in cg.items() if "error" in r]
     results = {
         "format": FORMAT, "version": VERSION, "cohort": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
-        "workload": os.path.basename(prog), "commands": commands, "plan": str(plan),
+        "workload": os.path.basename(prog), "commands": commands, "stdin": stdin_records,
+        "output_file": None if output_file is None else {
+            "path": str(output_file.path),
+            "reference_sha256": reference.get("output_file_sha256") if reference else None},
+        "plan": str(plan),
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators),
                        "random_control": random_control, "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,

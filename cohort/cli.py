@@ -41,7 +41,7 @@ def cmd_profile(args, target):
     if not target:
         raise CohortError("no program given (usage: cohort profile [options] -o profile.json -- ./prog args...)")
     data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
-                       max_size=args.max_size, coverage=args.coverage)
+                       max_size=args.max_size, coverage=args.coverage, stdin=args.stdin)
     print(summary(data, rc), file=sys.stderr)
     print(f"cohort: wrote {args.output}", file=sys.stderr)
     return 0
@@ -76,8 +76,10 @@ def cmd_optimize(args, target):
     from cohort.explain import explain
     from cohort.planner import plan_command, report
     from cohort.profile import profile, summary
+    from cohort.runner import check_input
     if not target:
         raise CohortError("no program given (usage: cohort optimize -o DIR -- ./prog train-args...)")
+    stdin = check_input(args.stdin) if args.stdin is not None else None
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise CohortError(f"{out} exists and is not a directory")
@@ -86,7 +88,7 @@ def cmd_optimize(args, target):
         raise CohortError(f"{out} already holds a profile or plan (use --force to replace them)")
     out.mkdir(parents=True, exist_ok=True)
     data, rc = profile(target, products[0], force=True, affinity_distance=args.affinity_distance,
-                       max_size=args.max_size, coverage=args.coverage)
+                       max_size=args.max_size, coverage=args.coverage, stdin=stdin)
     print(summary(data, rc), file=sys.stderr)
     plan, prof = plan_command(products[0], products[1], force=True, **plan_params(args))
     print(report(plan, prof))
@@ -104,7 +106,8 @@ def cmd_bench(args, target):
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
                     plan=args.plan, train=args.train, cachegrind_args=args.cachegrind_args,
                     random_control=not args.no_random, force=args.force,
-                    log=lambda m: print(m, file=sys.stderr))
+                    log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
+                    cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file)
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -120,6 +123,8 @@ def cmd_report(args, target):
 
 
 def add_profile_options(p):
+    p.add_argument("--stdin", metavar="FILE",
+                   help="the program reads FILE as its standard input (default: cohort's own)")
     p.add_argument("--affinity-distance", type=int, default=128, metavar="BYTES",
                    help="HALO's affinity distance A (default: 128)")
     p.add_argument("--max-size", type=int, default=4096, metavar="BYTES",
@@ -237,8 +242,21 @@ def build_parser():
     be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",
                     help="arguments for the cachegrind runs (default: no cachegrind)")
+    be.add_argument("--stdin", metavar="FILE",
+                    help="every timed run reads FILE, from the start, as its standard input "
+                         "(default: /dev/null)")
+    be.add_argument("--train-stdin", metavar="FILE",
+                    help="standard input of the profiling run with --train (default: /dev/null, "
+                         "never --stdin's file)")
+    be.add_argument("--cachegrind-stdin", metavar="FILE",
+                    help="standard input of the cachegrind runs (default: --stdin's file, else /dev/null)")
+    be.add_argument("--output-file", metavar="PATH",
+                    help="a file the program writes: removed before every run, its SHA-256 checked "
+                         "after each like stdout's; must not exist (unless --force)")
     be.add_argument("--no-random", action="store_true", help="skip HALO's random-placement control")
-    be.add_argument("--force", action="store_true", help="replace an existing results.json")
+    be.add_argument("--force", action="store_true",
+                    help="replace an existing results.json, and let --output-file's PATH be deleted "
+                         "if it exists")
     be.set_defaults(func=cmd_bench)
 
     rp = sub.add_parser("report", help="a Markdown report from bench results",

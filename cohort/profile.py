@@ -18,7 +18,7 @@ from cohort import __version__, elf, families
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 from cohort.paths import profiler_lib
-from cohort.runner import resolve_program
+from cohort.runner import check_input, open_input, resolve_program
 
 FORMAT = "cohort-profile"
 VERSION = 2          # written; 1 (no context families) is still read
@@ -30,9 +30,11 @@ DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 
 # ---- running the tool ------------------------------------------------------
 
-def run_tool(argv, workdir, affinity_distance, max_size):
-    """Run argv under the tool; the target keeps the terminal. Returns
-    (returncode, raw path of the main process, valgrind log path)."""
+def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
+    """Run argv under the tool; the target keeps the terminal, and reads the
+    file stdin (a path checked by runner.check_input) as its standard input if
+    one is given, else cohort's own. Returns (returncode, raw path of the main
+    process, valgrind log path)."""
     path = resolve_program(argv)
     what = elf.kind(path)
     if what not in ("x86-64", "script"):
@@ -49,15 +51,20 @@ def run_tool(argv, workdir, affinity_distance, max_size):
            path, *argv[1:]]
     env = dict(os.environ, VALGRIND_LIB=str(lib))
     env.pop("LD_PRELOAD", None)  # a preloaded allocator would hide every object
+    source = open_input(stdin)
     try:
-        proc = subprocess.Popen(cmd, env=env)
-    except OSError as e:
-        raise CohortError(f"cannot run valgrind: {e.strerror}") from e
-    try:
-        rc = proc.wait()
-    except KeyboardInterrupt:
-        proc.wait()
-        raise
+        try:
+            proc = subprocess.Popen(cmd, env=env, stdin=source)
+        except OSError as e:
+            raise CohortError(f"cannot run valgrind: {e.strerror}") from e
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            proc.wait()
+            raise
+    finally:
+        if source is not None:
+            source.close()
     return rc, Path(workdir) / f"raw.{proc.pid}", log
 
 
@@ -199,8 +206,10 @@ def write_json(path, data):
     write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
-def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9):
-    """The whole `cohort profile`. Returns (profile dict, target's return code)."""
+def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None):
+    """The whole `cohort profile`. stdin: a file the target reads as its
+    standard input (default: cohort's own). Returns (profile dict, target's
+    return code)."""
     output = Path(output)
     if output.exists() and not force:
         raise CohortError(f"{output} exists (use --force to overwrite it)")
@@ -208,9 +217,11 @@ def profile(target, output, force=False, affinity_distance=128, max_size=4096, c
         raise CohortError(f"cannot write {output}: no directory {output.parent}")
     if affinity_distance < 1 or max_size < 1 or not 0 < coverage <= 1:
         raise CohortError("affinity distance and max size must be positive, coverage in (0, 1]")
+    if stdin is not None:
+        stdin = check_input(stdin)
     params = {"affinity_distance": affinity_distance, "max_size": max_size, "coverage": coverage}
     with tempfile.TemporaryDirectory(prefix="cohort-profile.") as work:
-        rc, raw_path, log = run_tool(target, work, affinity_distance, max_size)
+        rc, raw_path, log = run_tool(target, work, affinity_distance, max_size, stdin=stdin)
         if not raw_path.exists():
             why = log_tail(log)
             raise CohortError(f"the profiler wrote no profile for {target[0]}"

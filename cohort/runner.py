@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from cohort.errors import CohortError
@@ -23,6 +24,47 @@ def resolve_program(argv):
     if os.path.isdir(path) or not os.access(path, os.X_OK):
         raise CohortError(f"cannot run {prog}: not an executable file", status=126)
     return path
+
+
+def check_input(path, option="--stdin", rereadable=False):
+    """The absolute path of a file a target will read as its standard input,
+    or a one-line CohortError naming the option: it must exist, be readable
+    and not be a directory. With rereadable (cohort bench opens it anew for
+    every run) it must also be a file that can be read from the start again:
+    a regular file or a device such as /dev/null, not a pipe, a socket or a
+    terminal. The check opens the file without blocking and reads nothing."""
+    name = os.path.abspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise CohortError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise CohortError(f"{option} {path}: is a directory") from None
+    except OSError as e:
+        raise CohortError(f"{option} {path}: cannot read it ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        tty = os.isatty(fd)
+    finally:
+        os.close(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise CohortError(f"{option} {path}: is a directory")
+    if rereadable and (tty or not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode))):
+        what = "a terminal" if tty else "a pipe or socket"
+        raise CohortError(f"{option} {path}: is {what}; every run needs the whole input from the start, "
+                          f"so give a file")
+    return name
+
+
+def open_input(path):
+    """A fresh stream of an input file checked by check_input (None: None,
+    the caller's own stdin)."""
+    if path is None:
+        return None
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise CohortError(f"cannot read {path}: {e.strerror}") from None
 
 
 def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None):
