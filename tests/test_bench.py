@@ -56,6 +56,9 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "random"}
     assert res["ratios"]["cohort+jemalloc"]["vs"] == "jemalloc"
     assert all(res["cachegrind"][c]["D1_misses"] > 0 for c in order)
+    # Without --stdin every run reads /dev/null; no output file was checked.
+    assert {k: v["path"] for k, v in res["stdin"].items()} == {"ref": "/dev/null", "cachegrind": "/dev/null"}
+    assert res["output_file"] is None and all("output_file_sha256" not in t for t in res["trials"])
     assert res["runtime_stats"]["cohort+glibc"]["plan_active"] is True
     assert res["runtime_stats"]["cohort+glibc"]["grouped_allocations"] >= 20000
     assert (out / "speedup.png").stat().st_size > 1000 and (out / "misses.png").exists()
@@ -78,7 +81,9 @@ def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):
     assert {t["status"] for t in res["trials"] if t["config"] == "cohort+glibc"} == {"mismatch"}
     assert res["summary"]["cohort+glibc"]["ok_trials"] == 0
     assert "cohort+glibc" not in res["ratios"]
-    assert any("mismatch" in p for p in res["problems"])
+    assert any("mismatch (stdout differs" in p for p in res["problems"])
+    assert all(t["reason"] == "stdout differs from the reference run's"
+               for t in res["trials"] if t["config"] == "cohort+glibc")
     assert b"MISMATCH" in r.stderr and b"PROBLEM" in r.stdout
 
 
