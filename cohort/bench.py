@@ -41,7 +41,7 @@ GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
 
 # ---- configurations --------------------------------------------------------
 
-def configurations(allocators, plan, random_control=True, base_env=None):
+def configurations(allocators, plan, random_control=True, base_env=None, all_control=True):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
     takes the statistics path (or None)."""
     # The user's own COHORT_* settings and preloads would skew every run.
@@ -65,6 +65,12 @@ def configurations(allocators, plan, random_control=True, base_env=None):
         def rnd(stats, a=allocators[0]):
             return environment(allocator=a, mode="random:4", stats=stats, base=base_env)
         configs.append(("random", "random", allocators[0], rnd))
+    if all_control:
+        # The simple alternative a plan must match: every small allocation
+        # in one pool, no identification (COHORT_MODE=all).
+        def one(stats, a=allocators[0]):
+            return environment(allocator=a, mode="all", stats=stats, base=base_env)
+        configs.append(("all", "all", allocators[0], one))
     return configs
 
 
@@ -308,7 +314,7 @@ def input_record(path):
 
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
-          cachegrind_stdin=None, output_file=None):
+          cachegrind_stdin=None, output_file=None, all_control=True):
     """The whole `cohort bench` (see the module's docstring). stdin,
     train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
     runs read as standard input (cachegrind's defaults to stdin; otherwise
@@ -349,14 +355,14 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     outdir.mkdir(parents=True, exist_ok=True)
     try:
         return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
-                      cachegrind_args, random_control, log, inputs, stdin_records, output_file)
+                      cachegrind_args, random_control, log, inputs, stdin_records, output_file, all_control)
     finally:
         if output_file is not None:
             output_file.done()
 
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
-           random_control, log, inputs, stdin_records, output_file):
+           random_control, log, inputs, stdin_records, output_file, all_control=True):
     commands = {"ref": target}
     if train is not None:
         from cohort.planner import PLAN_DEFAULTS, plan_command
@@ -376,7 +382,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         plan = outdir / "plan"
     plan = Path(plan).resolve()
     check_plan_fits(plan, prog)
-    configs = configurations(allocators, plan, random_control)
+    configs = configurations(allocators, plan, random_control, all_control=all_control)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
@@ -463,7 +469,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
             "reference_sha256": reference.get("output_file_sha256") if reference else None},
         "plan": str(plan),
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators),
-                       "random_control": random_control, "cache_geometry": GEOMETRY, "order": names},
+                       "random_control": random_control, "all_control": all_control,
+                       "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
     }

@@ -33,6 +33,9 @@ def cmd_run(args, target):
     if args.plan:
         check_plan_fits(args.plan, resolve_program(target))
     env = environment(plan=args.plan, allocator=args.allocator, mode=args.mode, stats=args.stats)
+    if args.plan and "COHORT_PLAN" not in env:
+        print(f"cohort: plan {args.plan} places no object (it has no group): running without the runtime"
+              + (f"; no statistics in {args.stats}" if args.stats else ""), file=sys.stderr)
     exec_program(target, env)
 
 
@@ -107,7 +110,8 @@ def cmd_bench(args, target):
                     plan=args.plan, train=args.train, cachegrind_args=args.cachegrind_args,
                     random_control=not args.no_random, force=args.force,
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
-                    cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file)
+                    cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
+                    all_control=not args.no_all)
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -254,6 +258,8 @@ def build_parser():
                     help="a file the program writes: removed before every run, its SHA-256 checked "
                          "after each like stdout's; must not exist (unless --force)")
     be.add_argument("--no-random", action="store_true", help="skip HALO's random-placement control")
+    be.add_argument("--no-all", action="store_true",
+                    help="skip the one-pool control (every small allocation in one pool, COHORT_MODE=all)")
     be.add_argument("--force", action="store_true",
                     help="replace an existing results.json, and let --output-file's PATH be deleted "
                          "if it exists")

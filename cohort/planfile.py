@@ -102,6 +102,12 @@ def read_plan(path):
     return plan
 
 
+def places_nothing(path):
+    """True for a plan that declares no group: under it the runtime would
+    only pass every call through, at a cost (one interposed jump per call)."""
+    return not read_plan(path)["groups"]
+
+
 def decide(plan, sites, size=None):
     """The group the runtime gives an allocation whose application call
     sites, innermost first, are `sites` (plan site indexes, None for a site

@@ -50,7 +50,7 @@ def report(paths, output, title="Cohort benchmark report"):
     head = ["workload", "trials"]
     for a in allocs:
         head += [f"time vs {a}", f"D1 vs {a}"]
-    head += ["random control (time, D1)", "fragmentation at peak", "problems"]
+    head += ["random control (time, D1)", "one pool (time, D1)", "fragmentation at peak", "problems"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     speed_rows, miss_rows = [], []
@@ -65,12 +65,13 @@ def report(paths, output, title="Cohort benchmark report"):
                 srow[name] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
                 if "d1_ratio" in x:
                     mrow[name] = (x["d1_ratio"],) * 3
-        x = r["ratios"].get("random")
-        row.append(f"{fmt(_ratio(r, 'random'))}, {fmt(_ratio(r, 'random', 'd1_ratio'))}" if x else "-")
-        if x:
-            srow["random"] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
-            if "d1_ratio" in x:
-                mrow["random"] = (x["d1_ratio"],) * 3
+        for control in ("random", "all"):
+            x = r["ratios"].get(control)
+            row.append(f"{fmt(_ratio(r, control))}, {fmt(_ratio(r, control, 'd1_ratio'))}" if x else "-")
+            if x:
+                srow[control] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
+                if "d1_ratio" in x:
+                    mrow[control] = (x["d1_ratio"],) * 3
         st = r["runtime_stats"].get(f"cohort+{allocs[0]}") or next(iter(r["runtime_stats"].values()), None)
         row.append(f"{st['fragmentation_at_peak_bytes']:,} B ({st['fragmentation_at_peak_percent']}%)"
                    if st else "-")

@@ -8,7 +8,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
 from cohort import elf
-from cohort.planfile import check_plan_header, read_plan
+from cohort.planfile import check_plan_header, places_nothing, read_plan
 
 MODES = ("plan", "off", "all", "random")
 
@@ -69,17 +69,24 @@ def open_input(path):
 
 def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None):
     """The environment for a run: LD_PRELOAD puts libcohort first, the chosen
-    allocator behind it, then whatever the user already preloads."""
+    allocator behind it, then whatever the user already preloads. A plan
+    that declares no group leaves libcohort out: it would only pass every
+    call through (`cohort run` says so)."""
     env = dict(os.environ if base is None else base)
-    preload = [str(runtime_library())]
+    idle = plan is not None and mode is None and places_nothing(plan)
+    preload = [] if idle else [str(runtime_library())]
     alloc = allocator_library(allocator)
     if alloc:
         preload.append(str(alloc))
     if env.get("LD_PRELOAD"):
         preload.append(env["LD_PRELOAD"])
     env["LD_PRELOAD"] = " ".join(preload)
+    if not preload:
+        del env["LD_PRELOAD"]
     for key in ("COHORT_PLAN", "COHORT_MODE", "COHORT_STATS"):
         env.pop(key, None)
+    if idle:
+        return env
     if plan is not None:
         plan = Path(plan)
         check_plan_header(plan)

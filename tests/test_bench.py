@@ -47,13 +47,13 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     assert r.returncode == 0, r.stderr.decode()
     res = json.loads((out / "results.json").read_text())
     jsonschema.validate(res, SCHEMA)
-    order = ["glibc", "cohort+glibc", "jemalloc", "cohort+jemalloc", "random"]
+    order = ["glibc", "cohort+glibc", "jemalloc", "cohort+jemalloc", "random", "all"]
     assert res["parameters"]["order"] == order
     assert [(t["round"], t["config"]) for t in res["trials"]] == [(r_, c) for r_ in range(4) for c in order]
-    assert [t["warmup"] for t in res["trials"]] == [True] * 5 + [False] * 15
+    assert [t["warmup"] for t in res["trials"]] == [True] * 6 + [False] * 18
     assert all(t["status"] == "ok" for t in res["trials"]) and res["problems"] == []
     assert all(res["summary"][c]["ok_trials"] == 3 for c in order)
-    assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "random"}
+    assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "random", "all"}
     assert res["ratios"]["cohort+jemalloc"]["vs"] == "jemalloc"
     assert all(res["cachegrind"][c]["D1_misses"] > 0 for c in order)
     # Without --stdin every run reads /dev/null; no output file was checked.
@@ -70,11 +70,12 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     assert r.returncode == 0, r.stderr.decode()
     text = rep.read_text()
     assert "| benchtoy | 3 |" in text and "time vs jemalloc" in text and "random control" in text
+    assert "one pool (time, D1)" in text
     assert "![time ratios](speedup.png)" in text and (rep.parent / "speedup.png").exists()
 
 
 def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):
-    r, out = bench(tmp_path, toy_plan, "mismatch", "--allocators", "glibc", "--no-random")
+    r, out = bench(tmp_path, toy_plan, "mismatch", "--allocators", "glibc", "--no-random", "--no-all")
     assert r.returncode == 1
     res = json.loads((out / "results.json").read_text())
     jsonschema.validate(res, SCHEMA)
@@ -88,7 +89,7 @@ def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):
 
 
 def test_crashing_target_is_reported(tmp_path, toy_plan):
-    r, out = bench(tmp_path, toy_plan, "crash", "--allocators", "glibc", "--no-random")
+    r, out = bench(tmp_path, toy_plan, "crash", "--allocators", "glibc", "--no-random", "--no-all")
     assert r.returncode == 1
     res = json.loads((out / "results.json").read_text())
     bad = [t for t in res["trials"] if t["config"] == "cohort+glibc"]
@@ -115,10 +116,14 @@ def test_bench_bad_input(tmp_path, toy_plan):
 @pytest.mark.parametrize("name", workloads.names())
 def test_workload_checksums_agree_under_every_allocator(name, tmp_path):
     argv = [workloads.binary(name), *workloads.inputs(name)["train"]]
-    outputs = {a: run(argv, env=cohort_env(allocator=a, mode="off")).stdout for a in ("glibc", "jemalloc")}
-    r = run([COHORT, "optimize", "-o", tmp_path / "opt", "--", *argv])
+    stdin = workloads.stdin_file(name, "train", tmp_path)     # calc reads its program there
+    feed = {"input": stdin.read_bytes()} if stdin else {}
+    outputs = {a: run(argv, env=cohort_env(allocator=a, mode="off"), **feed).stdout for a in ("glibc", "jemalloc")}
+    r = run([COHORT, "optimize", "-o", tmp_path / "opt", *(["--stdin", stdin] if stdin else []), "--", *argv])
     assert r.returncode == 0, r.stderr.decode()
     for a in ("glibc", "jemalloc"):
-        got = run(argv, env=cohort_env(allocator=a, plan=tmp_path / "opt" / "plan"))
+        got = run(argv, env=cohort_env(allocator=a, plan=tmp_path / "opt" / "plan"), **feed)
         assert got.returncode == 0 and got.stdout == outputs["glibc"], a
     assert outputs["jemalloc"] == outputs["glibc"] and b"checksum" in outputs["glibc"]
+    if stdin:
+        assert b"statements 0 " not in outputs["glibc"]        # it did read a program

@@ -17,7 +17,7 @@ from cohort.errors import CohortError
 
 PROG = PROGRAMS / "stdinout"
 SCHEMA = json.loads((ROOT / "docs" / "results.schema.json").read_text())
-QUICK = ["--allocators", "glibc", "--no-random"]
+QUICK = ["--allocators", "glibc", "--no-random", "--no-all"]
 
 
 def sha(data):
@@ -103,13 +103,16 @@ def test_bench_gives_every_run_a_fresh_stream_and_checks_the_output_file(tmp_pat
 
 def test_bench_reads_dev_null_by_default_and_flags_an_output_file_mismatch(tmp_path):
     # cohort's own stdin is a pipe nobody closes: a run that inherited it
-    # would wait forever. Under Cohort the program's file (not its stdout)
-    # gets one more line ("vary").
+    # would wait forever. Under libcohort the program's file (not its
+    # stdout) gets one more line ("vary"). The plan trained on /dev/null has
+    # no group, so cohort+glibc runs without libcohort and agrees; the
+    # one-pool control runs under it and differs.
     out = tmp_path / "result.txt"
     want_stdout, want_file = direct(b"", tmp_path / "by-hand.txt")
     rfd, wfd = os.pipe()
     try:
-        r = cohort("bench", "--trials", "1", "--warmup", "0", *QUICK, "--train", str(out),
+        r = cohort("bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random",
+                   "--train", str(out),
                    "--cachegrind-args", f"{out} vary", "--output-file", out, "-o", tmp_path / "res",
                    "--", PROG, out, "vary", stdin=rfd, timeout=60)
     finally:
@@ -120,13 +123,14 @@ def test_bench_reads_dev_null_by_default_and_flags_an_output_file_mismatch(tmp_p
     jsonschema.validate(res, SCHEMA)
     assert {k: v["path"] for k, v in res["stdin"].items()} == \
         {"ref": "/dev/null", "train": "/dev/null", "cachegrind": "/dev/null"}
-    base, mine = res["trials"]
+    base, planned, mine = res["trials"]
     assert base["status"] == "ok" and base["output_file_sha256"] == sha(want_file)
+    assert planned["status"] == "ok" and planned["output_file_sha256"] == base["output_file_sha256"]
     assert mine["status"] == "mismatch" and mine["reason"] == "output file differs from the reference run's"
     assert mine["output_sha256"] == base["output_sha256"] == sha(want_stdout)
     assert mine["output_file_sha256"] != base["output_file_sha256"]
-    assert res["problems"][0] == "cohort+glibc round 0: mismatch (output file differs from the reference run's)"
-    assert "output file differs" in res["cachegrind"]["cohort+glibc"]["error"]
+    assert res["problems"][0] == "all round 0: mismatch (output file differs from the reference run's)"
+    assert "output file differs" in res["cachegrind"]["all"]["error"]
     assert "error" not in res["cachegrind"]["glibc"]
     assert b"MISMATCH" in r.stderr and b"PROBLEM" in r.stdout
     assert not os.path.lexists(out)

@@ -509,3 +509,20 @@ def test_plan_with_nothing_to_pool_has_no_pool():
     assert plan.groups == [] and plan.rest is None and plan.predicted == {0: None}
     assert any(n.startswith("no pool") for n in plan.notes)
     assert "\nrest" not in render(plan, profile)
+
+
+def test_run_leaves_the_runtime_out_under_a_plan_that_places_nothing(tmp_path):
+    """A plan with no group would only pass every call through, at the cost
+    of an interposed jump: `cohort run` runs the program without libcohort
+    and says so."""
+    from cohort.planner import make_plan, render
+    from cohort.runner import environment
+    profile = shape_profile([(0, [1, 9], 900000, 900000)], [], 1_000_000)
+    profile["contexts"][0].update(frees=900000, lifetime={"mean": 2.0, "max": 9, "live_at_exit": 0})
+    (tmp_path / "plan").write_text(render(make_plan(profile), profile))
+    env = environment(plan=tmp_path / "plan", base={"PATH": "/usr/bin"})
+    assert "LD_PRELOAD" not in env and "COHORT_PLAN" not in env
+    env = environment(plan=tmp_path / "plan", allocator="jemalloc", base={})
+    assert "libcohort" not in env["LD_PRELOAD"] and "jemalloc" in env["LD_PRELOAD"]
+    r = run([COHORT, "run", "--plan", tmp_path / "plan", "--", "/bin/true"])
+    assert r.returncode == 0 and b"places no object" in r.stderr
