@@ -40,10 +40,11 @@ def call_sites(binary, caller, callee):
 
 
 def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1,
-               rest=None):
+               rest=None, paths=()):
     """modules: [binary path]; sites: [(module index, offset, verdict or None)];
     groups: [name]; selects: [(group index, [site indexes])]; rest: the group
-    of everything else (version 4)."""
+    of everything else (version 4); paths: [([site indexes], verdict)]
+    (version 5)."""
     lines = [f"cohort-plan {version}", "# written by hand in a test"]
     if max_size:
         lines.append(f"max-size {max_size}")
@@ -57,6 +58,8 @@ def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_ent
         lines.append(f"select {g} " + " ".join(str(s) for s in ss))
     if rest is not None:
         lines.append(f"rest {rest}")
+    for ss, verdict in paths:
+        lines.append("path " + " ".join(str(s) for s in ss) + f" {verdict}")
     if unknown_entry:
         lines.append(f"unknown-entry {unknown_entry}")
     lines.append("end")

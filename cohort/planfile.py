@@ -7,7 +7,9 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 
-PLAN_VERSION = 4        # the version written; 1 to 3 are still read
+PLAN_VERSION = 5        # the version written; 1 to 4 are still read
+MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
+MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 
 
 def check_plan_header(path):
@@ -33,12 +35,14 @@ def check_plan_header(path):
 def read_plan(path):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
-    "rest": group index or None, "rest_max": bytes or None}.
-    verdict is None, "cold", "walk" or "group=G"; stop is a group index or None.
+    "rest": group index or None, "rest_max": bytes or None, "paths": {(site, ...): verdict}}.
+    verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
+    a path's verdict is "cold", "next" or "group=G".
     Raises CohortError naming the line for anything malformed."""
     check_plan_header(path)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
-            "unknown_entry": "walk", "rest": None, "rest_max": None}
+            "unknown_entry": "walk", "rest": None, "rest_max": None, "paths": {}}
+    prefixes = set()
     ended = False
     version = int(Path(path).read_bytes().split(b"\n", 1)[0].split(b"#", 1)[0].split()[1])
     for n, raw in enumerate(Path(path).read_text(errors="replace").splitlines()[1:], start=2):
@@ -91,6 +95,27 @@ def read_plan(path):
                     raise bad("rest names an undeclared group, or comes twice")
                 plan["rest"] = int(words[1])
                 plan["rest_max"] = int(words[2][4:]) if len(words) == 3 else None
+            elif words[0] == "path" and version >= 5:
+                *sites, verdict = words[1:]
+                sites = tuple(int(w) for w in sites)
+                if not 2 <= len(sites) <= MAX_PATH or len(set(sites)) != len(sites) or \
+                        not all(0 <= s < len(plan["sites"]) for s in sites):
+                    raise bad(f"a path holds 2 to {MAX_PATH} distinct declared sites")
+                if not (verdict in ("cold", "next") or (verdict.startswith("group=")
+                                                         and 0 <= int(verdict[6:]) < len(plan["groups"]))):
+                    raise bad(f"a path ends in 'group=G' (a declared group), 'cold' or 'next', not '{verdict}'")
+                if plan["sites"][sites[0]][2] not in (None, "walk"):
+                    raise bad(f"path enters at site {sites[0]}, whose own verdict already decides")
+                if any(sites[:k] in plan["paths"] for k in range(2, len(sites))):
+                    raise bad("path goes on past a decided path")
+                if sites in plan["paths"]:
+                    raise bad("path decided twice")
+                if sites in prefixes:
+                    raise bad("path decides where a longer path goes on")
+                prefixes.update(sites[:k] for k in range(1, len(sites)))
+                if len(prefixes) + len(plan["paths"]) + 1 > MAX_NODES:
+                    raise bad(f"more than {MAX_NODES} path nodes")
+                plan["paths"][sites] = verdict
             elif words[0] == "unknown-entry":
                 plan["unknown_entry"] = words[1]
             else:
@@ -111,25 +136,53 @@ def places_nothing(path):
 def decide(plan, sites, size=None):
     """The group the runtime gives an allocation whose application call
     sites, innermost first, are `sites` (plan site indexes, None for a site
-    the plan does not name), or None: the quick test on the innermost site,
-    then the walk outwards, which ends at a stop site, then the selectors,
-    first match; what nothing claims goes to the rest group, if any and if
-    `size` (the request, if known) is within its max (docs/plan-format.md)."""
+    the plan does not name), or None: the quick test on the innermost site;
+    then the decision paths (version 5), from the entry outwards, passing
+    over sites met before, while the sites met are a path's beginning,
+    ending at the first path that decides (or at a stop site on the way);
+    then the full walk, which ends at a stop site, then the selectors, first
+    match; what nothing claims goes to the rest group, if any and if `size`
+    (the request, if known) is within its max (docs/plan-format.md)."""
     rest = plan.get("rest")
     if rest is not None and size is not None and plan.get("rest_max") is not None and size > plan["rest_max"]:
         rest = None
+
+    def outcome(verdict):
+        return int(verdict[6:]) if verdict.startswith("group=") else None if verdict == "next" else rest
+
     if not sites:
         return rest
     first = plan["sites"][sites[0]] if sites[0] is not None else None
     verdict = (first[2] if first else None) or plan["unknown_entry"]
-    if verdict.startswith("group="):
-        return int(verdict[6:])
-    if verdict == "next":
-        return None
-    if verdict == "cold":
-        return rest
+    if verdict.startswith("group=") or verdict in ("next", "cold"):
+        return outcome(verdict)
+    paths = plan.get("paths") or {}
+    if paths:
+        starts = _path_prefixes(plan)
+        met = []
+        for s in sites:
+            if s is None:
+                break
+            if s in met:
+                continue
+            if tuple(met + [s]) not in starts and tuple(met + [s]) not in paths:
+                break
+            met.append(s)
+            if tuple(met) in paths:
+                return outcome(paths[tuple(met)])
+            if plan["sites"][s][3] is not None:
+                return plan["sites"][s][3]
     for s in sites:
         if s is not None and plan["sites"][s][3] is not None:
             return plan["sites"][s][3]
     present = set(sites)
     return next((g for g, conj in plan["selects"] if all(s in present for s in conj)), rest)
+
+
+def _path_prefixes(plan):
+    """Every proper beginning of a decision path (the trie's inner nodes)."""
+    cache = plan.get("_prefixes")
+    if cache is None:
+        cache = {p[:k] for p in plan["paths"] for k in range(1, len(p))}
+        plan["_prefixes"] = cache
+    return cache

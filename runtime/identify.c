@@ -15,8 +15,8 @@
 #include <string.h>
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
-  "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "truncated", "all",
-  "random",
+  "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
+  "all", "random",
 };
 
 _Atomic bool ch_identify_active;
@@ -36,10 +36,21 @@ static CH_TLS uint32_t tpending, tjoined;
 atomic_ulong ch_walks_joined;
 static CH_TLS uint64_t rng;
 
+/* How many frames identification looked at, per allocation in plan mode:
+ * 0 (a plan with nothing to walk for), 1 (the quick test), 2, 3, 4-7, 8-15,
+ * 16 or more (ch_frame_bucket_names). */
+static CH_TLS uint32_t tframes[CH_FRAME_BUCKETS];
+atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
+const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3", "4-7", "8-15", "16+"};
+
 static void flush_counts(void) {
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) {
     if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
     tcount[i] = 0;
+  }
+  for (unsigned i = 0; i < CH_FRAME_BUCKETS; i++) {
+    if (tframes[i]) atomic_fetch_add_explicit(&ch_frame_count[i], tframes[i], memory_order_relaxed);
+    tframes[i] = 0;
   }
   if (tjoined) atomic_fetch_add_explicit(&ch_walks_joined, tjoined, memory_order_relaxed);
   tjoined = 0;
@@ -50,6 +61,9 @@ static inline void count(enum ch_path p) {
   if (CH_UNLIKELY(++tpending == 256)) flush_counts();
 }
 void ch_identify_flush_thread(void) { flush_counts(); }
+static inline void count_frames(unsigned n) {
+  tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
+}
 
 unsigned ch_ngroups(void) { return ngroups; }
 
@@ -84,8 +98,11 @@ void ch_identify_init(void) {
     ngroups = ch_plan->ngroups;
     rest = ch_plan->rest;
     rest_max = ch_plan->rest_max;
-    rest_only = rest >= 0 && !ch_plan->nconj && !plan_has_verdicts(ch_plan);
-    if (!ch_plan->nconj && rest < 0) { ch_info("plan has no selectors: nothing to group"); return; }
+    rest_only = rest >= 0 && !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
+    if (!ch_plan->nconj && rest < 0 && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan)) {
+      ch_info("plan has no selectors: nothing to group");
+      return;
+    }
     break;
   default:
     return;
@@ -97,6 +114,11 @@ static int decide_plan(const uintptr_t *fp) {
   struct ch_walk w;
   ch_walk_stack(&w, fp);
   tjoined += w.joined;
+  count_frames(w.frames);
+  if (w.path_verdict != CH_QUICK_WALK) {
+    count(CH_PATH_PATH);
+    return w.path_verdict >= 0 ? w.path_verdict : w.path_verdict == CH_QUICK_COLD ? CH_REST : -1;
+  }
   if (w.rejected) { count(CH_PATH_COLD); return w.next ? -1 : CH_REST; }
   if (w.entry_group) { count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
   if (w.stop_group) { count(CH_PATH_STOP); return (int)w.stop_group - 1; }
@@ -144,11 +166,11 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
 int ch_identify(size_t size, const uintptr_t *fp) {
   if (CH_LIKELY(size <= ch_max_size)) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
-      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); return size <= rest_max ? rest : -1; }
+      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); tframes[0]++; return size <= rest_max ? rest : -1; }
       int q = ch_walk_quick(fp);
-      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); return ch_in_runtime || size > rest_max ? -1 : rest; }
-      if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); return -1; }
-      if (q >= 0) { count(CH_PATH_ENTRY); return q; }
+      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[1]++; return ch_in_runtime || size > rest_max ? -1 : rest; }
+      if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[1]++; return -1; }
+      if (q >= 0) { count(CH_PATH_ENTRY); tframes[1]++; return q; }
     } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
       count(CH_PATH_ALL);
       return 0;

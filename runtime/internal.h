@@ -230,6 +230,9 @@ struct ch_walk {
   bool joined;                          /* the outer frames came from the thread's last walk */
   unsigned entry_group;                 /* quick test: group + 1 its site decides, or 0 */
   unsigned stop_group;                  /* group + 1 of the stop site that ended the walk, or 0 */
+  int path_verdict;                     /* a decision path's verdict (a group, CH_QUICK_COLD or
+                                           CH_QUICK_NEXT), or CH_QUICK_WALK: none decided */
+  unsigned frames;                      /* frames the walk looked at */
 };
 void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at return */
 /* Walk from the frame of the runtime entry point whose frame address is fp
@@ -266,7 +269,26 @@ struct ch_plan {
   enum ch_entry_verdict unknown_entry;
   int rest;   /* version 4: the group of every small allocation no verdict or selector claims; -1: none */
   size_t rest_max;   /* the largest request the rest group takes */
+  /* Version 5: the decision paths, a trie over the sites a walk meets from
+   * the entry outwards. Node 0 is the root; a node's verdict is a group,
+   * CH_QUICK_COLD, CH_QUICK_NEXT, or CH_QUICK_WALK (go one frame further). */
+  unsigned nnodes;
+  int *node_verdict;
+  uint32_t *trie_key;     /* open addressing: (parent << 9 | site) + 1, 0 empty */
+  uint16_t *trie_child;
+  uint8_t *has_child;     /* per node: some path goes on from it */
 };
+#define CH_MAX_NODES 4096
+#define CH_MAX_PATH 32
+/* The child of trie node `node` through plan site `site`, or 0: none. */
+static inline unsigned ch_plan_child(const struct ch_plan *pl, unsigned node, int site) {
+  uint32_t key = ((uint32_t)node << 9 | (uint32_t)site) + 1;
+  for (uint32_t h = (key * 0x9e3779b1u) >> 19;; h = (h + 1) & (2 * CH_MAX_NODES - 1)) {
+    uint32_t k = pl->trie_key[h];
+    if (k == key) return pl->trie_child[h];
+    if (!k) return 0;
+  }
+}
 extern struct ch_plan *ch_plan;          /* NULL: nothing to identify */
 extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */
 int ch_plan_load(const char *path);      /* 0 ok; otherwise warned and NULL */
@@ -284,12 +306,16 @@ enum ch_path {
   CH_PATH_WALK_NONE,     /* full walk, no selector matched */
   CH_PATH_WALK_GROUP,    /* full walk, a selector matched */
   CH_PATH_STOP,          /* walk ended early at a stop site, which decides */
+  CH_PATH_PATH,          /* walk ended where the plan's decision paths agree on a verdict */
   CH_PATH_TRUNCATED,     /* walk stopped early (no unwind info); decided on what was seen */
   CH_PATH_ALL,           /* test mode: every small allocation grouped */
   CH_PATH_RANDOM,        /* control mode: a random pool */
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
+#define CH_FRAME_BUCKETS 7
+extern const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS];
+extern atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
 extern _Atomic bool ch_identify_active;  /* fast flag: anything to decide at all */
 extern size_t ch_max_size;
 int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1 */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 4   /* reads 1 to 4; 2 adds the group=G verdict, 3 stop=G, 4 rest G */
+#define PLAN_VERSION 5   /* reads 1 to 5; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -62,6 +62,23 @@ static int fail(const char *path, unsigned line, const char *fmt, ...) {
   return -1;
 }
 #define FAIL(...) return fail(path, line, __VA_ARGS__)
+
+/* The trie node for `site` under `parent`, made if absent: its index, or 0
+ * when the trie is full. */
+static unsigned trie_add(struct ch_plan *pl, unsigned parent, unsigned site) {
+  unsigned child = ch_plan_child(pl, parent, (int)site);
+  if (child) return child;
+  if (pl->nnodes == CH_MAX_NODES) return 0;
+  uint32_t key = ((uint32_t)parent << 9 | site) + 1;
+  uint32_t h = (key * 0x9e3779b1u) >> 19;
+  while (pl->trie_key[h]) h = (h + 1) & (2 * CH_MAX_NODES - 1);
+  child = pl->nnodes++;
+  pl->has_child[parent] = 1;
+  pl->trie_key[h] = key;
+  pl->trie_child[h] = (uint16_t)child;
+  pl->node_verdict[child] = CH_QUICK_WALK;
+  return child;
+}
 
 static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
   unsigned line = 0;
@@ -180,6 +197,35 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
           FAIL("rest takes one option, max=BYTES (8 to %zu)", ch_chunk_size / 8);
         pl->rest_max = (size_t)y;
       }
+    } else if (!strcmp(kw, "path") && pl->version >= 5) {
+      /* path S1 S2 ... VERDICT: a walk entering at S1 that meets S2, ...
+       * next (repeated sites skipped) ends there with VERDICT. */
+      char *toks[CH_MAX_PATH + 2];
+      unsigned n = 0;
+      while (n < CH_MAX_PATH + 2 && next_token(&s, &toks[n])) n++;
+      if (*s || n > CH_MAX_PATH + 1) FAIL("a path holds at most %d sites", CH_MAX_PATH);
+      if (n < 3) FAIL("a path needs at least two sites and a verdict");
+      const char *v = toks[n - 1];
+      int verdict;
+      if (!strcmp(v, "cold")) verdict = CH_QUICK_COLD;
+      else if (!strcmp(v, "next")) verdict = CH_QUICK_NEXT;
+      else if (!strncmp(v, "group=", 6) && parse_uint(v + 6, 10, ~0ull, &x) && x < pl->ngroups) verdict = (int)x;
+      else FAIL("a path ends in 'group=G' (a declared group), 'cold' or 'next', not '%s'", v);
+      unsigned node = 0;
+      uint64_t seen[CH_MAX_SITES / 64] = {0};
+      for (unsigned i = 0; i + 1 < n; i++) {
+        if (!parse_uint(toks[i], 10, ~0ull, &y) || y >= pl->nsites) FAIL("path names an undeclared site '%s'", toks[i]);
+        if (seen[y >> 6] >> (y & 63) & 1) FAIL("site %llu comes twice in one path (walks skip repeated sites)", y);
+        seen[y >> 6] |= (uint64_t)1 << (y & 63);
+        if (i == 0 && pl->sites[y].entry != CH_ENTRY_WALK && pl->sites[y].entry != CH_ENTRY_UNKNOWN)
+          FAIL("path enters at site %llu, whose own verdict already decides", y);
+        if (node && pl->node_verdict[node] != CH_QUICK_WALK) FAIL("path goes on past a decided path");
+        node = trie_add(pl, node, (unsigned)y);
+        if (!node) FAIL("more than %d path nodes", CH_MAX_NODES - 1);
+      }
+      if (pl->node_verdict[node] != CH_QUICK_WALK) FAIL("path decided twice");
+      if (pl->has_child[node]) FAIL("path decides where a longer path goes on");
+      pl->node_verdict[node] = verdict;
     } else if (!strcmp(kw, "unknown-entry")) {
       if (!next_token(&s, &a) || *s) FAIL("unknown-entry needs 'walk' or 'cold'");
       if (!strcmp(a, "walk")) pl->unknown_entry = CH_ENTRY_WALK;
@@ -223,7 +269,14 @@ int ch_plan_load(const char *path) {
   pl->unknown_entry = CH_ENTRY_WALK;
   pl->rest = -1;
   pl->rest_max = ~(size_t)0;
-  if (!pl->modules || !pl->sites || !pl->group_names || !pl->conj) return -1;
+  pl->nnodes = 1;   /* the root */
+  pl->node_verdict = ch_meta_alloc(sizeof *pl->node_verdict * CH_MAX_NODES);
+  pl->trie_key = ch_meta_alloc(sizeof *pl->trie_key * 2 * CH_MAX_NODES);
+  pl->trie_child = ch_meta_alloc(sizeof *pl->trie_child * 2 * CH_MAX_NODES);
+  pl->has_child = ch_meta_alloc(CH_MAX_NODES);
+  if (!pl->modules || !pl->sites || !pl->group_names || !pl->conj || !pl->node_verdict ||
+      !pl->trie_key || !pl->trie_child || !pl->has_child) return -1;
+  pl->node_verdict[0] = CH_QUICK_WALK;
   int rc = parse(text, len, path, pl);
   ch_os_release(text, len + 1);
   if (rc) return -1;

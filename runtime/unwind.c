@@ -395,6 +395,8 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
   w->truncated = w->rejected = w->joined = w->next = false;
   w->entry_group = w->stop_group = 0;
+  w->path_verdict = CH_QUICK_WALK;
+  w->frames = 0;
   if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
   if (fp) {
@@ -420,9 +422,38 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     if (!step(&r, v, sp0, &truncated, &slot)) { w->truncated = truncated; return; }
     if (++depth == CH_MAX_FRAMES) { w->truncated = true; return; }
   }
+  w->frames = depth + 1;
   int e = entry_verdict(v);
   if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
   if (e == CH_QUICK_COLD || e == CH_QUICK_NEXT) { w->rejected = true; w->next = e == CH_QUICK_NEXT; return; }
+
+  /* The decision paths (plan version 5): from the entry outwards, while the
+   * sites met so far are a path of the plan's trie, one frame at a time;
+   * the first node with a verdict ends the walk. A frame that leaves the
+   * trie (an application frame with no site, or a site the trie has no
+   * branch for) is where the full walk takes over, unchanged. System frames
+   * and sites met before (recursion) are passed over, as in a context. */
+  const struct ch_plan *pl = ch_plan;
+  if (pl->nnodes > 1) {
+    unsigned node = 0;
+    for (;;) {
+      if (!(v & F_SYSTEM)) {
+        int site = F_SITE(v);
+        if (site < 0) break;
+        if (!(w->active[site >> 6] >> (site & 63) & 1)) {
+          unsigned child = ch_plan_child(pl, node, site);
+          if (!child) break;
+          node = child;
+          w->active[site >> 6] |= (uint64_t)1 << (site & 63);
+          if (pl->node_verdict[node] != CH_QUICK_WALK) { w->path_verdict = pl->node_verdict[node]; w->frames = depth + 1; return; }
+          if (v & F_STOP) { w->stop_group = pl->sites[site].stop; w->frames = depth + 1; return; }
+        }
+      }
+      if (!step(&r, v, sp0, &truncated, &slot)) { w->truncated = truncated; w->frames = depth + 1; return; }
+      if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth; return; }
+      v = rule_for(r.pc, tag);
+    }
+  }
 
   /* The rest of the stack, recorded for the memo and joining it where the
    * registers meet a remembered frame. System frames have no site; a frame
@@ -440,6 +471,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
         unsigned j = (unsigned)(mj - memo.f), retry;
         if (memo_join(w, j, r.rbp, &retry)) {
           w->joined = true;
+          w->frames = depth + 1;
           memo_splice(pre, i, j, sited, any_use);
           return;
         }
@@ -459,6 +491,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
       if (i < 64) sited |= (uint64_t)1 << i;
       if (v & F_STOP) {
         w->stop_group = ch_plan->sites[site].stop;
+        w->frames = depth + 1;
         rec->slot = 0;
         memo_keep(pre, i + 1, sited, any_use, tag, w->stop_group, 0);
         return;
@@ -469,12 +502,13 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     if (!step(&r, v, sp0, &truncated, &slot)) {
       rec->slot = slot;
       w->truncated = truncated;
+      w->frames = depth + 1;
       if (truncated) memo.n = 0;
       else memo_keep(pre, i, sited, any_use, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
       return;
     }
     rec->slot = slot;
-    if (++depth == CH_MAX_FRAMES) { w->truncated = true; memo.n = 0; return; }
+    if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth; memo.n = 0; return; }
     v = rule_for(r.pc, tag);
   }
 }

@@ -46,7 +46,7 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 4"),
+    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 5"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
     ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
@@ -114,3 +114,45 @@ def test_malformed_rest_line(tmp_path, rest, message):
     p = good_plan(tmp_path / "plan")
     p.write_text(p.read_text().replace("cohort-plan 1", "cohort-plan 4", 1).replace("end\n", rest + "\nend\n"))
     assert message in run_with(p, tmp_path)
+
+
+@pytest.mark.parametrize("path,message", [
+    ("path 0 1", "a path needs at least two sites and a verdict"),
+    ("path 0 1 group=5", "a path ends in 'group=G' (a declared group), 'cold' or 'next', not 'group=5'"),
+    ("path 0 1 walk", "not 'walk'"),
+    ("path 0 7 cold", "path names an undeclared site '7'"),
+    ("path 0 1 0 cold", "site 0 comes twice in one path"),
+    ("path 2 0 cold", "path enters at site 2, whose own verdict already decides"),
+    ("path 0 1 cold\npath 0 1 next", "path decided twice"),
+    ("path 0 1 cold\npath 0 1 2 next", "path goes on past a decided path"),
+    ("path 0 1 2 cold\npath 0 1 next", "path decides where a longer path goes on"),
+    ("path " + " ".join(["0"] * 40) + " cold", "a path holds at most 32 sites"),
+])
+def test_malformed_path_line(tmp_path, path, message):
+    """Version 5's decision paths: declared sites, each once, a verdict, an
+    entry that does not decide alone, and no path through another's end."""
+    p = good_plan(tmp_path / "plan")
+    text = p.read_text().replace("cohort-plan 1", "cohort-plan 5", 1)
+    text = text.replace("group 0 a", "site 1 0 0x20\nsite 2 0 0x30 cold\ngroup 0 a")
+    p.write_text(text.replace("end\n", path + "\nend\n"))
+    assert message in run_with(p, tmp_path)
+
+
+def test_path_line_needs_version_5(tmp_path):
+    p = good_plan(tmp_path / "plan")
+    p.write_text(p.read_text().replace("cohort-plan 1", "cohort-plan 4", 1).replace("end\n", "path 0 0 cold\nend\n"))
+    assert "unknown directive 'path'" in run_with(p, tmp_path)
+
+
+@pytest.mark.parametrize("path", ["path 0 1", "path 0 1 group=5", "path 0 7 cold", "path 0 1 0 cold",
+                                  "path 2 0 cold", "path 0 1 cold\npath 0 1 next",
+                                  "path 0 1 cold\npath 0 1 2 next", "path 0 1 2 cold\npath 0 1 next"])
+def test_cli_reader_refuses_the_same_path_lines(tmp_path, path):
+    from cohort import planfile
+    from cohort.errors import CohortError
+    p = good_plan(tmp_path / "plan")
+    text = p.read_text().replace("cohort-plan 1", "cohort-plan 5", 1)
+    text = text.replace("group 0 a", "site 1 0 0x20\nsite 2 0 0x30 cold\ngroup 0 a")
+    p.write_text(text.replace("end\n", path + "\nend\n"))
+    with pytest.raises(CohortError, match=rf"^plan {p}:\d+: "):
+        planfile.read_plan(p)

@@ -1,0 +1,124 @@
+"""Decision paths (plan version 5): the runtime's walk and planfile.decide()
+follow the same procedure. Random plans with every kind of verdict, stop
+sites, selectors and paths, run against objects whose call sites the test
+knows exactly (tests/programs/callpaths.c): every object's group must be the
+one decide() predicts."""
+
+import json
+import random
+
+import pytest
+
+from conftest import PROGRAMS, cohort_env, run
+from cohort import planfile
+from cohort.handplan import call_sites, read_log, write_plan
+
+STEPS = "abcd"
+
+
+def site_table(binary):
+    """{(caller, callee): return offset} for every call the paths make."""
+    fn = {c: f"step_{c}" for c in STEPS}
+    table = {("main", "start"): call_sites(binary, "main", "start")[0]}
+    for x in STEPS:
+        table[("start", x)] = call_sites(binary, "start", fn[x])[0]
+        table[(x, "malloc")] = call_sites(binary, fn[x], "malloc")[0]
+        for y in STEPS:
+            table[(x, y)] = call_sites(binary, fn[x], fn[y])[0]
+    return table
+
+
+def chain(path):
+    """The call sites on the stack of the object path makes, innermost first."""
+    calls = [("start", path[0])] + list(zip(path, path[1:])) + [(path[-1], "malloc")]
+    return list(reversed(calls)) + [("main", "start")]
+
+
+def reduced(sites):
+    """A context: each site at its innermost occurrence only."""
+    return list(dict.fromkeys(sites))
+
+
+def random_plan(rng, path_strings):
+    keys = sorted({k for p in path_strings for k in chain(p)})
+    chosen = rng.sample(keys, rng.randint(6, min(20, len(keys))))
+    ngroups = rng.randint(1, 3)
+    rest = ngroups if rng.random() < 0.5 else None
+    names = [f"g{i}" for i in range(ngroups)] + (["rest"] if rest is not None else [])
+    sites = []
+    for k in chosen:
+        verdict = None
+        if k[1] == "malloc":
+            verdict = rng.choice([None, "walk", "walk", "walk", "cold", "next", f"group={rng.randrange(ngroups)}"])
+        if rng.random() < 0.15:
+            verdict = ((verdict + " ") if verdict else "") + f"stop={rng.randrange(ngroups)}"
+        sites.append((k, verdict))
+    index = {k: i for i, (k, _) in enumerate(sites)}
+    selects = []
+    for _ in range(rng.randint(0, 5)):
+        conj = rng.sample(range(len(sites)), rng.randint(1, min(3, len(sites))))
+        selects.append((rng.randrange(ngroups), conj))
+    paths = {}
+    entry_ok = lambda s: (sites[s][1] or "walk").split()[0] in ("walk",) or sites[s][1].startswith("stop=")
+    for p in rng.sample(path_strings, min(len(path_strings), 30)):
+        ctx = [index.get(k) for k in reduced(chain(p))]
+        known = []
+        for s in ctx:
+            if s is None:
+                break
+            known.append(s)
+        if len(known) < 2 or not entry_ok(known[0]):
+            continue
+        cut = tuple(known[:rng.randint(2, min(len(known), 6))])
+        clash = any(cut[:len(q)] == q or q[:len(cut)] == cut for q in paths)
+        if not clash:
+            paths[cut] = rng.choice(["cold", "next"] + [f"group={g}" for g in range(ngroups)] * 2)
+    return dict(sites=sites, names=names, selects=selects, rest=rest, paths=list(paths.items()),
+                unknown_entry=rng.choice(["walk", "cold"]))
+
+
+@pytest.mark.parametrize("build", ["callpaths_O2", "callpaths_O0"])
+def test_runtime_and_decide_agree_on_random_plans(tmp_path, build):
+    binary = PROGRAMS / build
+    table = site_table(binary)
+    rng = random.Random(5)
+    strings = sorted({"".join(rng.choice(STEPS) for _ in range(rng.randint(1, 7))) for _ in range(400)})
+    (tmp_path / "paths").write_text("\n".join(strings) + "\n")
+    decided_by_paths = 0
+    for trial in range(25):
+        spec = random_plan(rng, strings)
+        plan_path = write_plan(tmp_path / f"plan{trial}", [binary],
+                               [(0, table[k], v) for k, v in spec["sites"]], spec["names"],
+                               spec["selects"], version=5, rest=spec["rest"], paths=spec["paths"],
+                               unknown_entry=spec["unknown_entry"])
+        plan = planfile.read_plan(plan_path)
+        stats = tmp_path / f"stats{trial}.json"
+        r = run([binary, tmp_path / "paths", tmp_path / "log"], env=cohort_env(plan=plan_path, stats=stats))
+        assert r.returncode == 0 and r.stderr == b"", (trial, r.stderr)
+        index = {k: i for i, (k, _) in enumerate(spec["sites"])}
+        got = {k: v[0][1] for k, v in read_log(tmp_path / "log").items()}
+        for p in strings:
+            want = planfile.decide(plan, [index.get(k) for k in chain(p)], size=32)
+            assert got[p] == (-1 if want is None else want), (trial, p, plan_path.read_text())
+        decided_by_paths += json.loads(stats.read_text())["identification"]["path"]
+    assert decided_by_paths > 200   # the paths were taken, not just parsed
+
+
+def test_a_path_ends_the_walk_early(tmp_path):
+    """A path entering at step_b's malloc call through step_a decides after
+    two frames; the same entry reached from elsewhere walks to the end."""
+    binary = PROGRAMS / "callpaths_O2"
+    t = site_table(binary)
+    sites = [(0, t[("b", "malloc")], "walk"), (0, t[("a", "b")], None), (0, t[("main", "start")], None)]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["deep", "ab"], [(0, [2])], version=5,
+                      paths=[([0, 1], "group=1")])
+    (tmp_path / "paths").write_text("ab\ncab\ncb\nb\n" * 50)
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "paths", tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0 and r.stderr == b""
+    groups = {k: {g for _, g, _ in v} for k, v in read_log(tmp_path / "log").items()}
+    assert groups == {"ab": {1}, "cab": {1}, "cb": {0}, "b": {0}}
+    st = json.loads(stats.read_text())
+    assert st["identification"]["path"] == 100 and st["identification"]["walk_group"] == 100
+    frames = st["frames_looked_at"]
+    assert frames["2"] == 100   # the 100 decided by the path; the others walk further
