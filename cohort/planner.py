@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort import grouping, identification
+from cohort import grouping, identification, planfile
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 
@@ -52,6 +52,8 @@ class Plan:
     worth: list = field(default_factory=list)   # Worth per group
     rest: int = None                            # the rest pool's group index, if any
     rest_max: int = None                        # the largest request it takes
+    paths: dict = field(default_factory=dict)   # (site id, ...) -> "cold" | "group=G": decision paths
+    frames: dict = field(default_factory=dict)  # context id -> frames its walk looks at, if walked
 
 
 def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
@@ -92,6 +94,83 @@ def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, note
         notes.append(f"stop sites also group {absorbed} allocations of otherwise ungrouped contexts "
                      f"(--entry-purity {purity}), sparing the rest of their stack walks")
     return stops
+
+
+def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, purity, notes):
+    """The decision paths (DPA's adaptive partial call chains, section 3.1,
+    on HALO's selectors): from each entry site that needs a walk, the
+    profiled contexts entering there are split by their next site outwards,
+    and again, until those still together agree on a verdict (or one group
+    takes `purity` of their allocations and no other any): the path of sites
+    so far then decides, and the walk ends there. Sites a path needs join
+    the plan's sites within the runtime's budget. A stop site that would
+    decide the same needs no path. Returns ({path: verdict}, {context id:
+    frames its walk looks at}) and updates `predicted` for the contexts the
+    paths now decide."""
+    def walked(c):
+        return c["sites"] and c["sites"][0] in sites and \
+            (verdicts.get(c["sites"][0]) or unknown_entry) == "walk"
+
+    paths, frames, nodes = {}, {}, [0]
+    absorbed = [0]
+    full = [False]
+
+    def split(prefix, members):
+        counts = {}
+        for c in members:
+            counts[predicted[c["id"]]] = counts.get(predicted[c["id"]], 0) + c["allocations"]
+        if len(prefix) >= 2:
+            real = [g for g in counts if g is not None]
+            verdict = None
+            if len(counts) == 1:
+                verdict = real[0] if real else None
+                decided = True
+            elif len(real) == 1 and counts[real[0]] >= purity * sum(counts.values()):
+                verdict, decided = real[0], True
+            else:
+                decided = False
+            if decided:
+                for c in members:
+                    frames[c["id"]] = len(prefix)
+                    if predicted[c["id"]] != verdict:
+                        absorbed[0] += c["allocations"]
+                        predicted[c["id"]] = verdict
+                if not (verdict is not None and stops.get(prefix[-1]) == verdict):
+                    paths[tuple(prefix)] = "cold" if verdict is None else f"group={verdict}"
+                return
+        if len(prefix) == planfile.MAX_PATH:
+            return
+        onward = {}
+        for c in members:
+            if len(c["sites"]) > len(prefix):
+                onward.setdefault(c["sites"][len(prefix)], []).append(c)
+        for nxt, sub in sorted(onward.items(), key=lambda kv: (-sum(c["allocations"] for c in kv[1]), kv[0])):
+            if nxt not in sites:
+                if len(sites) >= MAX_SITES:
+                    full[0] = True
+                    continue
+                sites.append(nxt)
+            if nodes[0] >= planfile.MAX_NODES:
+                full[0] = True
+                return
+            nodes[0] += 1
+            split(prefix + [nxt], sub)
+
+    entering = {}
+    for c in filter(walked, contexts):
+        entering.setdefault(c["sites"][0], []).append(c)
+    for e, members in sorted(entering.items(), key=lambda kv: (-sum(c["allocations"] for c in kv[1]), kv[0])):
+        nodes[0] += 1
+        split([e], members)
+    # a path's end must not be a beginning of another: an absorbed context
+    # decides at the shorter path, which is where the walk would stop
+    if absorbed[0]:
+        notes.append(f"decision paths also group {absorbed[0]} allocations of otherwise ungrouped "
+                     f"contexts (--entry-purity {purity}), sparing the rest of their walks")
+    if full[0]:
+        notes.append(f"some contexts keep the full walk: the decision paths reached the runtime's "
+                     f"limit of {MAX_SITES} sites or {planfile.MAX_NODES} path nodes")
+    return paths, frames
 
 
 def site_name(profile, sid):
@@ -141,9 +220,12 @@ class Worth:
         return self.inside > self.outside and self.saving_ns >= self.walk_ns
 
 
-def walk_frames(context, stops):
-    """Frames a walk steps for this context: to its first stop site, else its
-    whole chain and the start-up frames below main (two, in system modules)."""
+def walk_frames(context, stops, frames=None):
+    """Frames a walk steps for this context: to the end of its decision path
+    (`frames`, by context id), else to its first stop site, else its whole
+    chain and the start-up frames below main (two, in system modules)."""
+    if frames and context["id"] in frames:
+        return frames[context["id"]]
     for i, s in enumerate(context["sites"]):
         if s in stops:
             return i + 1
@@ -163,7 +245,7 @@ def assess(plan, contexts, edges, costs):
         if verdict != "walk":
             continue
         w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
-        frames = walk_frames(c, plan.stops)
+        frames = walk_frames(c, plan.stops, plan.frames)
         w["ns"] += c["allocations"] * (costs["walk_ns"] + frames * costs["frame_ns"])
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
@@ -414,9 +496,11 @@ def assemble(profile, kept, params, notes):
         notes.append(f"entry-site verdicts also group {absorbed} allocations of otherwise ungrouped "
                      f"contexts (--entry-purity {entry_purity}), sparing their stack walks")
     stops = stop_sites(contexts, sites, verdicts, predicted, unknown_entry, entry_purity, notes)
+    paths, frames = decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops,
+                                   entry_purity, notes)
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
     return Plan(groups=planned, rejected=[], sites=sites, verdicts=verdicts, stops=stops,
-                modules=modules,
+                paths=paths, frames=frames, modules=modules,
                 unknown_entry=unknown_entry,
                 max_size=min(max(profile["parameters"]["max_size"], MIN_MAX_SIZE), MAX_MAX_SIZE),
                 predicted=predicted, notes=notes)
@@ -424,7 +508,7 @@ def assemble(profile, kept, params, notes):
 
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
-    lines = ["cohort-plan 4", f"# made by cohort plan from {source}",
+    lines = [f"cohort-plan {planfile.PLAN_VERSION}", f"# made by cohort plan from {source}",
              f"max-size {plan.max_size}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     for i, m in enumerate(plan.modules):
@@ -445,6 +529,8 @@ def render(plan, profile, source="profile.json"):
             lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))
     if plan.rest is not None:
         lines.append(f"rest {plan.rest} max={plan.rest_max}")
+    for path, verdict in plan.paths.items():
+        lines.append("path " + " ".join(str(site_index[s]) for s in path) + f" {verdict}")
     lines.append(f"unknown-entry {plan.unknown_entry}")
     lines.append("end")
     return "\n".join(lines) + "\n"

@@ -139,7 +139,7 @@ def test_optimize_writes_every_product(pipeline):
         assert (out / name).stat().st_size > 0, name
     assert b"groups from" in r.stdout
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 4\n") and text.endswith("end\n")
+    assert text.startswith("cohort-plan 5\n") and text.endswith("end\n")
     svg = (out / "graph.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<circle") >= 2
     r = run([COHORT, "optimize", "-o", out, "--", GROUPS, out / "x.log"])
@@ -294,7 +294,7 @@ def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
     assert any("stop sites also group 5 allocations" in n for n in plan.notes)
     (tmp_path / "plan").write_text(render(plan, profile))
     text = (tmp_path / "plan").read_text()
-    assert text.startswith("cohort-plan 4\n") and " stop=0 " in text and " stop=1 " in text
+    assert text.startswith("cohort-plan 5\n") and " stop=0 " in text and " stop=1 " in text
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
     for c in profile["contexts"]:
@@ -427,7 +427,7 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     assert plan.groups == [] and plan.rest == 0
     assert plan.predicted == {0: 0, 1: 0}           # both in the rest pool, no walk
     note = next(n for n in plan.notes if "costs more than its placement can save" in n)
-    assert "2000000 stack walks of 6.5 frames" in note and "100000 affinitive accesses inside" in note
+    assert "2000000 stack walks of 2.0 frames" in note and "100000 affinitive accesses inside" in note
     agrees_with_runtime(plan, profile, tmp_path)
     assert "rest" in report(plan, profile)
     # the same shape with heavy affinity (about 40 affinitive accesses per
@@ -435,7 +435,7 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     rich = make_plan(churn_profile(affinity=80_000_000, accesses=90_000_000))
     assert len(rich.groups) == 1 and rich.worth[0].pays
     assert rich.worth[0].walked_allocations == 2_000_000
-    assert "2000000 stack walks of 6.5 frames" in worth_text(rich.worth[0])
+    assert "2000000 stack walks of 2.0 frames" in worth_text(rich.worth[0])
     # walks priced at nothing: HALO's plan, every group kept
     assert len(make_plan(profile, costs={"walk_ns": 0, "frame_ns": 0}).groups) == 1
 
@@ -526,3 +526,28 @@ def test_run_leaves_the_runtime_out_under_a_plan_that_places_nothing(tmp_path):
     assert "libcohort" not in env["LD_PRELOAD"] and "jemalloc" in env["LD_PRELOAD"]
     r = run([COHORT, "run", "--plan", tmp_path / "plan", "--", "/bin/true"])
     assert r.returncode == 0 and b"places no object" in r.stderr
+
+
+def test_decision_paths_end_walks_where_the_contexts_agree(tmp_path):
+    """Three contexts through one wrapper entry (site 1), told apart two and
+    three frames out: the walk of each ends at the first frame after which
+    its profiled company agrees. Site 20 is no stop site (an ungrouped
+    context passes it too), so the paths go one frame further there; where a
+    stop site decides the same, no path is written."""
+    from cohort.planner import make_plan
+    profile = shape_profile([(0, [1, 10, 20, 30], 500, 1000), (1, [1, 10, 21, 30], 500, 1000),
+                             (2, [1, 11, 22, 30], 100, 0), (3, [1, 10, 20, 31], 300, 0)],
+                            [(0, 0, 500), (1, 1, 500)], 2000)
+    plan = make_plan(profile, **FREE_WALKS)
+    assert [g.conjunctions for g in plan.groups] == [[(20, 30)], [(21,)]]
+    assert plan.verdicts[1] == "walk" and plan.stops == {21: 1}
+    assert plan.paths == {(1, 10, 20, 30): "group=0", (1, 10, 20, 31): "cold", (1, 11): "cold"}
+    assert plan.frames == {0: 4, 1: 3, 2: 2, 3: 4}
+    assert plan.predicted == {0: 0, 1: 1, 2: None, 3: None}
+    read = agrees_with_runtime(plan, profile, tmp_path)
+    assert len(read["paths"]) == 3
+    # a context never profiled that leaves the paths is walked in full
+    from cohort.planfile import decide
+    index = {s: i for i, s in enumerate(plan.sites)}
+    assert decide(read, [index[1], index[10], index[21], None, index[30]]) == 1
+    assert decide(read, [index[1], None, index[20], index[30]]) == 0
