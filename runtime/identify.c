@@ -36,9 +36,10 @@ static CH_TLS uint32_t tpending, tjoined;
 atomic_ulong ch_walks_joined;
 static CH_TLS uint64_t rng;
 
-/* How many frames identification looked at, per allocation in plan mode:
- * 0 (a plan with nothing to walk for), 1 (the quick test), 2, 3, 4-7, 8-15,
- * 16 or more (ch_frame_bucket_names). */
+/* How many frames identification walked past the innermost application
+ * frame (the entry), per allocation in plan mode: 0 (decided by the quick
+ * test, or a plan with nothing to walk for), 1, 2, 3, 4-7, 8-15, 16 or more
+ * (ch_frame_bucket_names). */
 static CH_TLS uint32_t tframes[CH_FRAME_BUCKETS];
 atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
 const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3", "4-7", "8-15", "16+"};
@@ -168,9 +169,9 @@ int ch_identify(size_t size, const uintptr_t *fp) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
       if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); tframes[0]++; return size <= rest_max ? rest : -1; }
       int q = ch_walk_quick(fp);
-      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[1]++; return ch_in_runtime || size > rest_max ? -1 : rest; }
-      if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[1]++; return -1; }
-      if (q >= 0) { count(CH_PATH_ENTRY); tframes[1]++; return q; }
+      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime || size > rest_max ? -1 : rest; }
+      if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
+      if (q >= 0) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
     } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
       count(CH_PATH_ALL);
       return 0;

@@ -232,7 +232,7 @@ struct ch_walk {
   unsigned stop_group;                  /* group + 1 of the stop site that ended the walk, or 0 */
   int path_verdict;                     /* a decision path's verdict (a group, CH_QUICK_COLD or
                                            CH_QUICK_NEXT), or CH_QUICK_WALK: none decided */
-  unsigned frames;                      /* frames the walk looked at */
+  unsigned frames;                      /* frames walked past the entry */
 };
 void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at return */
 /* Walk from the frame of the runtime entry point whose frame address is fp

@@ -140,7 +140,7 @@ int ch_stats_write(const char *path) {
   put(o, ",\n  \"identification\": {");
   for (unsigned i = 0; i < CH_PATH_COUNT; i++)
     field_u(o, ch_path_names[i], atomic_load(&ch_path_count[i]), i + 1 < CH_PATH_COUNT);
-  put(o, "},\n  \"frames_looked_at\": {");
+  put(o, "},\n  \"frames_walked\": {");
   for (unsigned i = 0; i < CH_FRAME_BUCKETS; i++)
     field_u(o, ch_frame_bucket_names[i], atomic_load(&ch_frame_count[i]), i + 1 < CH_FRAME_BUCKETS);
   put(o, "},\n  \"groups\": [");

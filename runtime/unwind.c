@@ -422,7 +422,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     if (!step(&r, v, sp0, &truncated, &slot)) { w->truncated = truncated; return; }
     if (++depth == CH_MAX_FRAMES) { w->truncated = true; return; }
   }
-  w->frames = depth + 1;
+  const unsigned entry_depth = depth;   /* frames are counted past the entry */
   int e = entry_verdict(v);
   if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
   if (e == CH_QUICK_COLD || e == CH_QUICK_NEXT) { w->rejected = true; w->next = e == CH_QUICK_NEXT; return; }
@@ -445,12 +445,12 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
           if (!child) break;
           node = child;
           w->active[site >> 6] |= (uint64_t)1 << (site & 63);
-          if (pl->node_verdict[node] != CH_QUICK_WALK) { w->path_verdict = pl->node_verdict[node]; w->frames = depth + 1; return; }
-          if (v & F_STOP) { w->stop_group = pl->sites[site].stop; w->frames = depth + 1; return; }
+          if (pl->node_verdict[node] != CH_QUICK_WALK) { w->path_verdict = pl->node_verdict[node]; w->frames = depth - entry_depth; return; }
+          if (v & F_STOP) { w->stop_group = pl->sites[site].stop; w->frames = depth - entry_depth; return; }
         }
       }
-      if (!step(&r, v, sp0, &truncated, &slot)) { w->truncated = truncated; w->frames = depth + 1; return; }
-      if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth; return; }
+      if (!step(&r, v, sp0, &truncated, &slot)) { w->truncated = truncated; w->frames = depth - entry_depth; return; }
+      if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth - entry_depth; return; }
       v = rule_for(r.pc, tag);
     }
   }
@@ -471,7 +471,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
         unsigned j = (unsigned)(mj - memo.f), retry;
         if (memo_join(w, j, r.rbp, &retry)) {
           w->joined = true;
-          w->frames = depth + 1;
+          w->frames = depth - entry_depth;
           memo_splice(pre, i, j, sited, any_use);
           return;
         }
@@ -491,7 +491,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
       if (i < 64) sited |= (uint64_t)1 << i;
       if (v & F_STOP) {
         w->stop_group = ch_plan->sites[site].stop;
-        w->frames = depth + 1;
+        w->frames = depth - entry_depth;
         rec->slot = 0;
         memo_keep(pre, i + 1, sited, any_use, tag, w->stop_group, 0);
         return;
@@ -502,13 +502,13 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     if (!step(&r, v, sp0, &truncated, &slot)) {
       rec->slot = slot;
       w->truncated = truncated;
-      w->frames = depth + 1;
+      w->frames = depth - entry_depth;
       if (truncated) memo.n = 0;
       else memo_keep(pre, i, sited, any_use, tag, 0, r.pc == 0 && F_KIND(v) != K_OUTERMOST ? r.sp - 8 : 0);
       return;
     }
     rec->slot = slot;
-    if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth; memo.n = 0; return; }
+    if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth - entry_depth; memo.n = 0; return; }
     v = rule_for(r.pc, tag);
   }
 }

@@ -42,9 +42,17 @@ def alt_plans():
     """For the alternating chains: a selector site in main, outside both."""
     alt = call_sites(BIN, "main", "run_alt")[0]
     other = call_sites(BIN, "main", "malloc")[0]
+    entry = call_sites(BIN, "leaf_alloc", "malloc")[0]
+    a_leaf = call_sites(BIN, "chain_a", "leaf_alloc")[0]
+    b_leaf = call_sites(BIN, "chain_b", "leaf_alloc")[0]
     return {
         "walk-match": write_plan(OUT / "ab-alt.plan", [BIN], [(0, alt, None)], ["alt"], [(0, [0])]),
         "walk-nomatch": write_plan(OUT / "ab-none.plan", [BIN], [(0, other, None)], ["x"], [(0, [0])]),
+        # decision paths (plan version 5): chain_a's objects are told from
+        # chain_b's one frame past the entry, whatever the depth
+        "path": write_plan(OUT / "ab-path.plan", [BIN],
+                           [(0, entry, "walk"), (0, a_leaf, None), (0, b_leaf, None)], ["a"], [(0, [1])],
+                           version=5, paths=[([0, 1], "group=0"), ([0, 2], "cold")]),
     }
 
 
@@ -127,7 +135,7 @@ def main():
     # The walk takes the outer frames of the thread's previous walk after
     # checking them; here consecutive allocations share nothing below main's
     # loop, so every walk steps through all DEPTH frames itself.
-    for depth in (3, 15):
+    for depth in (3, 15, 40):
         alt = [BIN, "alt", 1_000_000, depth]
         cases = {"glibc": (alt, plain), "libcohort off": (alt, off)}
         cases.update({f"plan {k}": (alt, environment(plan=v)) for k, v in alt_plans().items()})

@@ -120,5 +120,5 @@ def test_a_path_ends_the_walk_early(tmp_path):
     assert groups == {"ab": {1}, "cab": {1}, "cb": {0}, "b": {0}}
     st = json.loads(stats.read_text())
     assert st["identification"]["path"] == 100 and st["identification"]["walk_group"] == 100
-    frames = st["frames_looked_at"]
-    assert frames["2"] == 100   # the 100 decided by the path; the others walk further
+    frames = st["frames_walked"]
+    assert frames["1"] >= 100   # the 100 decided by the path, one frame past the entry; the others walk further

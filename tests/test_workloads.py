@@ -1,5 +1,5 @@
-"""The benchmark workloads of issue 11 (bintree, quadtree, treesort, treesim,
-graph, calc, mixed) on small inputs: the checksum must not depend on where
+"""The benchmark workloads of issues 11 and 12 (bintree, quadtree, treesort,
+treesim, graph, calc, mixed, wrapsim) on small inputs: the checksum must not depend on where
 objects live (glibc, jemalloc, Cohort grouping everything, Cohort's random
 placement), their inputs files must be complete, and the standard-input
 convention (PHASE-stdin lines, cohort.workloads.stdin_file, bench-suite's
@@ -15,7 +15,7 @@ import pytest
 from conftest import COHORT, JEMALLOC, ROOT, run
 from cohort import workloads
 
-NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed"]
+NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim"]
 
 # Smaller than the train inputs: a few hundredths of a second each.
 SMALL = {
@@ -26,6 +26,7 @@ SMALL = {
     "graph": ["3000", "3", "2", "7"],
     "calc": ["3"],
     "mixed": ["300", "20", "7"],
+    "wrapsim": ["3", "40", "7"],
 }
 
 
