@@ -1,7 +1,8 @@
 """`cohort explain`: a profile (and a plan) for people.
 
 With a plan, groups are what the runtime would decide for each profiled
-context (quick test, stop sites, then selectors in order: planfile.decide);
+context (quick test, decision paths, stop sites, then selectors in order:
+planfile.decide);
 without one, the groups are those `cohort plan` would make with its
 defaults."""
 
@@ -12,7 +13,7 @@ from cohort import planner
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 from cohort.graphsvg import MARK, render
-from cohort.planfile import decide, read_plan
+from cohort.planfile import decide, read_plan, walk_length
 from cohort.profile import load_profile
 
 
@@ -50,21 +51,15 @@ def plan_groups(profile, plan):
         g = decide(plan, [to_plan.get(s) for s in c["sites"]])
         if g is not None:
             group_of[c["id"]] = g
-    def verdict(sid):
-        i = to_plan.get(sid)
-        return (plan["sites"][i][2] if i is not None else None) or plan["unknown_entry"]
-
-    def stop(sid):
-        i = to_plan.get(sid)
-        return i is not None and plan["sites"][i][3] is not None
-    return plan["groups"], group_of, conj, (verdict, stop), plan.get("rest")
+    def frames(c):
+        return walk_length(plan, [to_plan.get(s) for s in c["sites"]])
+    return plan["groups"], group_of, conj, frames, plan.get("rest")
 
 
 def worth_lines(profile, names, group_of, walks, rest):
     """Per group: the most its placement can save (its internal affinity at
     one avoided miss each) against the stack walks that end in it, priced
     as the planner prices them (docs/planner.md)."""
-    verdict, stop = walks
     costs = planner.COST_DEFAULTS
     inside, outside = [0] * len(names), [0] * len(names)
     if profile.get("families") is not None:   # the graph the planner grouped
@@ -81,9 +76,9 @@ def worth_lines(profile, names, group_of, walks, rest):
                 outside[g] += w
     walked = {}
     for c in profile["contexts"]:
-        if not c["sites"] or verdict(c["sites"][0]) != "walk":
+        frames = walks(c)
+        if frames is None:
             continue
-        frames = next((i + 1 for i, s in enumerate(c["sites"]) if stop(s)), len(c["sites"]) + 2)
         w = walked.setdefault(group_of.get(c["id"]), [0, 0])
         w[0] += c["allocations"]
         w[1] += c["allocations"] * frames
@@ -114,7 +109,10 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
         names = [g.name for g in made.groups] + (["rest"] if made.rest is not None else [])
         group_of = {c: g for c, g in made.predicted.items() if g is not None}
         conj = [[list(c) for c in g.conjunctions] for g in made.groups] + [[]]
-        walks = (lambda s: made.verdicts.get(s) or made.unknown_entry, lambda s: s in made.stops)
+        def walks(c):
+            if not c["sites"] or (made.verdicts.get(c["sites"][0]) or made.unknown_entry) != "walk":
+                return None
+            return planner.walk_frames(c, made.stops, made.frames)
         rest = made.rest
         source = "cohort plan's defaults"
     worth = worth_lines(profile, names, group_of, walks, rest)

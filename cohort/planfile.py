@@ -179,6 +179,36 @@ def decide(plan, sites, size=None):
     return next((g for g, conj in plan["selects"] if all(s in present for s in conj)), rest)
 
 
+def walk_length(plan, sites):
+    """Frames the runtime's walk looks at for these sites (as for decide(),
+    the entry included), or None when the quick test decides at the entry:
+    to the end of a decision path or a stop site, else the whole stack and
+    the two start-up frames below main."""
+    if not sites:
+        return None
+    first = plan["sites"][sites[0]] if sites[0] is not None else None
+    verdict = (first[2] if first else None) or plan["unknown_entry"]
+    if verdict != "walk":
+        return None
+    paths = plan.get("paths") or {}
+    met, leave = [], len(sites)
+    if paths:
+        starts = _path_prefixes(plan)
+        for i, s in enumerate(sites):
+            if s is None or (s not in met and tuple(met + [s]) not in starts and tuple(met + [s]) not in paths):
+                leave = i
+                break
+            if s in met:
+                continue
+            met.append(s)
+            if tuple(met) in paths or plan["sites"][s][3] is not None:
+                return i + 1
+    for i, s in enumerate(sites[leave:], start=leave):
+        if s is not None and plan["sites"][s][3] is not None:
+            return i + 1
+    return len(sites) + 2
+
+
 def _path_prefixes(plan):
     """Every proper beginning of a decision path (the trie's inner nodes)."""
     cache = plan.get("_prefixes")
