@@ -111,9 +111,15 @@ def main():
               f"fragmentation at peak {g['fragmentation_at_peak_percent']}%")
     ident = st["identification"]
     print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
+          f"{ident.get('path', 0):,} decided by a decision path, "
           f"{ident.get('stop', 0):,} by a walk that ended at a stop site, "
           f"{ident['walk_group']:,} by a full walk, {ident['walk_none']:,} walked and matching no selector, "
           f"{ident['cold']:,} turned away by the quick test (both go to the rest pool, if the plan has one)")
+    frames = st.get("frames_walked") or {}
+    if frames:
+        total = sum(frames.values()) or 1
+        short = sum(v for k, v in frames.items() if k in ("0", "1", "2", "3"))
+        print(f"frames walked past the entry: at most 3 for {100 * short / total:.1f}% of allocations")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")
