@@ -455,6 +455,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 "fragmentation_at_peak_bytes": frag,
                 "fragmentation_at_peak_percent": round(100 * frag / resident, 2) if resident else 0.0,
                 "identification": st.get("identification", {}), "plan_active": st.get("plan_active"),
+                "frames_walked": st.get("frames_walked", {}),
             }
     problems = [f"{t['config']} round {t['round']}: {t['status']} ({t['reason']})"
                 for t in measured if t["status"] != "ok"]

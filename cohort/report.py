@@ -90,6 +90,22 @@ def report(paths, output, title="Cohort benchmark report"):
             lines += ["![D1 miss ratios](misses.png)", ""]
     except ImportError:
         lines += ["(matplotlib is missing: no plots)", ""]
+    ident_lines = []
+    for r in runs:
+        st = r["runtime_stats"].get(f"cohort+{allocs[0]}")
+        if not st or not st.get("plan_active"):
+            continue
+        paths = ", ".join(f"{k} {v:,}" for k, v in st.get("identification", {}).items() if v)
+        frames = st.get("frames_walked") or {}
+        total = sum(frames.values())
+        short = sum(v for k, v in frames.items() if k in ("0", "1", "2", "3"))
+        ident_lines.append(f"| {r['workload']} | {paths or '-'} | "
+                           + (f"{100 * short / total:.1f}%" if total else "-") + " |")
+    if ident_lines:
+        lines += ["## Identification", "",
+                  f"How the timed cohort+{allocs[0]} run decided each allocation (statistics paths: "
+                  "docs/stats-format.md), and the share walked at most 3 frames past its entry.", "",
+                  "| workload | paths | walked at most 3 frames |", "|---|---|---|"] + ident_lines + [""]
     lines.append("## Commands")
     lines.append("")
     for r in runs:

@@ -71,6 +71,9 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     text = rep.read_text()
     assert "| benchtoy | 3 |" in text and "time vs jemalloc" in text and "random control" in text
     assert "one pool (time, D1)" in text
+    frames = res["runtime_stats"]["cohort+glibc"]["frames_walked"]
+    assert sum(frames.values()) >= 20000
+    assert "## Identification" in text and "| benchtoy | " in text.split("## Identification")[1]
     assert "![time ratios](speedup.png)" in text and (rep.parent / "speedup.png").exists()
 
 
