@@ -35,14 +35,16 @@ def check_plan_header(path):
 def read_plan(path):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
-    "rest": group index or None, "rest_max": bytes or None, "paths": {(site, ...): verdict}}.
+    "rest": group index or None, "rest_max": bytes or None, "paths": {(site, ...): verdict},
+    "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
     Raises CohortError naming the line for anything malformed."""
     check_plan_header(path)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
-            "unknown_entry": "walk", "rest": None, "rest_max": None, "paths": {}}
-    prefixes = set()
+            "unknown_entry": "walk", "rest": None, "rest_max": None, "paths": {},
+            "path_prefixes": set()}
+    prefixes = plan["path_prefixes"]
     ended = False
     version = int(Path(path).read_bytes().split(b"\n", 1)[0].split(b"#", 1)[0].split()[1])
     for n, raw in enumerate(Path(path).read_text(errors="replace").splitlines()[1:], start=2):
@@ -136,13 +138,10 @@ def places_nothing(path):
 def decide(plan, sites, size=None):
     """The group the runtime gives an allocation whose application call
     sites, innermost first, are `sites` (plan site indexes, None for a site
-    the plan does not name), or None: the quick test on the innermost site;
-    then the decision paths (version 5), from the entry outwards, passing
-    over sites met before, while the sites met are a path's beginning,
-    ending at the first path that decides (or at a stop site on the way);
-    then the full walk, which ends at a stop site, then the selectors, first
-    match; what nothing claims goes to the rest group, if any and if `size`
-    (the request, if known) is within its max (docs/plan-format.md)."""
+    the plan does not name), or None: the quick test on the innermost site,
+    then the walk (`_walk`), then the selectors, first match; what nothing
+    claims goes to the rest group, if any and if `size` (the request, if
+    known) is within its max (docs/plan-format.md)."""
     rest = plan.get("rest")
     if rest is not None and size is not None and plan.get("rest_max") is not None and size > plan["rest_max"]:
         rest = None
@@ -152,29 +151,14 @@ def decide(plan, sites, size=None):
 
     if not sites:
         return rest
-    first = plan["sites"][sites[0]] if sites[0] is not None else None
-    verdict = (first[2] if first else None) or plan["unknown_entry"]
-    if verdict.startswith("group=") or verdict in ("next", "cold"):
+    verdict = _entry_verdict(plan, sites)
+    if verdict != "walk":
         return outcome(verdict)
-    paths = plan.get("paths") or {}
-    if paths:
-        starts = _path_prefixes(plan)
-        met = []
-        for s in sites:
-            if s is None:
-                break
-            if s in met:
-                continue
-            if tuple(met + [s]) not in starts and tuple(met + [s]) not in paths:
-                break
-            met.append(s)
-            if tuple(met) in paths:
-                return outcome(paths[tuple(met)])
-            if plan["sites"][s][3] is not None:
-                return plan["sites"][s][3]
-    for s in sites:
-        if s is not None and plan["sites"][s][3] is not None:
-            return plan["sites"][s][3]
+    how, what, _ = _walk(plan, sites)
+    if how == "path":
+        return outcome(what)
+    if how == "stop":
+        return what
     present = set(sites)
     return next((g for g, conj in plan["selects"] if all(s in present for s in conj)), rest)
 
@@ -184,35 +168,42 @@ def walk_length(plan, sites):
     the entry included), or None when the quick test decides at the entry:
     to the end of a decision path or a stop site, else the whole stack and
     the two start-up frames below main."""
-    if not sites:
+    if not sites or _entry_verdict(plan, sites) != "walk":
         return None
+    how, _, i = _walk(plan, sites)
+    return i + 1 if how != "full" else len(sites) + 2
+
+
+def _entry_verdict(plan, sites):
+    """What the quick test says of the innermost site: "walk", "cold",
+    "next" or "group=G"."""
     first = plan["sites"][sites[0]] if sites[0] is not None else None
-    verdict = (first[2] if first else None) or plan["unknown_entry"]
-    if verdict != "walk":
-        return None
-    paths = plan.get("paths") or {}
-    met, leave = [], len(sites)
+    return (first[2] if first else None) or plan["unknown_entry"]
+
+
+def _walk(plan, sites):
+    """The runtime's walk past the quick test, as (how, what, index):
+    ("path", verdict, i) where a decision path ends at sites[i],
+    ("stop", group, i) where a stop site ends it, or ("full", None, None)
+    when it reaches the outermost frame. The paths (version 5) are followed
+    from the entry outwards, passing over sites met before, while the sites
+    met are a path's beginning; a stop site met on the way ends the walk
+    too. Where the paths no longer lead, the walk goes on to the first
+    stop site."""
+    paths, starts = plan.get("paths") or {}, plan.get("path_prefixes") or set()
+    met, leave = [], 0
     if paths:
-        starts = _path_prefixes(plan)
-        for i, s in enumerate(sites):
-            if s is None or (s not in met and tuple(met + [s]) not in starts and tuple(met + [s]) not in paths):
-                leave = i
-                break
-            if s in met:
+        for leave, s in enumerate(sites):
+            if s is not None and s in met:
                 continue
+            if s is None or (tuple(met + [s]) not in starts and tuple(met + [s]) not in paths):
+                break
             met.append(s)
-            if tuple(met) in paths or plan["sites"][s][3] is not None:
-                return i + 1
+            if tuple(met) in paths:
+                return "path", paths[tuple(met)], leave
+            if plan["sites"][s][3] is not None:
+                return "stop", plan["sites"][s][3], leave
     for i, s in enumerate(sites[leave:], start=leave):
         if s is not None and plan["sites"][s][3] is not None:
-            return i + 1
-    return len(sites) + 2
-
-
-def _path_prefixes(plan):
-    """Every proper beginning of a decision path (the trie's inner nodes)."""
-    cache = plan.get("_prefixes")
-    if cache is None:
-        cache = {p[:k] for p in plan["paths"] for k in range(1, len(p))}
-        plan["_prefixes"] = cache
-    return cache
+            return "stop", plan["sites"][s][3], i
+    return "full", None, None

@@ -119,25 +119,18 @@ def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, p
         counts = {}
         for c in members:
             counts[predicted[c["id"]]] = counts.get(predicted[c["id"]], 0) + c["allocations"]
-        if len(prefix) >= 2:
-            real = [g for g in counts if g is not None]
-            verdict = None
-            if len(counts) == 1:
-                verdict = real[0] if real else None
-                decided = True
-            elif len(real) == 1 and counts[real[0]] >= purity * sum(counts.values()):
-                verdict, decided = real[0], True
-            else:
-                decided = False
-            if decided:
-                for c in members:
-                    frames[c["id"]] = len(prefix)
-                    if predicted[c["id"]] != verdict:
-                        absorbed[0] += c["allocations"]
-                        predicted[c["id"]] = verdict
-                if not (verdict is not None and stops.get(prefix[-1]) == verdict):
-                    paths[tuple(prefix)] = "cold" if verdict is None else f"group={verdict}"
-                return
+        real = [g for g in counts if g is not None]
+        if len(prefix) >= 2 and len(real) <= 1 and \
+                (len(counts) == 1 or counts[real[0]] >= purity * sum(counts.values())):
+            verdict = real[0] if real else None
+            for c in members:
+                frames[c["id"]] = len(prefix)
+                if predicted[c["id"]] != verdict:
+                    absorbed[0] += c["allocations"]
+                    predicted[c["id"]] = verdict
+            if not (verdict is not None and stops.get(prefix[-1]) == verdict):
+                paths[tuple(prefix)] = "cold" if verdict is None else f"group={verdict}"
+            return   # nothing goes on past a decided path: the walk ends there
         if len(prefix) == planfile.MAX_PATH:
             return
         onward = {}
@@ -162,8 +155,6 @@ def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, p
     for e, members in sorted(entering.items(), key=lambda kv: (-sum(c["allocations"] for c in kv[1]), kv[0])):
         nodes[0] += 1
         split([e], members)
-    # a path's end must not be a beginning of another: an absorbed context
-    # decides at the shorter path, which is where the walk would stop
     if absorbed[0]:
         notes.append(f"decision paths also group {absorbed[0]} allocations of otherwise ungrouped "
                      f"contexts (--entry-purity {purity}), sparing the rest of their walks")

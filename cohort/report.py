@@ -8,6 +8,15 @@ from cohort.bench import load_results
 from cohort.errors import CohortError
 
 
+
+def short_walk_share(frames_walked):
+    """The share of allocations identified within 3 frames past their entry,
+    from the runtime statistics' frames_walked (None if it counted none)."""
+    total = sum((frames_walked or {}).values())
+    if not total:
+        return None
+    return sum(v for k, v in frames_walked.items() if k in ("0", "1", "2", "3")) / total
+
 def _ratio(r, name, key="time_ratio"):
     x = r["ratios"].get(name)
     if not x or key not in x:
@@ -96,11 +105,9 @@ def report(paths, output, title="Cohort benchmark report"):
         if not st or not st.get("plan_active"):
             continue
         paths = ", ".join(f"{k} {v:,}" for k, v in st.get("identification", {}).items() if v)
-        frames = st.get("frames_walked") or {}
-        total = sum(frames.values())
-        short = sum(v for k, v in frames.items() if k in ("0", "1", "2", "3"))
+        share = short_walk_share(st.get("frames_walked"))
         ident_lines.append(f"| {r['workload']} | {paths or '-'} | "
-                           + (f"{100 * short / total:.1f}%" if total else "-") + " |")
+                           + (f"{100 * share:.1f}%" if share is not None else "-") + " |")
     if ident_lines:
         lines += ["## Identification", "",
                   f"How the timed cohort+{allocs[0]} run decided each allocation (statistics paths: "

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from cohort.explain import explain  # noqa: E402
 from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
+from cohort.report import short_walk_share  # noqa: E402
 from cohort.profile import profile, summary  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 from cohort.workloads import inputs as workload_inputs  # noqa: E402
@@ -115,11 +116,9 @@ def main():
           f"{ident.get('stop', 0):,} by a walk that ended at a stop site, "
           f"{ident['walk_group']:,} by a full walk, {ident['walk_none']:,} walked and matching no selector, "
           f"{ident['cold']:,} turned away by the quick test (both go to the rest pool, if the plan has one)")
-    frames = st.get("frames_walked") or {}
-    if frames:
-        total = sum(frames.values()) or 1
-        short = sum(v for k, v in frames.items() if k in ("0", "1", "2", "3"))
-        print(f"frames walked past the entry: at most 3 for {100 * short / total:.1f}% of allocations")
+    share = short_walk_share(st.get("frames_walked"))
+    if share is not None:
+        print(f"frames walked past the entry: at most 3 for {100 * share:.1f}% of allocations")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")
