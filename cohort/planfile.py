@@ -135,13 +135,16 @@ def places_nothing(path):
     return not read_plan(path)["groups"]
 
 
-def decide(plan, sites, size=None):
+def decide(plan, sites, size=None, patched=False):
     """The group the runtime gives an allocation whose application call
     sites, innermost first, are `sites` (plan site indexes, None for a site
     the plan does not name), or None: the quick test on the innermost site,
     then the walk (`_walk`), then the selectors, first match; what nothing
     claims goes to the rest group, if any and if `size` (the request, if
-    known) is within its max (docs/plan-format.md)."""
+    known) is within its max (docs/plan-format.md). `patched`: the runtime
+    has patched every selector and stop site, so the bits their activations
+    set decide, as a walk to the end would: the decision paths, a shortcut
+    of the walk, are not taken."""
     rest = plan.get("rest")
     if rest is not None and size is not None and plan.get("rest_max") is not None and size > plan["rest_max"]:
         rest = None
@@ -154,7 +157,7 @@ def decide(plan, sites, size=None):
     verdict = _entry_verdict(plan, sites)
     if verdict != "walk":
         return outcome(verdict)
-    how, what, _ = _walk(plan, sites)
+    how, what, _ = _walk(plan, sites, use_paths=not patched)
     if how == "path":
         return outcome(what)
     if how == "stop":
@@ -181,7 +184,7 @@ def _entry_verdict(plan, sites):
     return (first[2] if first else None) or plan["unknown_entry"]
 
 
-def _walk(plan, sites):
+def _walk(plan, sites, use_paths=True):
     """The runtime's walk past the quick test, as (how, what, index):
     ("path", verdict, i) where a decision path ends at sites[i],
     ("stop", group, i) where a stop site ends it, or ("full", None, None)
@@ -190,7 +193,7 @@ def _walk(plan, sites):
     met are a path's beginning; a stop site met on the way ends the walk
     too. Where the paths no longer lead, the walk goes on to the first
     stop site."""
-    paths, starts = plan.get("paths") or {}, plan.get("path_prefixes") or set()
+    paths, starts = (plan.get("paths") or {}, plan.get("path_prefixes") or set()) if use_paths else ({}, set())
     met, leave = [], 0
     if paths:
         for leave, s in enumerate(sites):

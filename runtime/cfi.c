@@ -240,6 +240,21 @@ static bool run(const uint8_t *p, const uint8_t *end, const struct cie *cie, uin
   return true;
 }
 
+bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end) {
+  struct cie cie;
+  uintptr_t begin;
+  const uint8_t *insns, *fend;
+  const uint8_t *fde = find_fde(m, pc, &cie, &begin, &insns, &fend);
+  if (!fde) return false;
+  /* find_fde checked pc against the range; read it again for the end. */
+  const uint8_t *q = entry_start(fde, &fend) + 4;
+  uintptr_t b, range;
+  if (!read_enc(&q, cie.fde_enc, 0, &b) || !read_enc(&q, cie.fde_enc & 0x0f, 0, &range)) return false;
+  *start = begin;
+  *end = begin + range;
+  return true;
+}
+
 bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out) {
   memset(out, 0, sizeof *out);
   struct cie cie;

@@ -2,7 +2,8 @@
  *
  * In plan mode: walk the stack (unwind.c), note which plan sites are on it,
  * and take the first selector conjunction whose sites are all present
- * (docs/plan-format.md). The quick test in the walk rejects an allocation
+ * (docs/plan-format.md). Where the selector sites are patched (patch.c),
+ * the bits their activations set decide instead, with no walk. The quick test in the walk rejects an allocation
  * whose innermost application frame the plan marks cold, without a full walk.
  * What nothing claims goes to the plan's rest group if it has one (format 4),
  * else to the next allocator.
@@ -16,7 +17,7 @@
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "all", "random",
+  "patched", "all", "random",
 };
 
 _Atomic bool ch_identify_active;
@@ -57,7 +58,21 @@ static void flush_counts(void) {
   tjoined = 0;
   tpending = 0;
 }
+/* A thread's counts are flushed when it exits, through a key destructor
+ * registered at its first count. */
+static pthread_key_t exit_key;
+static bool exit_key_ok;
+static CH_TLS bool tregistered;
+static void flush_at_exit(void *arg) { (void)arg; flush_counts(); }
+static CH_NOINLINE void register_thread(void) {
+  tregistered = true;
+  if (!exit_key_ok) return;
+  ch_in_runtime++;   /* pthread_setspecific may allocate */
+  pthread_setspecific(exit_key, (void *)1);
+  ch_in_runtime--;
+}
 static inline void count(enum ch_path p) {
+  if (CH_UNLIKELY(!tregistered)) register_thread();
   tcount[p]++;
   if (CH_UNLIKELY(++tpending == 256)) flush_counts();
 }
@@ -85,6 +100,7 @@ static bool plan_has_verdicts(const struct ch_plan *pl) {
 }
 
 void ch_identify_init(void) {
+  exit_key_ok = pthread_key_create(&exit_key, flush_at_exit) == 0;
   if (ch_opt.max_size) ch_max_size = ch_opt.max_size;
   switch (ch_opt.mode) {
   case CH_MODE_ALL:
@@ -111,7 +127,25 @@ void ch_identify_init(void) {
   if (ch_owned_map) ch_identify_active = true;
 }
 
+/* The patched sites' activations decide (activation.c), or CH_ACT_WALK.
+ * Now and then the thread looks for modules loaded since, whose selector
+ * sites get patched (a walk would notice them by itself). */
+static CH_TLS uint32_t since_check;
+static inline int decide_patched(const uintptr_t *fp) {
+  if (CH_UNLIKELY(++since_check >= 4096)) {
+    since_check = 0;
+    ch_in_runtime++;
+    ch_modules_check();
+    ch_in_runtime--;
+  }
+  return ch_act_decide(fp);
+}
+
 static int decide_plan(const uintptr_t *fp) {
+  if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ch_walk_entry(fp) == CH_QUICK_WALK) {
+    int g = decide_patched(fp);
+    if (g != CH_ACT_WALK) { count(CH_PATH_PATCHED); count_frames(0); return g == CH_ACT_REST ? CH_REST : g; }
+  }
   struct ch_walk w;
   ch_walk_stack(&w, fp);
   tjoined += w.joined;
@@ -172,6 +206,14 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime || size > rest_max ? -1 : rest; }
       if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
       if (q >= 0) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
+      if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
+        int g = decide_patched(fp);
+        if (g != CH_ACT_WALK) {
+          count(CH_PATH_PATCHED);
+          tframes[0]++;
+          return g == CH_ACT_REST ? (size <= rest_max ? rest : -1) : g;
+        }
+      }
     } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
       count(CH_PATH_ALL);
       return 0;

@@ -66,6 +66,7 @@ void ch_ensure_init(void) {
       if (!ch_plan_check_binary()) atomic_store(&ch_plan_disabled, true);
     }
     ch_identify_init();
+    if (ch_identify_active) ch_patch_init();
     if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled)))
       ch_identify_active = false;
   }

@@ -7,6 +7,7 @@
  *   heap.c                         per-thread group heaps: bump, bins, remote frees
  *   modules.c, cfi.c, unwind.c     loaded modules, .eh_frame rules, stack walks
  *   plan.c, identify.c             the plan and the per-allocation group decision
+ *   patch.c, activation.c          patched selector sites and the per-thread activations
  *   stats.c                        counters and the statistics file
  *   alloc.c, new.c, init.c         the interposed API, start-up, fork, exit
  */
@@ -69,6 +70,7 @@ struct ch_options {
   const char *plan_path;
   const char *stats_path;
   bool verbose;
+  bool patch;                 /* COHORT_PATCH: rewrite selector call sites (default on) */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);
@@ -187,10 +189,12 @@ struct ch_module {
   uint8_t build_id[32];
   unsigned build_id_len;
   bool system;                  /* not part of any context (docs/context.md) */
+  bool writable_code;           /* an executable segment is also writable: never patched */
   bool is_main;
   int plan_module;              /* index in the plan, -1 if none */
 };
 void ch_modules_init(void);
+void ch_modules_check(void);                          /* notice modules loaded since */
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
 unsigned ch_modules_generation(void);
 bool ch_module_is_system_name(const char *path);
@@ -217,6 +221,8 @@ struct ch_cfi_rule {
 };
 struct ch_regs { uintptr_t pc, sp, rbp; };
 bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out);
+/* The function (FDE range) that contains pc: false if no FDE covers it. */
+bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end);
 bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uintptr_t *out);
 
 /* -------------------------------------------------------------- unwind.c */
@@ -242,7 +248,15 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
 #define CH_QUICK_COLD (-1)    /* the innermost application site is cold */
 #define CH_QUICK_WALK (-2)    /* undecided: walk */
 #define CH_QUICK_NEXT (-3)    /* the innermost application site sends it to the next allocator */
+#define CH_QUICK_UNSEEN (-4)  /* ch_walk_quick only: the caller is not a cached application frame */
 int ch_walk_quick(const uintptr_t *fp);
+/* The quick test past system frames: what the innermost application frame
+ * says (as ch_walk_quick), CH_QUICK_UNSEEN if the walk cannot reach it. */
+int ch_walk_entry(const uintptr_t *fp);
+/* Every frame from the entry point's frame out, innermost first: fn gets
+ * each application frame that has a plan site, with the stack address its
+ * return address was read from. false: the walk was cut short. */
+bool ch_walk_sites(const uintptr_t *fp, void (*fn)(void *arg, uintptr_t slot, int site), void *arg);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo */
@@ -308,6 +322,7 @@ enum ch_path {
   CH_PATH_STOP,          /* walk ended early at a stop site, which decides */
   CH_PATH_PATH,          /* walk ended where the plan's decision paths agree on a verdict */
   CH_PATH_TRUNCATED,     /* walk stopped early (no unwind info); decided on what was seen */
+  CH_PATH_PATCHED,       /* decided from the activations of patched selector sites, no walk */
   CH_PATH_ALL,           /* test mode: every small allocation grouped */
   CH_PATH_RANDOM,        /* control mode: a random pool */
   CH_PATH_COUNT
@@ -323,6 +338,57 @@ void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
+
+/* --------------------------------------------------------------- patch.c */
+/* Selector sites whose call instruction now goes through a stub that records
+ * the activation (docs/runtime.md, "Patched selector sites"). Per plan site:
+ * its selector bit (0: none), its stop group + 1 (0: none), whether it is
+ * patched. ch_patch_gen is 0 while nothing is patched, and changes whenever
+ * the set of patched sites does. */
+extern uint64_t ch_patch_bit[CH_MAX_SITES];
+extern uint32_t ch_patch_stop[CH_MAX_SITES];
+extern uint8_t ch_patch_on[CH_MAX_SITES];
+extern atomic_uint ch_patch_gen;
+#define CH_ACT_WALK (-3)   /* ch_patch_verdict, ch_act_decide: the bits cannot decide, walk */
+#define CH_ACT_REST (-2)   /* nothing claims it: the rest group, if it fits */
+#define CH_ACT_NEXT (-1)
+/* The verdict of a stack whose patched activations set the bits `mask` and
+ * whose innermost stop site says stop (group + 1, or 0). */
+int ch_patch_verdict(uint64_t mask, uint32_t stop);
+void ch_patch_init(void);                     /* after the plan is bound */
+void ch_patch_module(struct ch_module *m);     /* a module loaded later */
+struct ch_patch_stats { atomic_ulong patched, unpatched, modules, reseeds, overflows; };
+extern struct ch_patch_stats ch_patch_stats;
+#define CH_PATCH_REASONS 9
+extern const char *const ch_patch_reason_names[CH_PATCH_REASONS];
+extern atomic_ulong ch_patch_unpatched_by[CH_PATCH_REASONS];
+
+/* ---------------------------------------------------------- activation.c */
+/* Per thread, the activations of patched sites on the stack, outermost
+ * first; the stubs push them, allocations read them. The layout is shared
+ * with the stub template in patch.c. */
+#define CH_ACT_CAP 126
+struct ch_act_entry {
+  uintptr_t sp;       /* the stack slot holding the call's return address */
+  uintptr_t ret;      /* that return address: the entry is live while the slot holds it */
+  uint64_t mask;      /* selector bits of this and every outer activation */
+  uint32_t stop;      /* innermost stop group + 1 at or outside this one, or 0 */
+  int32_t decision;   /* ch_patch_verdict of (mask, stop) + 4, or 0: not yet known */
+};
+struct ch_act {
+  struct ch_act_entry *top;       /* the innermost entry; e[0] is a sentinel */
+  uintptr_t lo, hi;               /* the stubs record only for lo <= %rsp < hi; hi 0: disarmed */
+  uintptr_t stack_lo, stack_hi;   /* the thread's stack, once known */
+  uintptr_t seed_fail;            /* a seed walk at this slot overflowed: deeper ones walk */
+  unsigned gen;                   /* ch_patch_gen the entries were seeded under */
+  int bounds;                     /* 0 unknown, 1 known, -1 cannot be known */
+  struct ch_act_entry e[CH_ACT_CAP + 1];
+};
+intptr_t ch_act_tls_offset(void);               /* of this thread's struct ch_act from %fs:0 */
+/* The group of an allocation whose entry point's frame is fp and whose
+ * innermost application frame said "walk": a group, CH_ACT_REST,
+ * CH_ACT_NEXT or CH_ACT_WALK. */
+int ch_act_decide(const uintptr_t *fp);
 
 /* --------------------------------------------------------------- stats.c */
 struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */

@@ -63,9 +63,11 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
   bool is_main = *first;
   *first = false;
   uintptr_t lo = UINTPTR_MAX, hi = 0;
+  bool wx = false;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+      wx |= (ph->p_flags & PF_W) != 0;
       uintptr_t a = info->dlpi_addr + ph->p_vaddr;
       if (a < lo) lo = a;
       if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
@@ -81,6 +83,7 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
   m->hi = hi;
   m->is_main = is_main && (!info->dlpi_name || !info->dlpi_name[0]);
   m->plan_module = -1;
+  m->writable_code = wx;
   if (m->is_main) {
     ssize_t r = readlink("/proc/self/exe", paths[n], sizeof paths[n] - 1);
     paths[n][r > 0 ? r : 0] = 0;
@@ -120,13 +123,17 @@ static bool refresh(void) {
     seen_adds = c[0];
     seen_subs = c[1];
     bool first = true;
+    unsigned before = atomic_load(&nmods);
     dl_iterate_phdr(add_module, &first);
+    /* Outside the loader's lock: patch the selector sites of new modules. */
+    for (unsigned i = before; i < atomic_load(&nmods); i++) ch_patch_module(&mods[i]);
   }
   atomic_store(&refreshing, 0);
   return true;
 }
 
 void ch_modules_init(void) { refresh(); }
+void ch_modules_check(void) { refresh(); }
 
 static const struct ch_module *find(uintptr_t pc) {
   unsigned n = atomic_load_explicit(&nmods, memory_order_acquire);

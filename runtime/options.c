@@ -12,6 +12,7 @@ struct ch_options ch_opt = {
   .chunk_size = 1u << 20,
   .max_size = 0,
   .max_spares = 8,
+  .patch = true,
 };
 
 /* "123", "64K", "1M": returns false on anything else. */
@@ -54,6 +55,10 @@ void ch_options_load(void) {
       ch_warn("COHORT_MODE=%s is not off, plan, all or random[:N]; grouping is off", v);
       ch_opt.mode = CH_MODE_OFF;
     }
+  }
+  if ((v = env("COHORT_PATCH"))) {
+    if (!strcmp(v, "0") || !strcmp(v, "1")) ch_opt.patch = v[0] == '1';
+    else ch_warn("COHORT_PATCH=%s must be 0 or 1; patching stays on", v);
   }
   if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
 

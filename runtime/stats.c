@@ -143,6 +143,18 @@ int ch_stats_write(const char *path) {
   put(o, "},\n  \"frames_walked\": {");
   for (unsigned i = 0; i < CH_FRAME_BUCKETS; i++)
     field_u(o, ch_frame_bucket_names[i], atomic_load(&ch_frame_count[i]), i + 1 < CH_FRAME_BUCKETS);
+  put(o, "},\n  \"patch\": {");
+  put(o, "\"enabled\": ");
+  put(o, ch_opt.patch ? "true, " : "false, ");
+  field_u(o, "sites_patched", atomic_load(&ch_patch_stats.patched), true);
+  field_u(o, "sites_unpatched", atomic_load(&ch_patch_stats.unpatched), true);
+  field_u(o, "modules_patched", atomic_load(&ch_patch_stats.modules), true);
+  field_u(o, "seeds", atomic_load(&ch_patch_stats.reseeds), true);
+  field_u(o, "seed_overflows", atomic_load(&ch_patch_stats.overflows), true);
+  put(o, "\"unpatched\": {");
+  for (unsigned i = 0; i < CH_PATCH_REASONS; i++)
+    field_u(o, ch_patch_reason_names[i], atomic_load(&ch_patch_unpatched_by[i]), i + 1 < CH_PATCH_REASONS);
+  put(o, "}");
   put(o, "},\n  \"groups\": [");
   unsigned ng = ch_ngroups();
   ch_heaps_drain_exited();

@@ -199,7 +199,7 @@ static inline int entry_verdict(uint64_t v) {
  * no locks, no allocation. */
 int ch_walk_quick(const uintptr_t *fp) {
   uint64_t v;
-  if (CH_UNLIKELY(!cache) || !cache_get(fp[1], tag_now(), &v) || (v & F_SYSTEM)) return CH_QUICK_WALK;
+  if (CH_UNLIKELY(!cache) || !cache_get(fp[1], tag_now(), &v) || (v & F_SYSTEM)) return CH_QUICK_UNSEEN;
   return entry_verdict(v);
 }
 
@@ -391,29 +391,61 @@ static void memo_keep(const struct memo_frame *pre, unsigned i, uint64_t sited, 
 
 /* --------------------------------------------------------------- walk */
 
+/* The registers of the entry point's frame fp (NULL: the caller's). */
+static inline __attribute__((always_inline)) bool walk_start(struct ch_regs *r, const uintptr_t *fp) {
+  if (CH_UNLIKELY(!cache)) return false;
+  if (fp) {
+    /* The entry point's frame: saved %rbp, then the return address. */
+    r->rbp = fp[0];
+    r->pc = fp[1];
+    r->sp = (uintptr_t)(fp + 2);
+  } else {
+    struct ch_regs here;   /* a copy, so that r itself can live in registers */
+    cohort_capture_regs(&here);
+    *r = here;
+  }
+  return r->pc - 1 < ((uintptr_t)1 << PC_BITS) - 1;
+}
+
+int ch_walk_entry(const uintptr_t *fp) {
+  struct ch_regs r;
+  if (!walk_start(&r, fp)) return CH_QUICK_UNSEEN;
+  uintptr_t tag = tag_now(), sp0 = r.sp, slot;
+  bool truncated = false;
+  for (unsigned depth = 0; depth < CH_MAX_FRAMES; depth++) {
+    uint64_t v = rule_for(r.pc, tag);
+    if (!(v & F_SYSTEM)) return entry_verdict(v);
+    if (!step(&r, v, sp0, &truncated, &slot)) break;
+  }
+  return CH_QUICK_UNSEEN;
+}
+
+bool ch_walk_sites(const uintptr_t *fp, void (*fn)(void *arg, uintptr_t slot, int site), void *arg) {
+  struct ch_regs r;
+  if (!walk_start(&r, fp)) return false;
+  uintptr_t tag = tag_now(), sp0 = r.sp, slot;
+  bool truncated = false;
+  for (unsigned depth = 0; depth < CH_MAX_FRAMES; depth++) {
+    uint64_t v = rule_for(r.pc, tag);
+    int site = F_SITE(v);
+    if (site >= 0 && !(v & F_SYSTEM)) fn(arg, r.sp - 8, site);
+    if (!step(&r, v, sp0, &truncated, &slot)) return !truncated;
+  }
+  return false;
+}
+
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   for (unsigned k = 0; k < CH_MAX_SITES / 64; k++) w->active[k] = 0;
   w->truncated = w->rejected = w->joined = w->next = false;
   w->entry_group = w->stop_group = 0;
   w->path_verdict = CH_QUICK_WALK;
   w->frames = 0;
-  if (CH_UNLIKELY(!cache)) { w->truncated = true; return; }
   struct ch_regs r;
-  if (fp) {
-    /* The entry point's frame: saved %rbp, then the return address. */
-    r.rbp = fp[0];
-    r.pc = fp[1];
-    r.sp = (uintptr_t)(fp + 2);
-  } else {
-    struct ch_regs here;   /* a copy, so that r itself can live in registers */
-    cohort_capture_regs(&here);
-    r = here;
-  }
+  if (!walk_start(&r, fp)) { w->truncated = true; return; }
   uintptr_t tag = tag_now(), sp0 = r.sp, slot;
   unsigned depth = 0;
   bool truncated = false;
   uint64_t v;
-  if (r.pc - 1 >= ((uintptr_t)1 << PC_BITS) - 1) { w->truncated = true; return; }
   /* System frames up to the innermost application frame, whose rule is the
    * quick test: it may decide alone. */
   for (;;) {

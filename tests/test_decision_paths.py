@@ -77,14 +77,18 @@ def random_plan(rng, path_strings):
                 unknown_entry=rng.choice(["walk", "cold"]))
 
 
+@pytest.mark.parametrize("patch", ["0", "1"], ids=["walk", "patched"])
 @pytest.mark.parametrize("build", ["callpaths_O2", "callpaths_O0"])
-def test_runtime_and_decide_agree_on_random_plans(tmp_path, build):
+def test_runtime_and_decide_agree_on_random_plans(tmp_path, build, patch):
+    """Walking (COHORT_PATCH=0) takes the decision paths; with every selector
+    and stop site patched (all are direct calls here), the bits decide as a
+    walk to the end would."""
     binary = PROGRAMS / build
     table = site_table(binary)
     rng = random.Random(5)
     strings = sorted({"".join(rng.choice(STEPS) for _ in range(rng.randint(1, 7))) for _ in range(400)})
     (tmp_path / "paths").write_text("\n".join(strings) + "\n")
-    decided_by_paths = 0
+    decided_by_paths = decided_by_bits = 0
     for trial in range(25):
         spec = random_plan(rng, strings)
         plan_path = write_plan(tmp_path / f"plan{trial}", [binary],
@@ -93,20 +97,30 @@ def test_runtime_and_decide_agree_on_random_plans(tmp_path, build):
                                unknown_entry=spec["unknown_entry"])
         plan = planfile.read_plan(plan_path)
         stats = tmp_path / f"stats{trial}.json"
-        r = run([binary, tmp_path / "paths", tmp_path / "log"], env=cohort_env(plan=plan_path, stats=stats))
+        r = run([binary, tmp_path / "paths", tmp_path / "log"],
+                env=cohort_env(plan=plan_path, stats=stats, patch=patch))
         assert r.returncode == 0 and r.stderr == b"", (trial, r.stderr)
         index = {k: i for i, (k, _) in enumerate(spec["sites"])}
         got = {k: v[0][1] for k, v in read_log(tmp_path / "log").items()}
         for p in strings:
-            want = planfile.decide(plan, [index.get(k) for k in chain(p)], size=32)
+            want = planfile.decide(plan, [index.get(k) for k in chain(p)], size=32, patched=patch == "1")
             assert got[p] == (-1 if want is None else want), (trial, p, plan_path.read_text())
-        decided_by_paths += json.loads(stats.read_text())["identification"]["path"]
-    assert decided_by_paths > 200   # the paths were taken, not just parsed
+        st = json.loads(stats.read_text())
+        decided_by_paths += st["identification"]["path"]
+        decided_by_bits += st["identification"]["patched"]
+        if patch == "1" and (spec["selects"] or any(v and "stop=" in v for _, v in spec["sites"])):
+            assert st["patch"]["sites_patched"] > 0 and st["patch"]["sites_unpatched"] == 0, st["patch"]
+    if patch == "0":
+        assert decided_by_paths > 200   # the paths were taken, not just parsed
+    else:
+        assert decided_by_paths == 0 and decided_by_bits > 1000
 
 
 def test_a_path_ends_the_walk_early(tmp_path):
     """A path entering at step_b's malloc call through step_a decides after
-    two frames; the same entry reached from elsewhere walks to the end."""
+    two frames; the same entry reached from elsewhere walks to the end. (The
+    path here contradicts the selectors, which a planner never writes: with
+    the selector sites patched, the selectors would decide.)"""
     binary = PROGRAMS / "callpaths_O2"
     t = site_table(binary)
     sites = [(0, t[("b", "malloc")], "walk"), (0, t[("a", "b")], None), (0, t[("main", "start")], None)]
@@ -114,7 +128,7 @@ def test_a_path_ends_the_walk_early(tmp_path):
                       paths=[([0, 1], "group=1")])
     (tmp_path / "paths").write_text("ab\ncab\ncb\nb\n" * 50)
     stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "paths", tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    r = run([binary, tmp_path / "paths", tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, patch=0))
     assert r.returncode == 0 and r.stderr == b""
     groups = {k: {g for _, g, _ in v} for k, v in read_log(tmp_path / "log").items()}
     assert groups == {"ab": {1}, "cab": {1}, "cb": {0}, "b": {0}}

@@ -50,13 +50,16 @@ def check_layout(objs, threads=1):
         assert sum(1 for p, q in zip(w, w[1:]) if q == p + 40) >= len(w) - 3
 
 
+@pytest.mark.parametrize("patch", ["1", "0"], ids=["patched", "walk"])
 @pytest.mark.parametrize("build", ["groups_O2", "groups_O0"])
-def test_plan_groups_named_objects(tmp_path, build):
+def test_plan_groups_named_objects(tmp_path, build, patch):
+    """The same groups whether the selector sites are patched (the bits
+    decide, no walk) or walked (COHORT_PATCH=0)."""
     binary = PROGRAMS / build
     plan = groups_plan(tmp_path, binary)
     base = run([binary, tmp_path / "base.log"], env=cohort_env())
     stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, patch=patch))
     assert r.returncode == 0, r.stderr
     assert r.stderr == b""
     assert r.stdout == base.stdout
@@ -67,9 +70,14 @@ def test_plan_groups_named_objects(tmp_path, build):
     assert st["groups"][0]["allocations"] == 4000 and st["groups"][1]["allocations"] == 2000
     ident = st["identification"]
     assert ident["cold"] == 2000            # every make_c allocation, by the quick test
-    assert ident["walk_group"] == 6000
+    if patch == "1":
+        assert ident["patched"] >= 8000 and ident["walk_group"] == ident["walk_none"] == 0
+        assert st["patch"]["sites_patched"] > 0 and st["patch"]["sites_unpatched"] == 0
+    else:
+        assert ident["walk_group"] == 6000
+        assert ident["walk_none"] >= 2000       # via_wrap_2 and the program's own stdio
+        assert ident["patched"] == 0 and st["patch"]["sites_patched"] == 0
     assert ident["truncated"] == 0
-    assert ident["walk_none"] >= 2000       # via_wrap_2 and the program's own stdio
 
 
 @pytest.mark.parametrize("selects", [True, False, "next"], ids=["groups-and-rest", "rest-only", "next-max"])
@@ -171,7 +179,7 @@ def test_unknown_entry_cold_rejects_everything_unlisted(tmp_path):
              (0, call_sites(binary, "make_a", "malloc")[0], "walk")]
     plan = write_plan(tmp_path / "plan", [binary], sites, ["a"], [(0, [0])], unknown_entry="cold")
     stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, patch=0))
     assert r.returncode == 0 and r.stderr == b""
     objs = read_log(tmp_path / "log")
     assert all(g == 0 for _, g, _ in objs["a"])
@@ -208,14 +216,18 @@ def test_stop_site_ends_the_walk(tmp_path):
              (0, call_sites(binary, "build", "make_a")[0], None)]
     plan = write_plan(tmp_path / "plan", [binary], sites, ["a", "w1"], [(0, [2])], version=3)
     stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
-    assert r.returncode == 0 and r.stderr == b""
-    objs = read_log(tmp_path / "log")
-    assert {g for _, g, _ in objs["w1"]} == {1}
-    assert {g for _, g, _ in objs["a"]} == {0}
-    assert all(g == -1 for k in ("b", "c", "w2") for _, g, _ in objs[k])
-    ident = json.loads(stats.read_text())["identification"]
-    assert ident["stop"] == 2000 and ident["walk_group"] == 2000
+    for patch in "01":
+        r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, patch=patch))
+        assert r.returncode == 0 and r.stderr == b""
+        objs = read_log(tmp_path / "log")
+        assert {g for _, g, _ in objs["w1"]} == {1}
+        assert {g for _, g, _ in objs["a"]} == {0}
+        assert all(g == -1 for k in ("b", "c", "w2") for _, g, _ in objs[k])
+        ident = json.loads(stats.read_text())["identification"]
+        if patch == "0":
+            assert ident["stop"] == 2000 and ident["walk_group"] == 2000
+        else:   # the stub of the stop site and of the selector site set the bits
+            assert ident["stop"] == ident["walk_group"] == 0 and ident["patched"] >= 6000
 
 
 @pytest.mark.parametrize("build", ["samestack_O2", "samestack_O0"])
@@ -230,7 +242,7 @@ def test_paths_differing_only_further_out(tmp_path, build, selected):
     plan = write_plan(tmp_path / "plan", [binary], sites, ["sel"], [(0, [0])])
     stats = tmp_path / "stats.json"
     base = run([binary], env=cohort_env())
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, patch=0))
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     assert r.stdout == base.stdout
     objs = read_log(tmp_path / "log")

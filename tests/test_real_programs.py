@@ -4,6 +4,7 @@ allocation grouped, must produce byte-identical output."""
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -28,22 +29,63 @@ print(sorted(c)[-10:], sum(len(v[2]) for v in d.values()))
 """
 
 
-def walk_plan(argv, tmp_path):
+def executable(argv):
+    exe = Path(shutil.which(str(argv[0])) or argv[0]).resolve()
+    return exe if exe.read_bytes()[:4] == b"\x7fELF" else None
+
+
+def walk_plan(exe, tmp_path):
     """A plan for the program's own executable whose one selector site is
     never on any stack: every small allocation is walked to the end of its
-    stack and matches nothing."""
-    exe = Path(shutil.which(str(argv[0])) or argv[0]).resolve()
-    if exe.read_bytes()[:4] != b"\x7fELF":
-        return None
+    stack and matches nothing (run with patching off: the site is no call)."""
     return write_plan(tmp_path / "walk.plan", [exe], [(0, 0x1001, None)], ["never"], [(0, [0])])
+
+
+# Debian's python3 (the interpreter in one executable); another build may
+# keep its code in libpython, which the plans here do not name.
+PYTHON3 = Path("/usr/bin/python3").resolve() if Path("/usr/bin/python3").exists() else Path(sys.executable).resolve()
+
+_DIRECT_CALLS = {}
+
+
+def direct_calls(exe):
+    """Return addresses of the executable's direct calls, as objdump sees them."""
+    if exe not in _DIRECT_CALLS:
+        out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)],
+                             capture_output=True, text=True, check=True).stdout
+        sites, pending = [], False
+        for line in out.splitlines():
+            ins = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
+            if not ins:
+                pending = False
+                continue
+            if pending:
+                sites.append(int(ins.group(1), 16))
+            pending = ins.group(2) == "call" and re.match(r"[0-9a-f]+ <", ins.group(3)) is not None
+        _DIRECT_CALLS[exe] = sites
+    return _DIRECT_CALLS[exe]
+
+
+def patched_plan(exe, tmp_path):
+    """A plan whose selector and stop sites are 68 direct calls (or all, if
+    fewer) picked at random across the executable: each is patched, so the
+    program runs through their stubs, and its allocations are decided from
+    their bits."""
+    rng = random.Random(7)
+    calls = direct_calls(exe)
+    picked = sorted(rng.sample(calls, min(68, len(calls))))
+    sites = [(0, off, f"stop={i % 4}" if i % 17 == 3 else None) for i, off in enumerate(picked)]
+    selects = [(i % 4, [i]) for i, (_, _, v) in enumerate(sites) if v is None]
+    return write_plan(tmp_path / "patched.plan", [exe], sites, ["g0", "g1", "g2", "g3"], selects, version=3)
 
 
 def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
     env0 = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
     base = subprocess.run([str(a) for a in argv], env=env0, capture_output=True, cwd=cwd, input=stdin, timeout=300)
     assert base.returncode == 0, base.stderr
-    plan = walk_plan(argv, tmp_path)
-    for settings in MODES + ([{"plan": plan}] if plan else []):
+    exe = executable(argv)
+    plans = [{"plan": walk_plan(exe, tmp_path), "patch": 0}, {"plan": patched_plan(exe, tmp_path)}] if exe else []
+    for settings in MODES + plans:
         stats = tmp_path / "stats.json"
         r = subprocess.run([str(a) for a in argv], env=cohort_env(allocator, stats=stats, **settings),
                            capture_output=True, cwd=cwd, input=stdin, timeout=300)
@@ -53,16 +95,21 @@ def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
         if settings.get("mode") == "all":
             groups = json.loads(stats.read_text())["groups"]
             assert groups[0]["allocations"] > 100, "the program's objects should really be grouped"
-        if "plan" in settings:
+        if settings.get("patch") == 0:
             st = json.loads(stats.read_text())
             ident = st["identification"]
             assert st["plan_active"] and ident["walk_group"] == 0
             assert ident["walk_none"] + ident["truncated"] > 100, "the program's allocations should be walked"
+        elif "plan" in settings:
+            st = json.loads(stats.read_text())
+            wanted = sum(1 for line in settings["plan"].read_text().splitlines() if line.startswith("site "))
+            assert st["plan_active"] and st["patch"]["sites_patched"] >= 0.9 * wanted, st["patch"]
+            assert st["identification"]["patched"] > 100, "the program's allocations should be decided by bits"
 
 
 @pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
 def test_python(tmp_path, allocator):
-    same_everywhere([Path(sys.executable).resolve(), "-c", PY_SCRIPT], tmp_path, allocator)
+    same_everywhere([PYTHON3, "-c", PY_SCRIPT], tmp_path, allocator)
 
 
 PY_THREADS = r"""
@@ -78,7 +125,7 @@ print(res)
 
 
 def test_python_threads(tmp_path):
-    same_everywhere([Path(sys.executable).resolve(), "-c", PY_THREADS], tmp_path)
+    same_everywhere([PYTHON3, "-c", PY_THREADS], tmp_path)
 
 
 def test_sort(tmp_path):

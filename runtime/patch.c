@@ -1,0 +1,411 @@
+/* Cohort runtime: patched selector call sites.
+ *
+ * A selector site (a plan site in a select line, or a stop site) is the
+ * return address of a call. Where that call is a direct `call rel32`, found
+ * by decoding the function from its start (Zydis), its displacement is
+ * rewritten to reach a stub of its own, within +-2 GiB. The stub records the
+ * activation on the thread's stack of activations (activation.c) and jumps
+ * to the original target: the callee runs with exactly the stack and
+ * registers it would have had, its return address is the original one, so
+ * exceptions, backtrace(), gdb and Valgrind see nothing new, and stack
+ * arguments need no copying. The stub saves the three registers it uses in
+ * the red zone (below the return address, where the callee's frame is not
+ * yet; signal frames skip the red zone) and restores them, so no register
+ * changes: callers compiled with interprocedural register allocation may
+ * keep values in any register the callee does not touch. It does change
+ * the status flags, which the psABI does not preserve across calls.
+ * Code pages go writable only while they are written: before main, when the
+ * process has one thread, as read-write then back to read-execute; later
+ * (a module loaded by dlopen) as read-write-execute, with one aligned 4-byte
+ * store per call, and only for calls whose displacement is 4-byte aligned.
+ * Anything that fails a check is left unpatched, counted by reason, with
+ * one warning per module; those sites keep the walk. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <Zydis/Zydis.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+uint64_t ch_patch_bit[CH_MAX_SITES];
+uint32_t ch_patch_stop[CH_MAX_SITES];
+uint8_t ch_patch_on[CH_MAX_SITES];
+atomic_uint ch_patch_gen;
+struct ch_patch_stats ch_patch_stats;
+atomic_ulong ch_patch_unpatched_by[CH_PATCH_REASONS];
+
+/* Why a site was left unpatched. Only the reasons that say the plan does
+ * not fit this process, or that the process refused, are warned about; an
+ * indirect call, or a site beyond the 64 selector bits, is ordinary and only
+ * counted. */
+enum reason { R_INDIRECT, R_NO_FUNCTION, R_NO_BIT, R_UNALIGNED, R_WRITABLE_CODE, R_NOT_CALL,
+              R_OUTSIDE, R_NOT_WRITABLE, R_NO_STUB_SPACE };
+#define R_FIRST_WARNED R_NOT_CALL
+_Static_assert(R_NO_STUB_SPACE + 1 == CH_PATCH_REASONS, "one name per reason");
+const char *const ch_patch_reason_names[CH_PATCH_REASONS] = {
+  "indirect_call", "no_function", "no_selector_bit", "unaligned_late", "writable_code",
+  "not_a_call", "outside_code", "not_writable", "no_stub_space",
+};
+static const char *const reason_text[CH_PATCH_REASONS] = {
+  "an indirect call", "no unwind entry for its function", "more than 64 selector sites",
+  "loaded late and not 4-byte aligned", "the code segment is writable",
+  "no call instruction ends at the site: is the plan for this build?",
+  "outside the module's code: is the plan for this build?",
+  "the code cannot be made writable", "no memory for stubs within reach",
+};
+
+/* ------------------------------------------------------------- the stub */
+
+/* Offsets into struct ch_act and its entries: checked in activation.c. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+__asm__(
+  ".text\n"
+  ".p2align 4\n"
+  ".globl cohort_stub_template\n"
+  ".hidden cohort_stub_template\n"
+  "cohort_stub_template:\n"
+  "  movq %rax, -8(%rsp)\n"
+  "  movq %rcx, -16(%rsp)\n"
+  "  movq %rdx, -24(%rsp)\n"
+  "  movq %fs:0, %rax\n"
+  "  addq .Lc_tls(%rip), %rax\n"          /* rax: this thread's struct ch_act */
+  "  cmpq %rsp, 8(%rax)\n"                /* lo > %rsp: not this thread's stack */
+  "  ja .Lskip\n"
+  "  cmpq %rsp, 16(%rax)\n"               /* hi <= %rsp (hi 0: disarmed) */
+  "  jbe .Lskip\n"
+  "  movq (%rax), %rcx\n"                 /* rcx: the top entry */
+  ".Lpop:\n"                              /* entries at or below our slot have returned */
+  "  cmpq %rsp, (%rcx)\n"
+  "  ja .Lverify\n"
+  "  subq $32, %rcx\n"
+  "  jmp .Lpop\n"
+  ".Lverify:\n"                           /* and those whose slot was reused */
+  "  leaq 56(%rax), %rdx\n"
+  "  cmpq %rdx, %rcx\n"
+  "  je .Lpush\n"
+  "  movq (%rcx), %rdx\n"
+  "  movq (%rdx), %rdx\n"
+  "  cmpq 8(%rcx), %rdx\n"
+  "  je .Lpush\n"
+  "  subq $32, %rcx\n"
+  "  jmp .Lverify\n"
+  ".Lpush:\n"
+  "  movq %rcx, (%rax)\n"
+  "  movq 16(%rcx), %rdx\n"               /* nothing new (recursion): no entry */
+  "  orq .Lc_bit(%rip), %rdx\n"
+  "  cmpq 16(%rcx), %rdx\n"
+  "  jne .Lnew\n"
+  "  movl .Lc_stop(%rip), %edx\n"
+  "  testl %edx, %edx\n"
+  "  jz .Lskip\n"
+  "  cmpl 24(%rcx), %edx\n"
+  "  je .Lskip\n"
+  ".Lnew:\n"
+  "  leaq " STR(56 + 32 * CH_ACT_CAP) "(%rax), %rdx\n"
+  "  cmpq %rdx, %rcx\n"
+  "  jae .Lfull\n"
+  "  movq 16(%rcx), %rdx\n"
+  "  orq .Lc_bit(%rip), %rdx\n"
+  "  movq %rdx, 48(%rcx)\n"               /* mask */
+  "  movl 24(%rcx), %edx\n"
+  "  cmpl $0, .Lc_stop(%rip)\n"
+  "  cmovnel .Lc_stop(%rip), %edx\n"
+  "  movq %rdx, 56(%rcx)\n"               /* stop, and decision 0 */
+  "  movq .Lc_ret(%rip), %rdx\n"
+  "  movq %rdx, 40(%rcx)\n"               /* ret */
+  "  movq %rsp, 32(%rcx)\n"               /* sp last: the entry is whole before it can match */
+  "  addq $32, %rcx\n"
+  "  movq %rcx, (%rax)\n"
+  ".Lskip:\n"
+  "  movq -8(%rsp), %rax\n"
+  "  movq -16(%rsp), %rcx\n"
+  "  movq -24(%rsp), %rdx\n"
+  "  jmp *.Lc_target(%rip)\n"
+  ".Lfull:\n"                             /* disarm: the next allocation seeds again */
+  "  movq $0, 16(%rax)\n"
+  "  jmp .Lskip\n"
+  "  .p2align 3\n"
+  ".globl cohort_stub_consts\n"
+  ".hidden cohort_stub_consts\n"
+  "cohort_stub_consts:\n"
+  ".Lc_target: .quad 0\n"
+  ".Lc_ret: .quad 0\n"
+  ".Lc_bit: .quad 0\n"
+  ".Lc_stop: .quad 0\n"
+  ".Lc_tls: .quad 0\n"
+  ".globl cohort_stub_end\n"
+  ".hidden cohort_stub_end\n"
+  "cohort_stub_end:\n");
+extern const char cohort_stub_template[], cohort_stub_consts[], cohort_stub_end[];
+struct stub_consts { uintptr_t target, ret; uint64_t bit; uint64_t stop; intptr_t tls; };
+#define STUB_SIZE 320   /* the template is 272 bytes */
+
+/* ------------------------------------------------------------ the table */
+
+/* What the bits can decide, rebuilt whenever the patched set changes and
+ * published whole (never changed in place). */
+struct pconj { uint64_t need; int group; bool incomplete, never; };
+struct ptable { unsigned nconj; bool stops_incomplete; struct pconj c[]; };
+static _Atomic(struct ptable *) table;
+static bool wants[CH_MAX_SITES];   /* a selector or stop site */
+
+int ch_patch_verdict(uint64_t mask, uint32_t stop) {
+  const struct ptable *t = atomic_load_explicit(&table, memory_order_acquire);
+  if (!t || t->stops_incomplete) return CH_ACT_WALK;
+  if (stop) return (int)stop - 1;
+  for (unsigned i = 0; i < t->nconj; i++) {
+    const struct pconj *c = &t->c[i];
+    if (!c->never && (mask & c->need) == c->need) return c->incomplete ? CH_ACT_WALK : c->group;
+  }
+  return CH_ACT_REST;
+}
+
+static bool in_conj(const struct ch_plan_conj *cj, unsigned s) { return cj->mask[s >> 6] >> (s & 63) & 1; }
+
+/* A site whose module is not loaded cannot be on any stack: a selector
+ * needing it cannot match. One loaded but not patched leaves the bits unable
+ * to decide wherever it matters. */
+static void publish_table(void) {
+  const struct ch_plan *pl = ch_plan;
+  struct ptable *t = ch_meta_alloc(sizeof *t + pl->nconj * sizeof(struct pconj));
+  if (!t) return;
+  t->nconj = pl->nconj;
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (ch_patch_stop[s] && pl->sites[s].addr && !ch_patch_on[s]) t->stops_incomplete = true;
+  for (unsigned i = 0; i < pl->nconj; i++) {
+    struct pconj *c = &t->c[i];
+    c->group = (int)pl->conj[i].group;
+    for (unsigned s = 0; s < pl->nsites; s++) {
+      if (!in_conj(&pl->conj[i], s)) continue;
+      if (ch_patch_on[s]) c->need |= ch_patch_bit[s];
+      else if (!pl->sites[s].addr) c->never = true;
+      else c->incomplete = true;
+    }
+  }
+  atomic_store_explicit(&table, t, memory_order_release);
+}
+
+/* ------------------------------------------------------------- checking */
+
+static ZydisDecoder decoder;
+
+/* The call whose return address is ret, if it is a direct call rel32 at an
+ * instruction boundary of its function: its target. */
+static int check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target) {
+  uintptr_t call = ret - 5, start, end;
+  if (call < m->lo || ret > m->hi) return R_OUTSIDE;
+  if (!ch_cfi_function(m, call, &start, &end) || start < m->lo || end > m->hi || ret > end) return R_NO_FUNCTION;
+  ZydisDecodedInstruction ins;
+  uintptr_t pc = start;
+  for (;;) {   /* to the instruction that ends at the return address */
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, (const void *)pc, end - pc, &ins)))
+      return R_NOT_CALL;
+    if (pc + ins.length >= ret) break;
+    pc += ins.length;
+  }
+  if (pc + ins.length != ret || ins.mnemonic != ZYDIS_MNEMONIC_CALL) return R_NOT_CALL;
+  if (ins.length != 5 || ins.opcode != 0xe8 || !(ins.attributes & ZYDIS_ATTRIB_IS_RELATIVE)) return R_INDIRECT;
+  int32_t disp;
+  memcpy(&disp, (const void *)(call + 1), 4);
+  *target = ret + (intptr_t)disp;
+  if (!ch_module_for(*target)) return R_OUTSIDE;
+  return -1;
+}
+
+/* ------------------------------------------------------------ the stubs */
+
+static bool within_2g(uintptr_t a, uintptr_t b) {
+  intptr_t d = (intptr_t)(a - b);
+  return d > -((intptr_t)1 << 31) + (1 << 20) && d < ((intptr_t)1 << 31) - (1 << 20);
+}
+
+/* Memory for stubs within reach of every byte of [lo, hi). */
+static void *map_near(uintptr_t lo, uintptr_t hi, size_t size) {
+  const uintptr_t step = 1u << 20, page = ch_page_size();
+  for (uintptr_t d = step; d < ((uintptr_t)1 << 30); d += step) {
+    uintptr_t tries[2] = {(lo - d - size) & ~(page - 1), (hi + d) & ~(page - 1)};
+    for (int k = 0; k < 2; k++) {
+      uintptr_t a = tries[k];
+      if (a < (1u << 16) || !within_2g(a, lo) || !within_2g(a + size, hi)) continue;
+      void *p = mmap((void *)a, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p == MAP_FAILED) continue;
+      if ((uintptr_t)p == a) return p;
+      munmap(p, size);   /* a kernel that took the address as a hint only */
+    }
+  }
+  return NULL;
+}
+
+/* .eh_frame for the stubs: one CIE whose initial rule (CFA = %rsp + 8, return
+ * address at CFA - 8) holds at every instruction of a stub, and one FDE
+ * covering them all. */
+static size_t write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
+  static const uint8_t cie[] = {
+    20, 0, 0, 0,  0, 0, 0, 0,          /* length, CIE id */
+    1, 'z', 'R', 0,                     /* version, augmentation */
+    1, 0x78, 16,                        /* code align 1, data align -8, return address: r16 */
+    1, 0x00,                            /* augmentation data: FDE pointers absolute, 8 bytes */
+    0x0c, 7, 8,                         /* DW_CFA_def_cfa %rsp, 8 */
+    0x90, 1,                            /* DW_CFA_offset r16, CFA - 8 */
+    0, 0,                               /* padding */
+  };
+  memcpy(p, cie, sizeof cie);
+  uint8_t *f = p + sizeof cie;
+  uint32_t flen = 4 + 8 + 8 + 1 + 3, cie_ptr = (uint32_t)(f + 4 - p);
+  memcpy(f, &flen, 4);
+  memcpy(f + 4, &cie_ptr, 4);
+  uint64_t b = code, r = len;
+  memcpy(f + 8, &b, 8);
+  memcpy(f + 16, &r, 8);
+  memset(f + 24, 0, 4);                 /* augmentation length 0, padding */
+  memset(f + 28, 0, 4);                 /* terminator */
+  return sizeof cie + 4 + flen + 4;
+}
+
+static void (*register_frame)(void *);
+
+/* ------------------------------------------------------------- patching */
+
+static bool one_thread(void) {
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  if (!p) return false;
+  for (int field = 2; field < 20 && p; field++) p = strchr(p + 1, ' ');   /* to field 20 */
+  return p && p[1] == '1' && p[2] == ' ';
+}
+
+static bool write_disp(uintptr_t at, int32_t disp, bool live) {
+  uintptr_t page = ch_page_size(), first = at & ~(page - 1), last = (at + 3) & ~(page - 1);
+  size_t len = last + page - first;
+  if (mprotect((void *)first, len, PROT_READ | PROT_WRITE | (live ? PROT_EXEC : 0)) != 0) return false;
+  if (live) __atomic_store_n((int32_t *)at, disp, __ATOMIC_RELEASE);
+  else memcpy((void *)at, &disp, 4);
+  return mprotect((void *)first, len, PROT_READ | PROT_EXEC) == 0;
+}
+
+struct todo { unsigned site; uintptr_t ret, target; };
+
+static void unpatched(unsigned *by, int reason) {
+  by[reason]++;
+  atomic_fetch_add(&ch_patch_stats.unpatched, 1);
+  atomic_fetch_add(&ch_patch_unpatched_by[reason], 1);
+}
+
+/* Patch the selector sites of one module; live: its code may be running. */
+static unsigned patch_one(struct ch_module *m, bool live) {
+  const struct ch_plan *pl = ch_plan;
+  static struct todo todo[CH_MAX_SITES];
+  unsigned n = 0, wanted = 0, by[CH_PATCH_REASONS] = {0};
+  for (unsigned s = 0; s < pl->nsites; s++) {
+    if (!wants[s] || ch_patch_on[s] || (int)pl->sites[s].module != m->plan_module || !pl->sites[s].addr) continue;
+    wanted++;
+    uintptr_t ret = pl->sites[s].addr, target = 0;
+    int r = m->writable_code ? R_WRITABLE_CODE : !ch_patch_bit[s] && !ch_patch_stop[s] ? R_NO_BIT
+          : check_call(m, ret, &target);
+    if (r < 0 && live && ((ret - 4) & 3)) r = R_UNALIGNED;
+    if (r >= 0) { unpatched(by, r); continue; }
+    todo[n++] = (struct todo){s, ret, target};
+  }
+  if (!wanted) return 0;
+  unsigned done = 0;
+  if (n) {
+    size_t tsize = (size_t)(cohort_stub_end - cohort_stub_template);
+    size_t page = ch_page_size(), code = n * STUB_SIZE;
+    size_t size = (code + 128 + page - 1) & ~(page - 1);
+    uint8_t *region = tsize <= STUB_SIZE ? map_near(m->lo, m->hi, size) : NULL;
+    if (!region) {
+      for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
+      n = 0;
+    } else {
+      intptr_t tls = ch_act_tls_offset();
+      for (unsigned i = 0; i < n; i++) {
+        uint8_t *stub = region + i * STUB_SIZE;
+        memcpy(stub, cohort_stub_template, tsize);
+        struct stub_consts c = {todo[i].target, todo[i].ret, ch_patch_bit[todo[i].site],
+                                ch_patch_stop[todo[i].site], tls};
+        memcpy(stub + (cohort_stub_consts - cohort_stub_template), &c, sizeof c);
+      }
+      uint8_t *eh = region + code;
+      write_eh_frame(eh, (uintptr_t)region, code);
+      if (mprotect(region, size, PROT_READ | PROT_EXEC) != 0) {
+        for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
+        n = 0;
+      } else if (register_frame) {
+        register_frame(eh);
+      }
+    }
+    for (unsigned i = 0; i < n; i++) {
+      uintptr_t stub = (uintptr_t)region + i * STUB_SIZE;
+      if (!within_2g(stub, todo[i].ret)) { unpatched(by, R_NO_STUB_SPACE); continue; }
+      /* The activation is recorded before the call runs: mark it first. */
+      ch_patch_on[todo[i].site] = 1;
+      if (!write_disp(todo[i].ret - 4, (int32_t)(intptr_t)(stub - todo[i].ret), live)) {
+        ch_patch_on[todo[i].site] = 0;
+        for (unsigned k = i; k < n; k++) unpatched(by, R_NOT_WRITABLE);
+        break;
+      }
+      done++;
+    }
+  }
+  atomic_fetch_add(&ch_patch_stats.patched, done);
+  if (done) atomic_fetch_add(&ch_patch_stats.modules, 1);
+  int worst = -1;
+  for (int r = R_FIRST_WARNED; r < CH_PATCH_REASONS; r++) if (by[r] && (worst < 0 || by[r] > by[worst])) worst = r;
+  if (worst >= 0) {
+    ch_warn("%s: %u of %u selector call sites left unpatched (they keep the stack walk); %u: %s",
+            m->path, wanted - done, wanted, by[worst], reason_text[worst]);
+  }
+  return done;
+}
+
+static ch_lock_t patch_lock;
+static bool enabled;
+
+void ch_patch_init(void) {
+  const struct ch_plan *pl = ch_plan;
+  if (!ch_opt.patch || !pl || atomic_load(&ch_plan_disabled)) return;
+  if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64))) return;
+  /* Selector bits in the order the select lines use the sites. */
+  unsigned nbits = 0;
+  for (unsigned i = 0; i < pl->nconj; i++)
+    for (unsigned s = 0; s < pl->nsites; s++)
+      if (in_conj(&pl->conj[i], s) && !wants[s]) {
+        wants[s] = true;
+        if (nbits < 64) ch_patch_bit[s] = (uint64_t)1 << nbits++;
+      }
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (pl->sites[s].stop) { wants[s] = true; ch_patch_stop[s] = pl->sites[s].stop; }
+  register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
+  enabled = true;
+  bool live = !one_thread();
+  unsigned done = 0;
+  ch_lock(&patch_lock);
+  for (unsigned i = 0; i < ch_modules_count(); i++) {
+    struct ch_module *m = ch_modules_at(i);
+    if (m->plan_module >= 0) done += patch_one(m, live);
+  }
+  publish_table();
+  if (done) atomic_store_explicit(&ch_patch_gen, 1, memory_order_release);
+  ch_unlock(&patch_lock);
+}
+
+void ch_patch_module(struct ch_module *m) {
+  if (!enabled || m->plan_module < 0 || atomic_load(&ch_plan_disabled)) return;
+  ch_lock(&patch_lock);
+  unsigned done = patch_one(m, true);
+  publish_table();
+  if (done || atomic_load(&ch_patch_gen))
+    atomic_fetch_add_explicit(&ch_patch_gen, 1, memory_order_release);   /* threads seed again */
+  ch_unlock(&patch_lock);
+}

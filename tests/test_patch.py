@@ -1,0 +1,88 @@
+"""Patched selector sites (docs/runtime.md): the stubs record activations,
+allocations decide from their bits, and nothing a program does to its stack
+(exceptions, longjmp, recursion, threads) leaves a wrong bit behind: every
+object gets the group its call sites say, patched or walked."""
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from conftest import PROGRAMS, cohort_env, run
+from cohort.handplan import call_sites, write_plan
+
+BINARY = PROGRAMS / "patchsites"
+GROUPS = ["a", "b", "ab", "ping", "pong", "rec"]
+WANT = {"a": 0, "a-thrown": 0, "a-jumped": 0, "b": 1, "ab": 2, "ab-thrown": 2, "ab-jumped": 2,
+        "rec": 5, "ping-last": 4, "pong-last": 3,
+        "plain": -1, "after-catch": -1, "after-catch-deeper": -1, "after-jump": -1}
+
+
+def plan(tmp_path, stops=True):
+    site = lambda caller, callee: call_sites(BINARY, caller, callee)[0]
+    sites = [(0, site("leaf", "malloc"), "walk"),
+             (0, site("enter_a", "work"), None),
+             (0, site("enter_a", "enter_b"), None),
+             (0, site("enter_b", "work"), None),
+             (0, site("rec_a", "rec_a"), None),
+             (0, site("ping", "pong"), "stop=3" if stops else None),
+             (0, site("pong", "ping"), "stop=4" if stops else None)]
+    selects = [(2, [2, 3]), (0, [1]), (1, [3]), (5, [4])]
+    return write_plan(tmp_path / "plan", [BINARY], sites, GROUPS, selects, version=3)
+
+
+def groups_by_label(log):
+    seen = defaultdict(set)
+    for line in log.read_text().splitlines():
+        label, group = line.split()
+        seen[label].add(int(group))
+    return dict(seen)
+
+
+@pytest.mark.parametrize("patch", ["1", "0"], ids=["patched", "walk"])
+def test_every_object_gets_its_sites_group(tmp_path, patch):
+    stats = tmp_path / "stats.json"
+    r = run([BINARY, tmp_path / "log", "12", "3"], env=cohort_env(plan=plan(tmp_path), stats=stats, patch=patch))
+    assert r.returncode == 0 and r.stdout == b"done\n" and r.stderr == b"", r.stderr
+    assert groups_by_label(tmp_path / "log") == {k: {v} for k, v in WANT.items()}
+    st = json.loads(stats.read_text())
+    ident = st["identification"]
+    if patch == "1":
+        assert st["patch"]["sites_patched"] == 6 and st["patch"]["sites_unpatched"] == 0
+        assert ident["patched"] > 500
+        assert st["patch"]["seeds"] >= 4           # each thread seeds once at least
+        assert st["patch"]["seed_overflows"] > 0    # 300 alternating stops: those walk
+        assert ident["stop"] > 0                    # ... and the walk ends at a stop site
+    else:
+        assert ident["patched"] == 0 and st["patch"]["sites_patched"] == 0
+
+
+def test_patched_output_matches_plain_run(tmp_path):
+    base = run([BINARY, tmp_path / "base"], env=cohort_env())
+    r = run([BINARY, tmp_path / "log"], env=cohort_env(plan=plan(tmp_path, stops=False)))
+    assert base.returncode == r.returncode == 0 and r.stdout == base.stdout and r.stderr == b""
+    labels = lambda p: [line.split()[0] for line in p.read_text().splitlines()]
+    assert sorted(labels(tmp_path / "log")) == sorted(labels(tmp_path / "base"))
+
+
+def test_stale_plan_site_is_left_unpatched_with_one_warning(tmp_path):
+    """A site whose bytes are no call (a plan for another build) is counted
+    and warned about once; the rest are patched and the program runs on."""
+    good = call_sites(BINARY, "enter_a", "work")[0]
+    sites = [(0, good, None), (0, good + 1, None), (0, good + 2, None)]
+    p = write_plan(tmp_path / "plan", [BINARY], sites, ["a", "x"], [(0, [0]), (1, [1]), (1, [2])])
+    stats = tmp_path / "stats.json"
+    r = run([BINARY, tmp_path / "log", "2", "1"], env=cohort_env(plan=p, stats=stats))
+    assert r.returncode == 0 and r.stdout == b"done\n"
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 1 and "2 of 3 selector call sites left unpatched" in lines[0], lines
+    assert "is the plan for this build?" in lines[0]
+    st = json.loads(stats.read_text())
+    assert st["patch"]["sites_patched"] == 1 and st["patch"]["unpatched"]["not_a_call"] == 2
+    assert groups_by_label(tmp_path / "log")["a"] == {0}
+
+
+def test_patch_off_warns_on_a_bad_value(tmp_path):
+    r = run([BINARY, tmp_path / "log", "1", "0"], env=cohort_env(plan=plan(tmp_path), patch="yes"))
+    assert r.returncode == 0 and r.stdout == b"done\n"
+    assert r.stderr.decode().count("COHORT_PATCH=yes must be 0 or 1") == 1
