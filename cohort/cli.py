@@ -140,8 +140,9 @@ def add_profile_options(p):
 def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
-                                            "unknown_entry", "entry_purity", "rest")}
-    params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost}
+                                            "unknown_entry", "entry_purity", "rest", "identify")}
+    params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
+                       "patched_ns": args.patched_cost}
     return params
 
 
@@ -167,6 +168,13 @@ def add_plan_options(p):
                         f"(default: {COST_DEFAULTS['walk_ns']:g}, measured here)")
     p.add_argument("--frame-cost", type=float, default=COST_DEFAULTS["frame_ns"], metavar="NS",
                    help=f"cost of each frame a walk steps (default: {COST_DEFAULTS['frame_ns']:g})")
+    p.add_argument("--identify", default="patched", choices=("patched", "walk"),
+                   help="how the runtime will identify allocations past their entry site, to price "
+                        "it: from the bits of patched selector call sites (its default), or by stack "
+                        "walks (when run with COHORT_PATCH=0) (default: patched)")
+    p.add_argument("--patched-cost", type=float, default=COST_DEFAULTS["patched_ns"], metavar="NS",
+                   help="cost of deciding an allocation from patched call sites "
+                        f"(default: {COST_DEFAULTS['patched_ns']:g}, measured here)")
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")

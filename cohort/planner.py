@@ -187,7 +187,11 @@ def group_label(profile, members, conjunctions=()):
 # Measured costs of the runtime's paths on this machine (scripts/bench-runtime.py,
 # docs/planner.md): a stack walk's fixed part and each frame it steps, and the
 # most a placement can save per affinitive access (a D1 miss served by L2).
-COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5}
+# With the selector sites patched (the runtime's default), an allocation
+# past the entry is decided from the bits its stubs set: patched_ns is that
+# decision and the stub's push, measured against the same grouped
+# allocation with no identification at all (alternating stacks).
+COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 6.0}
 
 
 @dataclass
@@ -205,6 +209,7 @@ class Worth:
     walk_ns: float = 0.0
     walked_allocations: int = 0
     frames: float = 0.0                # mean frames per walk charged to it
+    identify: str = "patched"          # how those allocations are decided: "patched" or "walk"
 
     @property
     def pays(self):
@@ -223,10 +228,16 @@ def walk_frames(context, stops, frames=None):
     return len(context["sites"]) + 2
 
 
-def assess(plan, contexts, edges, costs):
+def assess(plan, contexts, edges, costs, identify="patched", direct=None):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
-    over the groups' nodes. Every walked allocation is charged to the groups
-    its entry site walks for, shared by their allocations there."""
+    over the groups' nodes. Every allocation its entry site does not decide
+    is charged to the groups its entry site walks for, shared by their
+    allocations there: at patched_ns each when the selector sites are
+    patched, else a walk to the end of its decision path. The runtime
+    patches only direct calls (`direct`: those site ids; None: all): a
+    context on which some selector or stop site is another kind of call
+    is priced as a walk."""
+    selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     sites_walk = {}
     for c in contexts:
         if not c["sites"]:
@@ -237,7 +248,10 @@ def assess(plan, contexts, edges, costs):
             continue
         w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
         frames = walk_frames(c, plan.stops, plan.frames)
-        w["ns"] += c["allocations"] * (costs["walk_ns"] + frames * costs["frame_ns"])
+        patched = identify == "patched" and (direct is None or all(
+            s in direct for s in c["sites"] if s in selector_sites))
+        w["ns"] += c["allocations"] * (costs["patched_ns"] if patched
+                                       else costs["walk_ns"] + frames * costs["frame_ns"])
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
         g = plan.predicted.get(c["id"])
@@ -249,7 +263,7 @@ def assess(plan, contexts, edges, costs):
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
         worth.append(Worth(inside=inside, outside=outside,
-                           saving_ns=max(0, inside - outside) * costs["miss_ns"]))
+                           saving_ns=max(0, inside - outside) * costs["miss_ns"], identify=identify))
     for w in sites_walk.values():
         share = sum(w["groups"].values())
         for g, n in w["groups"].items():
@@ -263,13 +277,17 @@ def assess(plan, contexts, edges, costs):
 
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None):
+              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched"):
     """The plan for a profile. Groups whose identification costs more than
     their placement can save are dropped, one at a time, the worst first,
     and the plan made again without them. With rest="pool" every small
-    allocation no group claims shares one more pool (docs/planner.md)."""
+    allocation no group claims shares one more pool (docs/planner.md).
+    identify: "patched" prices identification as the runtime does with its
+    selector call sites patched (its default), "walk" as stack walks
+    (COHORT_PATCH=0)."""
     costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
+    direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
     accesses, edges, total, members = grouping.from_profile(profile)
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
@@ -298,7 +316,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     while True:
         plan = assemble(profile, kept, params, list(notes))
-        plan.worth = assess(plan, contexts, edges, costs)
+        plan.worth = assess(plan, contexts, edges, costs, identify, direct)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays]
         if not losers:
             break
@@ -312,8 +330,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"from those")
         else:
             notes.append(f"group around context {g.members[0]} dropped: identifying it costs more "
-                         f"than its placement can save ({w.walked_allocations} stack walks of "
-                         f"{w.frames:.1f} frames, about {w.walk_ns / 1e6:.1f} ms, against at most "
+                         f"than its placement can save ({identification_text(w, 1)}, against at most "
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it)")
         kept = [k for k in kept if k.members != g.members]
@@ -557,9 +574,17 @@ def report(plan, profile):
     return "\n".join(out)
 
 
+def identification_text(w, digits=2):
+    """What identifying a group's objects past their entry site costs."""
+    if w.identify == "patched":
+        return (f"{w.walked_allocations} allocations decided from patched call sites (a walk would "
+                f"step {w.frames:.1f} frames), about {w.walk_ns / 1e6:.{digits}f} ms")
+    return f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.{digits}f} ms"
+
+
 def worth_text(w):
-    walks = (f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.2f} ms"
-             if w.walked_allocations else "no stack walk (decided by entry or stop sites)")
+    walks = (identification_text(w) if w.walked_allocations
+             else "no stack walk (decided by entry or stop sites)")
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it); identification: {walks}")
 

@@ -67,11 +67,12 @@ def open_input(path):
         raise CohortError(f"cannot read {path}: {e.strerror}") from None
 
 
-def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None):
+def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, patch=None):
     """The environment for a run: LD_PRELOAD puts libcohort first, the chosen
     allocator behind it, then whatever the user already preloads. A plan
     that declares no group leaves libcohort out: it would only pass every
-    call through (`cohort run` says so)."""
+    call through (`cohort run` says so). patch: "0" keeps the runtime from
+    patching selector call sites (COHORT_PATCH); None leaves it as it is."""
     env = dict(os.environ if base is None else base)
     idle = plan is not None and mode is None and places_nothing(plan)
     preload = [] if idle else [str(runtime_library())]
@@ -87,6 +88,8 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None):
         env.pop(key, None)
     if idle:
         return env
+    if patch is not None:
+        env["COHORT_PATCH"] = str(patch)
     if plan is not None:
         plan = Path(plan)
         check_plan_header(plan)

@@ -1,7 +1,8 @@
 """The runtime's own costs, measured side by side in one run (issue 2):
 pass-through overhead, cost of a grouped allocation, identification cost.
 Interleaved trials, medians and quartiles of allocbench's ns/op.
-Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS]"""
+Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS] [SECTION ...]
+with sections passthrough, real, grouped, deep, alt (default: all)."""
 
 import os
 import re
@@ -20,6 +21,7 @@ from cohort.runner import environment  # noqa: E402
 BIN = ROOT / "build" / "workloads" / "allocbench"
 OUT = ROOT / "demo-out"
 TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
+SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "deep", "alt"}
 
 
 def plans():
@@ -39,20 +41,34 @@ def plans():
 
 
 def alt_plans():
-    """For the alternating chains: a selector site in main, outside both."""
+    """For the alternating chains: (plan, COHORT_PATCH) per case. "ab" puts
+    each chain's objects in its own group by the call of leaf_alloc at the
+    chain's end; "ab-recursive" by the chain's recursive call, so that a
+    patched run goes through the stub at every level."""
     alt = call_sites(BIN, "main", "run_alt")[0]
     other = call_sites(BIN, "main", "malloc")[0]
     entry = call_sites(BIN, "leaf_alloc", "malloc")[0]
     a_leaf = call_sites(BIN, "chain_a", "leaf_alloc")[0]
     b_leaf = call_sites(BIN, "chain_b", "leaf_alloc")[0]
+    a_rec = call_sites(BIN, "chain_a", "chain_a")[0]
+    b_rec = call_sites(BIN, "chain_b", "chain_b")[0]
+    ab = write_plan(OUT / "ab-leaf.plan", [BIN], [(0, a_leaf, None), (0, b_leaf, None)], ["a", "b"],
+                    [(0, [0]), (1, [1])])
+    rec = write_plan(OUT / "ab-rec.plan", [BIN], [(0, a_rec, None), (0, b_rec, None)], ["a", "b"],
+                     [(0, [0]), (1, [1])])
     return {
-        "walk-match": write_plan(OUT / "ab-alt.plan", [BIN], [(0, alt, None)], ["alt"], [(0, [0])]),
-        "walk-nomatch": write_plan(OUT / "ab-none.plan", [BIN], [(0, other, None)], ["x"], [(0, [0])]),
+        "walk-match": (write_plan(OUT / "ab-alt.plan", [BIN], [(0, alt, None)], ["alt"], [(0, [0])]), "0"),
+        "walk-nomatch": (write_plan(OUT / "ab-none.plan", [BIN], [(0, other, None)], ["x"], [(0, [0])]), "0"),
         # decision paths (plan version 5): chain_a's objects are told from
         # chain_b's one frame past the entry, whatever the depth
-        "path": write_plan(OUT / "ab-path.plan", [BIN],
-                           [(0, entry, "walk"), (0, a_leaf, None), (0, b_leaf, None)], ["a"], [(0, [1])],
-                           version=5, paths=[([0, 1], "group=0"), ([0, 2], "cold")]),
+        "path": (write_plan(OUT / "ab-path.plan", [BIN],
+                            [(0, entry, "walk"), (0, a_leaf, None), (0, b_leaf, None)], ["a", "b"],
+                            [(0, [1]), (1, [2])], version=5,
+                            paths=[([0, 1], "group=0"), ([0, 2], "group=1")]), "0"),
+        "ab walked": (ab, "0"),
+        "ab patched": (ab, "1"),
+        "ab-recursive walked": (rec, "0"),
+        "ab-recursive patched": (rec, "1"),
     }
 
 
@@ -106,41 +122,50 @@ def main():
     print(f"allocbench, {TRIALS} interleaved trials per case; ratios against the first line")
 
     churn = [BIN, "churn", 20_000_000]
-    show("pass-through: malloc+free pairs, 16..256 B, window of 1024",
-         measure({"glibc": (churn, plain), "libcohort off -> glibc": (churn, off),
-                  "jemalloc": (churn, jem_plain), "libcohort off -> jemalloc": (churn, jem)}), "glibc")
+    if "passthrough" in SECTIONS:
+        show("pass-through: malloc+free pairs, 16..256 B, window of 1024",
+             measure({"glibc": (churn, plain), "libcohort off -> glibc": (churn, off),
+                      "jemalloc": (churn, jem_plain), "libcohort off -> jemalloc": (churn, jem)}), "glibc")
 
     # The same on real allocation-heavy programs, in wall-clock time.
-    with tempfile.TemporaryDirectory() as tmp:
-        words = Path(tmp) / "words"
-        words.write_text("".join(f"{(i * 2654435761) % 1000003:x} line {i}\n" for i in range(400_000)))
-        real = {"python3": ["python3", "-c", PY_SCRIPT], "sort": ["sort", words]}
-        for name, argv in real.items():
-            show(f"pass-through, {name} (wall clock)",
-                 measure({"glibc": (argv, plain), "libcohort off -> glibc": (argv, off)}), "glibc", "ms")
+    if "real" in SECTIONS:
+        with tempfile.TemporaryDirectory() as tmp:
+            words = Path(tmp) / "words"
+            words.write_text("".join(f"{(i * 2654435761) % 1000003:x} line {i}\n" for i in range(400_000)))
+            real = {"python3": ["python3", "-c", PY_SCRIPT], "sort": ["sort", words]}
+            for name, argv in real.items():
+                show(f"pass-through, {name} (wall clock)",
+                     measure({"glibc": (argv, plain), "libcohort off -> glibc": (argv, off)}), "glibc", "ms")
 
-    bump = [BIN, "bump", 10_000_000]
-    show("grouped allocation: 10M mallocs of 32 B (no identification: mode all)",
-         measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every)}), "glibc")
-    show("grouped churn: malloc+free pairs (mode all)",
-         measure({"glibc": (churn, plain), "cohort group": (churn, every)}), "glibc")
+    if "grouped" in SECTIONS:
+        bump = [BIN, "bump", 10_000_000]
+        show("grouped allocation: 10M mallocs of 32 B (no identification: mode all)",
+             measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every)}), "glibc")
+        show("grouped churn: malloc+free pairs (mode all)",
+             measure({"glibc": (churn, plain), "cohort group": (churn, every)}), "glibc")
 
-    p = plans()
-    for depth in (3, 15):
-        deep = [BIN, "deep", 2_000_000, depth]
-        cases = {"glibc": (deep, plain), "libcohort off": (deep, off)}
-        cases.update({f"plan {k}": (deep, environment(plan=v)) for k, v in p.items()})
-        show(f"identification: malloc+free {depth} calls deep, -O2 PIE without frame pointers", measure(cases), "glibc")
+    if "deep" in SECTIONS:
+        p = plans()
+        for depth in (3, 15):
+            deep = [BIN, "deep", 2_000_000, depth]
+            cases = {"glibc": (deep, plain), "libcohort off": (deep, off)}
+            cases.update({f"plan {k}": (deep, environment(plan=v)) for k, v in p.items()})
+            cases.update({f"plan {k}, walked": (deep, environment(plan=v, patch="0")) for k, v in p.items()})
+            show(f"identification: malloc+free {depth} calls deep, -O2 PIE without frame pointers",
+                 measure(cases), "glibc")
 
-    # The walk takes the outer frames of the thread's previous walk after
-    # checking them; here consecutive allocations share nothing below main's
-    # loop, so every walk steps through all DEPTH frames itself.
-    for depth in (3, 15, 40):
-        alt = [BIN, "alt", 1_000_000, depth]
-        cases = {"glibc": (alt, plain), "libcohort off": (alt, off)}
-        cases.update({f"plan {k}": (alt, environment(plan=v)) for k, v in alt_plans().items()})
-        show(f"identification, stacks alternating: two {depth}-deep chains with different frames",
-             measure(cases), "glibc")
+    # Every walk steps through the frames itself here: consecutive
+    # allocations share nothing below main's loop. "mode all" is the same
+    # grouped allocation with no identification at all: a case's cost of
+    # identification per allocation is its time minus that line's.
+    if "alt" in SECTIONS:
+        for depth in (3, 15, 40):
+            alt = [BIN, "alt", 1_000_000, depth]
+            cases = {"glibc": (alt, plain), "libcohort off": (alt, off), "mode all (no identification)": (alt, every)}
+            cases.update({f"plan {k}": (alt, environment(plan=v, patch=patch))
+                          for k, (v, patch) in alt_plans().items()})
+            show(f"identification, stacks alternating: two {depth}-deep chains with different frames",
+                 measure(cases), "mode all (no identification)")
 
 
 if __name__ == "__main__":

@@ -251,7 +251,7 @@ def synthetic_profile(hot_allocs, cold_allocs):
             "graph": {"nodes": [0], "edges": [[0, 0, 500]], "coverage": 1.0}}
 
 
-FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0}}   # verdict logic alone
+FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0}}   # verdict logic alone
 
 
 def test_entry_verdicts_exact_and_by_purity():
@@ -423,7 +423,7 @@ def churn_profile(affinity, accesses=3_000_000):
 def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     from cohort.planner import make_plan, report, worth_text
     profile = churn_profile(affinity=100_000)
-    plan = make_plan(profile)
+    plan = make_plan(profile, identify="walk")
     assert plan.groups == [] and plan.rest == 0
     assert plan.predicted == {0: 0, 1: 0}           # both in the rest pool, no walk
     note = next(n for n in plan.notes if "costs more than its placement can save" in n)
@@ -432,12 +432,21 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     assert "rest" in report(plan, profile)
     # the same shape with heavy affinity (about 40 affinitive accesses per
     # walk) pays for its walks and is kept
-    rich = make_plan(churn_profile(affinity=80_000_000, accesses=90_000_000))
+    rich = make_plan(churn_profile(affinity=80_000_000, accesses=90_000_000), identify="walk")
     assert len(rich.groups) == 1 and rich.worth[0].pays
     assert rich.worth[0].walked_allocations == 2_000_000
     assert "2000000 stack walks of 2.0 frames" in worth_text(rich.worth[0])
     # walks priced at nothing: HALO's plan, every group kept
-    assert len(make_plan(profile, costs={"walk_ns": 0, "frame_ns": 0}).groups) == 1
+    assert len(make_plan(profile, costs={"walk_ns": 0, "frame_ns": 0}, identify="walk").groups) == 1
+    # with the selector sites patched, the same allocations cost patched_ns
+    # each, not a walk: still more than 100000 accesses can save here, but
+    # the rich shape is kept for far fewer affinitive accesses
+    patched = make_plan(profile)
+    assert patched.groups == []
+    assert any("2000000 allocations decided from patched call sites" in n for n in patched.notes)
+    modest = make_plan(churn_profile(affinity=4_000_000, accesses=5_000_000))
+    assert len(modest.groups) == 1 and modest.worth[0].identify == "patched"
+    assert len(make_plan(churn_profile(affinity=4_000_000, accesses=5_000_000), identify="walk").groups) == 0
 
 
 @pytest.mark.parametrize("nodes", ["empty", "cold"])
