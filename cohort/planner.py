@@ -189,9 +189,12 @@ def group_label(profile, members, conjunctions=()):
 # most a placement can save per affinitive access (a D1 miss served by L2).
 # With the selector sites patched (the runtime's default), an allocation
 # past the entry is decided from the bits its stubs set: patched_ns is that
-# decision and the stub's push, measured against the same grouped
-# allocation with no identification at all (alternating stacks).
-COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 6.0}
+# decision, measured against the same grouped allocation with no
+# identification at all (3.0-3.1 ns at 3 and 15 frames). A stub's push is
+# paid per call through a selector site that changes the bits, not per
+# allocation (3 ns more where every allocation follows such a call); the
+# profile does not count calls, so it is not priced.
+COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 3.0}
 
 
 @dataclass

@@ -49,7 +49,7 @@ static inline int act_read(struct ch_act *a, uintptr_t r) {
   struct ch_act_entry *e = a->top;
   while (e->sp < r) e--;                  /* e[0].sp is the largest address: it stops here */
   while (e != a->e && *(const uintptr_t *)e->sp != e->ret) e--;
-  a->top = e;
+  if (e != a->top) a->top = e;
   int32_t d = e->decision;
   if (CH_UNLIKELY(!d)) {
     d = ch_patch_verdict(e->mask, e->stop) + 4;

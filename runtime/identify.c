@@ -57,6 +57,15 @@ static void flush_counts(void) {
   if (tjoined) atomic_fetch_add_explicit(&ch_walks_joined, tjoined, memory_order_relaxed);
   tjoined = 0;
   tpending = 0;
+  /* Every 16th flush (4096 allocations), with selector sites patched: look
+   * for modules loaded since, whose sites get patched too. A walk notices
+   * a new module by itself; decisions from bits would not. */
+  static CH_TLS uint32_t flushes;
+  if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ++flushes % 16 == 0 && !ch_in_runtime) {
+    ch_in_runtime++;
+    ch_modules_check();
+    ch_in_runtime--;
+  }
 }
 /* A thread's counts are flushed when it exits, through a key destructor
  * registered at its first count. */
@@ -127,19 +136,8 @@ void ch_identify_init(void) {
   if (ch_owned_map) ch_identify_active = true;
 }
 
-/* The patched sites' activations decide (activation.c), or CH_ACT_WALK.
- * Now and then the thread looks for modules loaded since, whose selector
- * sites get patched (a walk would notice them by itself). */
-static CH_TLS uint32_t since_check;
-static inline int decide_patched(const uintptr_t *fp) {
-  if (CH_UNLIKELY(++since_check >= 4096)) {
-    since_check = 0;
-    ch_in_runtime++;
-    ch_modules_check();
-    ch_in_runtime--;
-  }
-  return ch_act_decide(fp);
-}
+/* The patched sites' activations decide (activation.c), or CH_ACT_WALK. */
+static inline int decide_patched(const uintptr_t *fp) { return ch_act_decide(fp); }
 
 static int decide_plan(const uintptr_t *fp) {
   if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ch_walk_entry(fp) == CH_QUICK_WALK) {

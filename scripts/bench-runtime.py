@@ -148,11 +148,11 @@ def main():
         p = plans()
         for depth in (3, 15):
             deep = [BIN, "deep", 2_000_000, depth]
-            cases = {"glibc": (deep, plain), "libcohort off": (deep, off)}
+            cases = {"glibc": (deep, plain), "libcohort off": (deep, off), "mode all (no identification)": (deep, every)}
             cases.update({f"plan {k}": (deep, environment(plan=v)) for k, v in p.items()})
             cases.update({f"plan {k}, walked": (deep, environment(plan=v, patch="0")) for k, v in p.items()})
             show(f"identification: malloc+free {depth} calls deep, -O2 PIE without frame pointers",
-                 measure(cases), "glibc")
+                 measure(cases), "mode all (no identification)")
 
     # Every walk steps through the frames itself here: consecutive
     # allocations share nothing below main's loop. "mode all" is the same

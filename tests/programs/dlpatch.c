@@ -1,0 +1,25 @@
+/* Loads argv[1] with dlopen after start-up and makes objects through its
+ * make_in_lib0..3; prints each object's group ("lib G") and then one made
+ * directly ("main G"). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv) {
+  if (argc < 2) { fprintf(stderr, "usage: dlpatch LIB\n"); return 2; }
+  int (*group_of)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "cohort_group_of");
+  void *h = dlopen(argv[1], RTLD_NOW);
+  if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  for (int k = 0; k < 4; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "make_in_lib%d", k);
+    void *(*make)(void) = (void *(*)(void))dlsym(h, name);
+    for (int i = 0; i < 10000; i++) {
+      void *p = make();
+      if (i % 1000 == 0) printf("lib %d\n", group_of ? group_of(p) : -1);
+    }
+  }
+  void *q = malloc(24);
+  printf("main %d\n", group_of ? group_of(q) : -1);
+  return 0;
+}
