@@ -112,13 +112,17 @@ def main():
               f"fragmentation at peak {g['fragmentation_at_peak_percent']}%")
     ident = st["identification"]
     print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
-          f"{ident.get('path', 0):,} decided by a decision path, "
+          f"{ident.get('patched', 0):,} decided from the bits of patched call sites (no walk), "
+          f"{ident.get('path', 0):,} by a decision path, "
           f"{ident.get('stop', 0):,} by a walk that ended at a stop site, "
           f"{ident['walk_group']:,} by a full walk, {ident['walk_none']:,} walked and matching no selector, "
           f"{ident['cold']:,} turned away by the quick test (both go to the rest pool, if the plan has one)")
     share = short_walk_share(st.get("frames_walked"))
     if share is not None:
         print(f"frames walked past the entry: at most 3 for {100 * share:.1f}% of allocations")
+    patch = st.get("patch")
+    if patch and patch.get("sites_patched", 0) + patch.get("sites_unpatched", 0):
+        print(f"selector call sites patched: {patch['sites_patched']}, left to the walk: {patch['sites_unpatched']}")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")
