@@ -93,7 +93,6 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
     ch_in_runtime--;
   }
   if (a->bounds < 0 || r < a->stack_lo || r >= a->stack_hi) return CH_ACT_WALK;
-  if (a->gen == gen && a->hi) return act_read(a, r);
   if (a->gen == gen && a->seed_fail && r <= a->seed_fail) return CH_ACT_WALK;
 
   /* Seed: disarm, walk, and record what is on the stack, outermost first. */

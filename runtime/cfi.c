@@ -132,7 +132,8 @@ static bool parse_cie(const uint8_t *c, struct cie *out) {
 
 /* Binary search the .eh_frame_hdr table for the FDE covering pc. */
 static const uint8_t *find_fde(const struct ch_module *m, uintptr_t pc, struct cie *cie,
-                               uintptr_t *pc_begin, const uint8_t **insns, const uint8_t **end) {
+                               uintptr_t *pc_begin, uintptr_t *pc_end, const uint8_t **insns,
+                               const uint8_t **end) {
   const uint8_t *hdr = m->eh_frame_hdr;
   if (!hdr || hdr[0] != 1) return NULL;
   uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
@@ -162,6 +163,7 @@ static const uint8_t *find_fde(const struct ch_module *m, uintptr_t pc, struct c
   if (pc < begin || pc >= begin + range) return NULL;
   if (cie->has_z) { uint64_t alen = uleb(&q); q += alen; }
   *pc_begin = begin;
+  *pc_end = begin + range;
   *insns = q;
   *end = fend;
   return fde;
@@ -242,25 +244,16 @@ static bool run(const uint8_t *p, const uint8_t *end, const struct cie *cie, uin
 
 bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end) {
   struct cie cie;
-  uintptr_t begin;
   const uint8_t *insns, *fend;
-  const uint8_t *fde = find_fde(m, pc, &cie, &begin, &insns, &fend);
-  if (!fde) return false;
-  /* find_fde checked pc against the range; read it again for the end. */
-  const uint8_t *q = entry_start(fde, &fend) + 4;
-  uintptr_t b, range;
-  if (!read_enc(&q, cie.fde_enc, 0, &b) || !read_enc(&q, cie.fde_enc & 0x0f, 0, &range)) return false;
-  *start = begin;
-  *end = begin + range;
-  return true;
+  return find_fde(m, pc, &cie, start, end, &insns, &fend) != NULL;
 }
 
 bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out) {
   memset(out, 0, sizeof *out);
   struct cie cie;
-  uintptr_t begin;
+  uintptr_t begin, range_end;
   const uint8_t *insns, *end;
-  if (!find_fde(m, pc, &cie, &begin, &insns, &end)) return false;
+  if (!find_fde(m, pc, &cie, &begin, &range_end, &insns, &end)) return false;
   out->found = true;
   if (cie.signal || cie.ra_reg != REG_RA) { out->complex = true; out->found = false; return false; }
   struct state s = { .cfa_reg = REG_RSP, .cfa_off = 8, .rbp = R_SAME, .ra = R_SAME };

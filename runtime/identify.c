@@ -29,6 +29,7 @@ static int rest = -1;
 static size_t rest_max;
 static bool rest_only;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
+static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
 
 /* Per-thread path counts, flushed to the shared counters in batches so an
  * allocation does not pay for a contended atomic. */
@@ -63,7 +64,7 @@ static void flush_counts(void) {
   static CH_TLS uint32_t flushes;
   if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ++flushes % 16 == 0 && !ch_in_runtime) {
     ch_in_runtime++;
-    ch_modules_check();
+    ch_modules_refresh();
     ch_in_runtime--;
   }
 }
@@ -124,8 +125,9 @@ void ch_identify_init(void) {
     ngroups = ch_plan->ngroups;
     rest = ch_plan->rest;
     rest_max = ch_plan->rest_max;
-    rest_only = rest >= 0 && !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
-    if (!ch_plan->nconj && rest < 0 && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan)) {
+    bool nothing_to_decide = !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
+    rest_only = rest >= 0 && nothing_to_decide;
+    if (nothing_to_decide && rest < 0) {
       ch_info("plan has no selectors: nothing to group");
       return;
     }
@@ -136,12 +138,9 @@ void ch_identify_init(void) {
   if (ch_owned_map) ch_identify_active = true;
 }
 
-/* The patched sites' activations decide (activation.c), or CH_ACT_WALK. */
-static inline int decide_patched(const uintptr_t *fp) { return ch_act_decide(fp); }
-
 static int decide_plan(const uintptr_t *fp) {
   if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ch_walk_entry(fp) == CH_QUICK_WALK) {
-    int g = decide_patched(fp);
+    int g = ch_act_decide(fp);   /* the patched sites' activations */
     if (g != CH_ACT_WALK) { count(CH_PATH_PATCHED); count_frames(0); return g == CH_ACT_REST ? CH_REST : g; }
   }
   struct ch_walk w;
@@ -185,7 +184,7 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
     ch_in_runtime++;   /* a walk may look up modules, which may allocate */
     int g = decide_plan(fp);
     ch_in_runtime--;
-    return g == CH_REST ? (size <= rest_max ? rest : -1) : g;
+    return g == CH_REST ? rest_for(size) : g;
   }
   default:
     count(CH_PATH_OFF);
@@ -199,17 +198,17 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
 int ch_identify(size_t size, const uintptr_t *fp) {
   if (CH_LIKELY(size <= ch_max_size)) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
-      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); tframes[0]++; return size <= rest_max ? rest : -1; }
+      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); tframes[0]++; return rest_for(size); }
       int q = ch_walk_quick(fp);
-      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime || size > rest_max ? -1 : rest; }
+      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime ? -1 : rest_for(size); }
       if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
       if (q >= 0) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
       if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
-        int g = decide_patched(fp);
+        int g = ch_act_decide(fp);
         if (g != CH_ACT_WALK) {
           count(CH_PATH_PATCHED);
           tframes[0]++;
-          return g == CH_ACT_REST ? (size <= rest_max ? rest : -1) : g;
+          return g == CH_ACT_REST ? rest_for(size) : g;
         }
       }
     } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {

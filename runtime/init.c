@@ -62,7 +62,7 @@ void ch_ensure_init(void) {
     ch_heaps_init();
     ch_unwind_init();
     if (ch_opt.mode == CH_MODE_PLAN && ch_opt.plan_path && ch_plan_load(ch_opt.plan_path) == 0) {
-      ch_modules_init();
+      ch_modules_refresh();
       if (!ch_plan_check_binary()) atomic_store(&ch_plan_disabled, true);
     }
     ch_identify_init();

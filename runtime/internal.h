@@ -193,8 +193,7 @@ struct ch_module {
   bool is_main;
   int plan_module;              /* index in the plan, -1 if none */
 };
-void ch_modules_init(void);
-void ch_modules_check(void);                          /* notice modules loaded since */
+void ch_modules_refresh(void);                        /* at start-up, and to notice modules loaded since */
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
 unsigned ch_modules_generation(void);
 bool ch_module_is_system_name(const char *path);
@@ -351,12 +350,11 @@ extern uint8_t ch_patch_on[CH_MAX_SITES];
 extern atomic_uint ch_patch_gen;
 #define CH_ACT_WALK (-3)   /* ch_patch_verdict, ch_act_decide: the bits cannot decide, walk */
 #define CH_ACT_REST (-2)   /* nothing claims it: the rest group, if it fits */
-#define CH_ACT_NEXT (-1)
 /* The verdict of a stack whose patched activations set the bits `mask` and
  * whose innermost stop site says stop (group + 1, or 0). */
 int ch_patch_verdict(uint64_t mask, uint32_t stop);
 void ch_patch_init(void);                     /* after the plan is bound */
-void ch_patch_module(struct ch_module *m);     /* a module loaded later */
+void ch_patch_modules(unsigned from, unsigned to);   /* modules [from, to) loaded later */
 struct ch_patch_stats { atomic_ulong patched, unpatched, modules, reseeds, overflows; };
 extern struct ch_patch_stats ch_patch_stats;
 #define CH_PATCH_REASONS 9
@@ -386,8 +384,8 @@ struct ch_act {
 };
 intptr_t ch_act_tls_offset(void);               /* of this thread's struct ch_act from %fs:0 */
 /* The group of an allocation whose entry point's frame is fp and whose
- * innermost application frame said "walk": a group, CH_ACT_REST,
- * CH_ACT_NEXT or CH_ACT_WALK. */
+ * innermost application frame said "walk": a group, CH_ACT_REST or
+ * CH_ACT_WALK. */
 int ch_act_decide(const uintptr_t *fp);
 
 /* --------------------------------------------------------------- stats.c */

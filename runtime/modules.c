@@ -126,14 +126,13 @@ static bool refresh(void) {
     unsigned before = atomic_load(&nmods);
     dl_iterate_phdr(add_module, &first);
     /* Outside the loader's lock: patch the selector sites of new modules. */
-    for (unsigned i = before; i < atomic_load(&nmods); i++) ch_patch_module(&mods[i]);
+    ch_patch_modules(before, atomic_load(&nmods));
   }
   atomic_store(&refreshing, 0);
   return true;
 }
 
-void ch_modules_init(void) { refresh(); }
-void ch_modules_check(void) { refresh(); }
+void ch_modules_refresh(void) { refresh(); }
 
 static const struct ch_module *find(uintptr_t pc) {
   unsigned n = atomic_load_explicit(&nmods, memory_order_acquire);

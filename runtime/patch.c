@@ -244,7 +244,7 @@ static void *map_near(uintptr_t lo, uintptr_t hi, size_t size) {
 /* .eh_frame for the stubs: one CIE whose initial rule (CFA = %rsp + 8, return
  * address at CFA - 8) holds at every instruction of a stub, and one FDE
  * covering them all. */
-static size_t write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
+static void write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
   static const uint8_t cie[] = {
     20, 0, 0, 0,  0, 0, 0, 0,          /* length, CIE id */
     1, 'z', 'R', 0,                     /* version, augmentation */
@@ -264,7 +264,6 @@ static size_t write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
   memcpy(f + 16, &r, 8);
   memset(f + 24, 0, 4);                 /* augmentation length 0, padding */
   memset(f + 28, 0, 4);                 /* terminator */
-  return sizeof cie + 4 + flen + 4;
 }
 
 static void (*register_frame)(void *);
@@ -340,14 +339,14 @@ static unsigned patch_one(struct ch_module *m, bool live) {
       write_eh_frame(eh, (uintptr_t)region, code);
       if (mprotect(region, size, PROT_READ | PROT_EXEC) != 0) {
         for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
+        munmap(region, size);
         n = 0;
       } else if (register_frame) {
         register_frame(eh);
       }
     }
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < n; i++) {   /* map_near put every stub within reach */
       uintptr_t stub = (uintptr_t)region + i * STUB_SIZE;
-      if (!within_2g(stub, todo[i].ret)) { unpatched(by, R_NO_STUB_SPACE); continue; }
       /* The activation is recorded before the call runs: mark it first. */
       ch_patch_on[todo[i].site] = 1;
       if (!write_disp(todo[i].ret - 4, (int32_t)(intptr_t)(stub - todo[i].ret), live)) {
@@ -372,6 +371,21 @@ static unsigned patch_one(struct ch_module *m, bool live) {
 static ch_lock_t patch_lock;
 static bool enabled;
 
+/* Patch modules [from, to) and publish what the bits can decide. Threads
+ * seed again whenever something changed: sites were patched, or (once
+ * patching is on) a module's unpatched sites now keep selectors undecided. */
+static void patch_range(unsigned from, unsigned to, bool live) {
+  ch_lock(&patch_lock);
+  unsigned done = 0;
+  for (unsigned i = from; i < to; i++) {
+    struct ch_module *m = ch_modules_at(i);
+    if (m->plan_module >= 0) done += patch_one(m, live);
+  }
+  publish_table();
+  if (done || atomic_load(&ch_patch_gen)) atomic_fetch_add_explicit(&ch_patch_gen, 1, memory_order_release);
+  ch_unlock(&patch_lock);
+}
+
 void ch_patch_init(void) {
   const struct ch_plan *pl = ch_plan;
   if (!ch_opt.patch || !pl || atomic_load(&ch_plan_disabled)) return;
@@ -388,24 +402,9 @@ void ch_patch_init(void) {
     if (pl->sites[s].stop) { wants[s] = true; ch_patch_stop[s] = pl->sites[s].stop; }
   register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
   enabled = true;
-  bool live = !one_thread();
-  unsigned done = 0;
-  ch_lock(&patch_lock);
-  for (unsigned i = 0; i < ch_modules_count(); i++) {
-    struct ch_module *m = ch_modules_at(i);
-    if (m->plan_module >= 0) done += patch_one(m, live);
-  }
-  publish_table();
-  if (done) atomic_store_explicit(&ch_patch_gen, 1, memory_order_release);
-  ch_unlock(&patch_lock);
+  patch_range(0, ch_modules_count(), !one_thread());
 }
 
-void ch_patch_module(struct ch_module *m) {
-  if (!enabled || m->plan_module < 0 || atomic_load(&ch_plan_disabled)) return;
-  ch_lock(&patch_lock);
-  unsigned done = patch_one(m, true);
-  publish_table();
-  if (done || atomic_load(&ch_patch_gen))
-    atomic_fetch_add_explicit(&ch_patch_gen, 1, memory_order_release);   /* threads seed again */
-  ch_unlock(&patch_lock);
+void ch_patch_modules(unsigned from, unsigned to) {
+  if (enabled && !atomic_load(&ch_plan_disabled)) patch_range(from, to, true);
 }
