@@ -2,6 +2,7 @@
 (objdump), build ids read from its notes. The tests and the demo use
 it to name known call sites; `cohort plan` derives plans from profiles."""
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -13,30 +14,48 @@ def build_id(binary):
     return elf.build_id(binary) or "-"
 
 
-def call_sites(binary, caller, callee):
-    """Return addresses (ELF virtual addresses) of every call from function
-    `caller` to `callee` (a symbol name; '@plt' calls match too)."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(binary)],
+@functools.lru_cache(maxsize=16)
+def _calls(binary, mtime):
+    """Every call objdump finds in the binary, as (function, mnemonic,
+    operand, return address); function is None where no symbol names it."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary],
                          capture_output=True, text=True, check=True).stdout
-    sites, in_fn, pending = [], False, False
+    calls, fn, pending = [], None, None
     for line in out.splitlines():
         head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
         if head:
-            in_fn = head.group(1) == caller
-            pending = False
+            fn, pending = head.group(1), None
             continue
         ins = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
         if not ins:
             continue
         if pending:
-            sites.append(int(ins.group(1), 16))
-            pending = False
-        if in_fn and ins.group(2).startswith("call") and re.search(
-                rf"<{re.escape(callee)}(@plt)?>", ins.group(3)):
-            pending = True
+            calls.append(pending + (int(ins.group(1), 16),))
+            pending = None
+        if ins.group(2).startswith("call"):
+            pending = (fn, ins.group(2), ins.group(3))
+    return tuple(calls)
+
+
+def calls(binary):
+    binary = Path(binary)
+    return _calls(str(binary), binary.stat().st_mtime_ns)
+
+
+def call_sites(binary, caller, callee):
+    """Return addresses (ELF virtual addresses) of every call from function
+    `caller` to `callee` (a symbol name; '@plt' calls match too)."""
+    sites = [ret for fn, _, operand, ret in calls(binary)
+             if fn == caller and re.search(rf"<{re.escape(callee)}(@plt)?>", operand)]
     if not sites:
         raise AssertionError(f"no call {caller} -> {callee} in {binary}")
     return sites
+
+
+def direct_call_sites(binary):
+    """Return addresses of every direct call (`call ADDRESS <...>`)."""
+    return [ret for _, mnemonic, operand, ret in calls(binary)
+            if mnemonic == "call" and re.match(r"[0-9a-f]+ <", operand)]
 
 
 def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1,

@@ -4,7 +4,6 @@ allocation grouped, must produce byte-identical output."""
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
-from cohort.handplan import write_plan
+from cohort.handplan import direct_call_sites, write_plan
 
 MODES = [{}, {"mode": "off"}, {"mode": "all"}, {"mode": "random:4"}]
 IDS = ["preload", "off", "all", "random"]
@@ -45,26 +44,6 @@ def walk_plan(exe, tmp_path):
 # keep its code in libpython, which the plans here do not name.
 PYTHON3 = Path("/usr/bin/python3").resolve() if Path("/usr/bin/python3").exists() else Path(sys.executable).resolve()
 
-_DIRECT_CALLS = {}
-
-
-def direct_calls(exe):
-    """Return addresses of the executable's direct calls, as objdump sees them."""
-    if exe not in _DIRECT_CALLS:
-        out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)],
-                             capture_output=True, text=True, check=True).stdout
-        sites, pending = [], False
-        for line in out.splitlines():
-            ins = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
-            if not ins:
-                pending = False
-                continue
-            if pending:
-                sites.append(int(ins.group(1), 16))
-            pending = ins.group(2) == "call" and re.match(r"[0-9a-f]+ <", ins.group(3)) is not None
-        _DIRECT_CALLS[exe] = sites
-    return _DIRECT_CALLS[exe]
-
 
 def patched_plan(exe, tmp_path):
     """A plan whose selector and stop sites are 68 direct calls (or all, if
@@ -72,7 +51,7 @@ def patched_plan(exe, tmp_path):
     program runs through their stubs, and its allocations are decided from
     their bits."""
     rng = random.Random(7)
-    calls = direct_calls(exe)
+    calls = direct_call_sites(exe)
     picked = sorted(rng.sample(calls, min(68, len(calls))))
     sites = [(0, off, f"stop={i % 4}" if i % 17 == 3 else None) for i, off in enumerate(picked)]
     selects = [(i % 4, [i]) for i, (_, _, v) in enumerate(sites) if v is None]
