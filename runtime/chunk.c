@@ -1,11 +1,13 @@
 /* Cohort runtime: slabs of address space, the chunks carved from them, and
  * the map that says in O(1) whether a pointer lies in a group chunk.
  *
- * A chunk is chunk_size bytes, aligned to its size, owned by one group. Its
- * header (found by masking a pointer) is followed by two bitmaps with one bit
- * per 8-byte granule, "a block starts here" and "that block is free",
- * interleaved word by word so that a free touches one cache line of them;
- * objects themselves carry no header. Empty chunks are kept as spares (dirty,
+ * A chunk is chunk_size bytes, aligned to its size, owned by one group. At
+ * the chunk's colour (ch_chunk_of: a whole number of cache lines from its
+ * start) come two bitmaps with one bit per 8-byte granule of the chunk, "a
+ * block starts here" and "that block is free", interleaved word by word so
+ * that a free touches one cache line of them; then the header, then the
+ * objects, which carry no header of their own. Masking a pointer finds all
+ * of it. Empty chunks are kept as spares (dirty,
  * up to COHORT_SPARES process-wide) or purged with MADV_DONTNEED and kept
  * reserved for reuse. */
 #define _GNU_SOURCE
@@ -15,6 +17,8 @@
 
 size_t ch_chunk_size;
 uintptr_t ch_chunk_mask;
+size_t ch_chunk_bitmap_bytes;
+unsigned ch_chunk_colour_shift;
 uint64_t *ch_owned_map;
 _Atomic uintptr_t ch_map_limit;
 
@@ -27,16 +31,14 @@ static unsigned nspares;
  * chunk would bring one of its pages back. */
 static struct ch_chunk **cleans;
 static size_t ncleans, cleans_cap;
-static size_t meta_bytes;             /* header + bitmaps, data starts after */
 
 #define SLAB_DEFAULT (256u << 20)
 
 void ch_chunks_init(void) {
   ch_chunk_size = ch_opt.chunk_size;
   ch_chunk_mask = ch_chunk_size - 1;
-  size_t bitmap = ch_chunk_size / CH_GRANULE / 8;
-  meta_bytes = ((sizeof(struct ch_chunk) + 63) & ~(size_t)63) + 2 * bitmap;
-  meta_bytes = (meta_bytes + 63) & ~(size_t)63;
+  ch_chunk_bitmap_bytes = 2 * (ch_chunk_size / CH_GRANULE / 8);
+  ch_chunk_colour_shift = (unsigned)__builtin_ctzll(ch_chunk_size) - 6;
   slab_bytes = SLAB_DEFAULT > ch_chunk_size * 4 ? SLAB_DEFAULT : ch_chunk_size * 4;
   /* Untouched pages of the map cost nothing. */
   uintptr_t granules = (uintptr_t)1 << (47 - CH_MAP_SHIFT);
@@ -48,7 +50,7 @@ void ch_chunks_init(void) {
 /* A chunk covers chunk_size >> CH_MAP_SHIFT consecutive bits, which stay
  * within one word up to 16 MiB chunks and are whole words beyond. */
 static void set_owned(struct ch_chunk *c, bool on) {
-  uintptr_t n = (uintptr_t)c >> CH_MAP_SHIFT, k = ch_chunk_size >> CH_MAP_SHIFT;
+  uintptr_t n = ch_chunk_base(c) >> CH_MAP_SHIFT, k = ch_chunk_size >> CH_MAP_SHIFT;
   for (uintptr_t i = n; i < n + k; ) {
     _Atomic uint64_t *w = (_Atomic uint64_t *)&ch_owned_map[i >> 6];
     unsigned span = k - (i - n) < 64 - (i & 63) ? (unsigned)(k - (i - n)) : 64 - (unsigned)(i & 63);
@@ -59,18 +61,19 @@ static void set_owned(struct ch_chunk *c, bool on) {
   }
 }
 
-/* Pages of this chunk that have been touched: header, the bitmap words that
- * cover the used range, and the used range itself. */
+/* Pages of this chunk that have been touched: the bitmap words that cover
+ * the used range, and the pages from the header's to the high-water mark. */
 size_t ch_chunk_resident(const struct ch_chunk *c) {
   size_t ps = ch_page_size();
-  size_t used = (size_t)(c->hwm - (char *)c);
-  size_t hdr = (sizeof(struct ch_chunk) + ps - 1) & ~(ps - 1);
-  size_t bits = (2 * (used / CH_GRANULE / 8) + ps - 1) & ~(ps - 1);
-  size_t data = c->hwm > c->data ? ((size_t)(c->hwm - c->data) + ps - 1) & ~(ps - 1) : 0;
-  return hdr + bits + data;
+  uintptr_t bits0 = (uintptr_t)c - ch_chunk_bitmap_bytes, hdr = (uintptr_t)c & ~(ps - 1);
+  uintptr_t bits1 = bits0 + 2 * (((uintptr_t)c->hwm & ch_chunk_mask) / CH_GRANULE / 8);
+  size_t bits = ((bits1 + ps - 1) & ~(ps - 1)) - (bits0 & ~(ps - 1));
+  if (bits1 > hdr) bits = hdr - (bits0 & ~(ps - 1));   /* the header's page is counted below */
+  size_t rest = (((uintptr_t)c->hwm - hdr) + ps - 1) & ~(ps - 1);
+  return bits + rest;
 }
 
-static struct ch_chunk *carve_locked(void) {
+static char *carve_locked(void) {
   if (slab_cur == slab_end) {
     char *s = NULL;
     while (!s && slab_bytes >= ch_chunk_size) {
@@ -82,7 +85,7 @@ static struct ch_chunk *carve_locked(void) {
     slab_end = s + slab_bytes;
     atomic_fetch_add(&ch_slabs, 1);
   }
-  struct ch_chunk *c = (struct ch_chunk *)slab_cur;
+  char *c = slab_cur;
   slab_cur += ch_chunk_size;
   atomic_fetch_add(&ch_chunks_carved, 1);
   return c;
@@ -101,20 +104,18 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
   } else if (ncleans) {
     c = cleans[--ncleans];
   } else {
-    c = carve_locked();
+    char *base = carve_locked();
+    c = base ? ch_chunk_of(base) : NULL;
   }
   ch_unlock(&chunk_lock);
   if (!c) return NULL;
 
-  char *base = (char *)c;
-  size_t hdr = (sizeof(struct ch_chunk) + 63) & ~(size_t)63;
   memset(c, 0, sizeof *c);
   c->magic = CH_CHUNK_MAGIC;
   c->group = group;
-  c->bits = (uint64_t *)(base + hdr);
-  c->data = base + meta_bytes;
+  c->data = (char *)(c + 1);
   c->bump = c->data;
-  c->end = base + ch_chunk_size;
+  c->end = (char *)ch_chunk_base(c) + ch_chunk_size;
   c->hwm = hwm ? hwm : c->data;
   set_owned(c, true);
   atomic_fetch_add(&ch_gstats[group].chunks, 1);
@@ -131,8 +132,9 @@ void ch_chunk_retire(struct ch_chunk *c) {
   atomic_fetch_sub(&ch_gstats[g].chunks, 1);
   set_owned(c, false);
   /* Clear the bitmap words that cover the used range. */
-  size_t used_words = ((size_t)(c->hwm - (char *)c) / CH_GRANULE + 63) / 64;
-  memset(c->bits, 0, used_words * 16);
+  char *base = (char *)ch_chunk_base(c);
+  size_t used_words = ((size_t)(c->hwm - base) / CH_GRANULE + 63) / 64;
+  memset((char *)c - ch_chunk_bitmap_bytes, 0, used_words * 16);
   c->magic = 0;
   ch_lock(&chunk_lock);
   if (nspares < ch_opt.max_spares) {
@@ -143,7 +145,7 @@ void ch_chunk_retire(struct ch_chunk *c) {
     return;
   }
   ch_unlock(&chunk_lock);
-  ch_os_purge(c, ch_chunk_size);
+  ch_os_purge(base, ch_chunk_size);
   atomic_fetch_add(&ch_chunks_purged, 1);
   ch_lock(&chunk_lock);
   if (ncleans == cleans_cap) {

@@ -9,7 +9,11 @@
  * atomically and pushes the block onto the owning heap's delayed list, which
  * the owner drains. Heaps are never freed (an exited thread's heap waits for
  * reuse), so that push can never land in freed memory. Chunks of exited
- * threads become orphans, handled under a lock until a heap adopts them. */
+ * threads become orphans, handled under a lock until a heap adopts them.
+ *
+ * The common allocation and free touch the group's line of the thread's
+ * heap, the chunk header's first line, one line of bins, one bitmap word and
+ * the block itself; rarer work hangs off one threshold test each way. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -21,6 +25,15 @@ static bool heap_key_ok;
 static ch_lock_t heaps_lock;                     /* heap lists and orphans */
 static struct ch_heap *all_heaps, *free_heaps;
 static struct ch_chunk *orphans[CH_MAX_GROUPS];  /* linked through next/prev */
+/* An orphan's owner word holds this mark instead of a heap, so that the free
+ * path's one comparison with the thread's heap (NULL or real) rejects it. */
+static _Alignas(64) char orphan_mark[64];
+#define ORPHANED(group) ((uintptr_t)orphan_mark | (group))
+/* The heap an owner word names, NULL for an orphan. */
+static inline struct ch_heap *owner_of(uintptr_t owner) {
+  struct ch_heap *h = ch_owner_heap(owner);
+  return h == (struct ch_heap *)orphan_mark ? NULL : h;
+}
 
 /* A chunk not current whose bins hold at least this much is worth allocating from. */
 #define AVAIL_MIN (ch_chunk_size / 16)
@@ -29,23 +42,15 @@ static struct ch_chunk *orphans[CH_MAX_GROUPS];  /* linked through next/prev */
 
 /* ----------------------------------------------------------- statistics */
 
-/* h is the heap doing the work, or NULL under the orphan lock. */
-static inline void note_live(struct ch_heap *h, unsigned g, long delta) {
-  if (!h) { ch_stats_live(g, delta); return; }
-  long p = h->st[g].pending_live += delta;
-  if (p >= STATS_BATCH || p <= -STATS_BATCH) {
-    h->st[g].pending_live = 0;
-    ch_stats_live(g, p);
-  }
+/* A thread holds back live-byte changes until they reach STATS_BATCH. */
+static CH_NOINLINE void flush_live(struct ch_group_heap *gh, unsigned g) {
+  long p = gh->pending_live;
+  gh->pending_live = 0;
+  ch_stats_live(g, p);
 }
-static inline void note_alloc(struct ch_heap *h, unsigned g, size_t bytes) {
-  h->st[g].allocs++;
-  note_live(h, g, (long)bytes);
-}
-static inline void note_free(struct ch_heap *h, unsigned g, size_t bytes) {
-  if (h) h->st[g].frees++;
-  else atomic_fetch_add(&ch_gstats[g].frees, 1);
-  note_live(h, g, -(long)bytes);
+static CH_NOINLINE void *flush_live_then(struct ch_group_heap *gh, unsigned g, void *p) {
+  flush_live(gh, g);
+  return p;
 }
 
 static void drain_list(struct ch_heap *h, void *b);
@@ -66,55 +71,57 @@ void ch_heaps_drain_exited(void) {
 void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live) {
   ch_lock(&heaps_lock);
   for (struct ch_heap *h = all_heaps; h; h = h->all_next) {
-    *allocs += h->st[g].allocs;
-    *frees += h->st[g].frees;
-    *pending_live += h->st[g].pending_live;
+    *allocs += h->g[g].allocs;
+    *frees += h->g[g].frees;
+    *pending_live += h->g[g].pending_live;
   }
   ch_unlock(&heaps_lock);
 }
 
 /* ------------------------------------------------------------- bitmaps */
 
-static inline size_t granule(const struct ch_chunk *c, const void *p) {
-  return (size_t)((const char *)p - (const char *)c) / CH_GRANULE;
-}
-/* The two words that cover granule g: [0] block starts, [1] blocks freed. */
-static inline uint64_t *bitwords(const struct ch_chunk *c, size_t g) { return &c->bits[2 * (g >> 6)]; }
+/* The bitmaps end where the header begins, so a block's bits are found from
+ * its address alone: granule g of the chunk is covered by words 2*(g/64) and
+ * 2*(g/64)+1 of them. */
+static inline size_t granule(const void *p) { return ((uintptr_t)p & ch_chunk_mask) / CH_GRANULE; }
+static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)c - ch_chunk_bitmap_bytes; }
+static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t *)bits + 2 * (g >> 6); }
+static inline uint64_t *bitwords(const void *p) { return bitwords_at(chunk_bits(ch_chunk_of(p)), granule(p)); }
 static inline uint64_t gbit(size_t g) { return (uint64_t)1 << (g & 63); }
 static inline uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
 static inline void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
-static inline void set_start(struct ch_chunk *c, size_t g) {   /* owner only */
-  uint64_t *w = bitwords(c, g);
-  store_word(w, load_word(w) | gbit(g));
+static inline void set_start(const void *p) {   /* owner only */
+  uint64_t *w = bitwords(p);
+  store_word(w, load_word(w) | gbit(granule(p)));
 }
 /* Freed bits. Another thread's free sets its bit atomically; the owner uses
  * plain loads and stores, which are cheaper but may lose a concurrent remote
  * update of another bit in the same word. Draining the delayed list sets each
  * remotely freed block's bit again, so only a double free racing with its own
  * drain can slip past detection. */
-static inline bool freed_set_remote(struct ch_chunk *c, size_t g) {   /* returns the old bit */
-  return __atomic_fetch_or(&bitwords(c, g)[1], gbit(g), __ATOMIC_RELAXED) & gbit(g);
+static inline bool freed_set_remote(const void *p) {   /* returns the old bit */
+  return __atomic_fetch_or(&bitwords(p)[1], gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
 }
-static inline bool freed_set(struct ch_chunk *c, size_t g) {          /* owner; the old bit */
-  uint64_t *w = &bitwords(c, g)[1], v = load_word(w);
-  store_word(w, v | gbit(g));
-  return v & gbit(g);
+static inline bool freed_set(const void *p) {          /* owner; the old bit */
+  uint64_t *w = &bitwords(p)[1], v = load_word(w);
+  store_word(w, v | gbit(granule(p)));
+  return v & gbit(granule(p));
 }
-static inline void freed_clear(struct ch_chunk *c, size_t g) {        /* owner */
-  uint64_t *w = &bitwords(c, g)[1];
-  store_word(w, load_word(w) & ~gbit(g));
+static inline void freed_clear(const void *p) {        /* owner */
+  uint64_t *w = &bitwords(p)[1];
+  store_word(w, load_word(w) & ~gbit(granule(p)));
 }
 static inline char *load_bump(const struct ch_chunk *c) {
   return __atomic_load_n(&c->bump, __ATOMIC_ACQUIRE);
 }
 
 /* Size of the block at granule g0: up to the next block start, or to gend,
- * the bump pointer's granule. starts is the start word covering g0. A thread
- * other than the owner must load the bump pointer before the start bits. */
-static CH_NOINLINE size_t block_size_scan(const struct ch_chunk *c, size_t g0, size_t gend) {
+ * the bump pointer's granule. A thread other than the owner must load the
+ * bump pointer before the start bits. */
+static CH_NOINLINE size_t block_size_scan(uintptr_t bitmap, size_t g0, size_t gend) {
   for (size_t g = ((g0 >> 6) + 1) << 6; g < gend; g += 64) {
-    uint64_t bits = load_word(bitwords(c, g));
+    uint64_t bits = load_word(bitwords_at(bitmap, g));
     if (bits) {
       size_t j = g + (size_t)__builtin_ctzll(bits);
       return ((j < gend ? j : gend) - g0) * CH_GRANULE;
@@ -122,32 +129,34 @@ static CH_NOINLINE size_t block_size_scan(const struct ch_chunk *c, size_t g0, s
   }
   return (gend - g0) * CH_GRANULE;
 }
-static inline size_t block_size_at(const struct ch_chunk *c, size_t g0, uint64_t starts, size_t gend) {
+static inline size_t block_size_at(uintptr_t bits, size_t g0, uint64_t starts, size_t gend) {
   uint64_t later = (starts >> (g0 & 63)) >> 1;
   if (CH_LIKELY(later)) {
     size_t j = g0 + 1 + (size_t)__builtin_ctzll(later);
     return ((j < gend ? j : gend) - g0) * CH_GRANULE;
   }
-  return block_size_scan(c, g0, gend);
+  return block_size_scan(bits, g0, gend);
 }
 /* The owner's view: its own start bits all lie below the bump pointer, so
  * a later start bit in the same word ends the block without a bound test. */
 static inline size_t owner_block_size(const struct ch_chunk *c, size_t g0, uint64_t starts) {
   uint64_t later = (starts >> (g0 & 63)) >> 1;
   if (CH_LIKELY(later)) return (1 + (size_t)__builtin_ctzll(later)) * CH_GRANULE;
-  return block_size_scan(c, g0, granule(c, c->bump));
+  return block_size_scan(chunk_bits(c), g0, granule(c->bump - 1) + 1);
 }
 static size_t block_size(const struct ch_chunk *c, const void *p) {
-  size_t gend = granule(c, load_bump(c)), g = granule(c, p);
-  return block_size_at(c, g, load_word(bitwords(c, g)), gend);
+  char *bump = load_bump(c);
+  size_t gend = granule(bump - 1) + 1, g = granule(p);
+  return block_size_at(chunk_bits(c), g, load_word(bitwords(p)), gend);
 }
 
 /* --------------------------------------------------------------- bins */
 
 /* Exact bins for 8..256 bytes (most grouped objects), then four bins per
  * power of two. A block in a mixed bin b has a size in (lower(b), upper(b)];
- * the last bin is open-ended.
- * binmask says which bins hold anything, so finding a fit is a bit scan. */
+ * the last bin is open-ended. binmask says which bins may hold anything, so
+ * finding a fit is a bit scan; the fast allocation path pops an exact bin
+ * without clearing its bit, and the scan drops bits of bins found empty. */
 #define EXACT_MAX 256
 #define NEXACT (EXACT_MAX / CH_GRANULE)
 static inline unsigned bin_of(size_t n) {
@@ -183,6 +192,17 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
 
 /* ------------------------------------------------------- chunk lists */
 
+/* A chunk not current whose bins hold at least this much is worth allocating from. */
+#define AVAIL_MIN (ch_chunk_size / 16)
+
+/* The free path calls after_free only once live_bytes falls below c->low:
+ * when empty for the current chunk (it starts over) and for chunks already
+ * offered or too little used to offer, else once the bins hold AVAIL_MIN. */
+static inline void set_low(const struct ch_group_heap *gh, struct ch_chunk *c) {
+  size_t used = (size_t)(c->bump - c->data);
+  c->low = c == gh->current || c->in_avail || used < AVAIL_MIN ? 1 : used - AVAIL_MIN + 1;
+}
+
 static void list_add(struct ch_group_heap *gh, struct ch_chunk *c) {
   c->prev = NULL;
   c->next = gh->chunks;
@@ -196,6 +216,7 @@ static void list_del(struct ch_chunk **head, struct ch_chunk *c) {
 }
 static void avail_add(struct ch_group_heap *gh, struct ch_chunk *c) {
   c->in_avail = 1;
+  c->low = 1;
   c->avail_prev = NULL;
   c->avail_next = gh->avail;
   if (gh->avail) gh->avail->avail_prev = c;
@@ -207,6 +228,7 @@ static void avail_del(struct ch_group_heap *gh, struct ch_chunk *c) {
   if (c->avail_next) c->avail_next->avail_prev = c->avail_prev;
   c->avail_next = c->avail_prev = NULL;
   c->in_avail = 0;
+  set_low(gh, c);
 }
 
 /* ----------------------------------------------------------- accounting */
@@ -215,7 +237,7 @@ static void avail_del(struct ch_group_heap *gh, struct ch_chunk *c) {
  * fresh memory, not once per allocation. */
 static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
   size_t ps = ch_page_size();
-  char *base = (char *)c;
+  char *base = (char *)ch_chunk_base(c);
   char *nh = base + (((size_t)(to - base) + ps - 1) & ~(ps - 1));
   if (nh > c->end) nh = c->end;
   if (nh <= c->hwm) return;
@@ -225,34 +247,32 @@ static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
   if (after != before) ch_stats_resident(c->group, (long)(after - before));
 }
 
-static inline void account_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t bytes) {
-  c->live_bytes += bytes;
-  note_alloc(h, group, bytes);
+#define STATS_BATCH 16384
+static inline void note_alloc(struct ch_group_heap *gh, unsigned group, size_t bytes) {
+  gh->allocs++;
+  if (CH_UNLIKELY((gh->pending_live += (long)bytes) >= STATS_BATCH)) flush_live(gh, group);
 }
 
 /* Everything in the chunk is free again: start over from its beginning. */
 static void chunk_reset(struct ch_chunk *c) {
-  size_t w0 = granule(c, c->data) >> 6, w1 = granule(c, c->bump) >> 6;
+  uintptr_t bits = chunk_bits(c);
+  size_t w0 = granule(c->data) >> 6, w1 = (granule(c->bump - 1) + 1) >> 6;
   size_t nwords = ch_chunk_size / CH_GRANULE / 64;
   if (w1 >= nwords) w1 = nwords - 1;
   for (size_t w = w0; w <= w1; w++) {
-    store_word(&c->bits[2 * w], 0);
-    store_word(&c->bits[2 * w + 1], 0);
+    store_word(bitwords_at(bits, w << 6), 0);
+    store_word(bitwords_at(bits, w << 6) + 1, 0);
   }
+  /* binmask covers every non-empty bin (exact bins' bits are cleared lazily) */
   for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
   c->binmask = 0;
   c->live_bytes = 0;
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
 
-/* A chunk not current, not yet offered, whose bins now hold enough to be
- * worth allocating from. */
-static inline bool worth_offering(const struct ch_group_heap *gh, const struct ch_chunk *c) {
-  return c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN;
-}
-
 /* After frees: retire an empty chunk, reset an empty current one, or offer
- * a chunk with enough binned space for allocation. */
+ * a chunk with enough binned space for allocation. Sets the chunk's next
+ * threshold. */
 static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
   if (c->live_bytes == 0) {
     if (c == gh->current) { chunk_reset(c); return; }
@@ -261,7 +281,8 @@ static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c)
     ch_chunk_retire(c);
     return;
   }
-  if (worth_offering(gh, c)) avail_add(gh, c);
+  if (c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN) avail_add(gh, c);
+  else set_low(gh, c);
 }
 
 /* ------------------------------------------------------------- allocate */
@@ -273,13 +294,14 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
   if (last < 63) m &= ((uint64_t)2 << last) - 1;
   for (; m; m &= m - 1) {
     unsigned b = (unsigned)__builtin_ctzll(m);
+    if (!c->bins[b]) { c->binmask &= ~((uint64_t)1 << b); continue; }   /* emptied by the fast path */
     size_t size = bin_block_size(b, c->bins[b]);
     if (size < n) continue;   /* only the bin of n itself and the last bin can hold these */
     void *p = bin_pop(c, b);
     if (size - n >= 32) {
       char *tail = (char *)p + n;
-      set_start(c, granule(c, tail));
-      freed_set(c, granule(c, tail));
+      set_start(tail);
+      freed_set(tail);
       bin_push(c, tail, size - n);
       size = n;
     }
@@ -296,11 +318,11 @@ static void *bump_take(struct ch_chunk *c, size_t n, size_t align, bool fresh) {
   char *a = (char *)(((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1));
   if (a > limit || (size_t)(limit - a) < n) return NULL;
   if (a != b) {
-    set_start(c, granule(c, b));
-    freed_set(c, granule(c, b));
+    set_start(b);
+    freed_set(b);
     bin_push(c, b, (size_t)(a - b));
   }
-  set_start(c, granule(c, a));
+  set_start(a);
   __atomic_store_n(&c->bump, a + n, __ATOMIC_RELEASE);
   if (CH_UNLIKELY(a + n > c->hwm)) advance_hwm(c, a + n);
   return a;
@@ -309,7 +331,7 @@ static void *bump_take(struct ch_chunk *c, size_t n, size_t align, bool fresh) {
 /* Any request the chunk can serve: nearby bins first (reusing space keeps a
  * group's chunks full), then the bump pointer, then any bin that fits. The
  * bump pointer enters pages never touched before only if fresh is set. */
-static void *chunk_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t n,
+static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned group, size_t n,
                          size_t align, bool zero, size_t req, bool fresh_ok) {
   size_t bsize = n;
   unsigned b = bin_of(n);
@@ -320,8 +342,9 @@ static void *chunk_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, 
   if (!p) fresh = (p = bump_take(c, n, align, fresh_ok)) != NULL;
   if (!p && any_bins) p = bins_take(c, n, b, CH_NBINS - 1, &bsize);
   if (!p) return NULL;
-  if (!fresh) freed_clear(c, granule(c, p));
-  account_alloc(h, c, group, bsize);
+  if (!fresh) freed_clear(p);
+  c->live_bytes += bsize;
+  note_alloc(gh, group, bsize);
   if (zero) {
     /* Fresh memory above the old high-water mark is still zero. */
     size_t z = req;
@@ -339,7 +362,7 @@ static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
   struct ch_chunk *c = orphans[group];
   if (c) {
     list_del(&orphans[group], c);
-    atomic_store(&c->owner, h);
+    atomic_store(&c->owner, (uintptr_t)h | group);
   }
   ch_unlock(&heaps_lock);
   return c;
@@ -356,6 +379,7 @@ static bool drain_delayed(struct ch_heap *h) {
 static void make_current(struct ch_group_heap *gh, struct ch_chunk *c) {
   struct ch_chunk *old = gh->current;
   gh->current = c;
+  c->low = 1;
   if (old) after_free(gh, old);
 }
 
@@ -371,56 +395,59 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   struct ch_group_heap *gh = &h->g[group];
   struct ch_chunk *cur = gh->current, *c;
   void *p;
-  if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
+  if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, false))) return p;
   if (drain_delayed(h)) {   /* the frees may have made room, or reset the current chunk */
     cur = gh->current;
-    if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, false))) return p;
+    if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, false))) return p;
   }
   /* Chunks with binned space; each that fails leaves the list. */
   while ((c = gh->avail)) {
     avail_del(gh, c);
-    if ((p = chunk_alloc(h, c, group, n, align, zero, req, false))) { make_current(gh, c); return p; }
+    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false))) { make_current(gh, c); return p; }
   }
-  if (cur && (p = chunk_alloc(h, cur, group, n, align, zero, req, true))) return p;
+  if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, true))) return p;
   if ((c = adopt_orphan(h, group))) {
     list_add(gh, c);
-    if ((p = chunk_alloc(h, c, group, n, align, zero, req, true))) { make_current(gh, c); return p; }
+    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, true))) { make_current(gh, c); return p; }
     after_free(gh, c);
   }
   if (!(c = ch_chunk_new(group))) return NULL;
-  atomic_store(&c->owner, h);
+  atomic_store(&c->owner, (uintptr_t)h | group);
   list_add(gh, c);
   make_current(gh, c);
-  return chunk_alloc(h, c, group, n, align, zero, req, true);
+  return chunk_alloc(gh, c, group, n, align, zero, req, true);
 }
 
 /* The fast path for a plain request: an exact bin, else the bump pointer
- * when no nearby bin could serve. No call, so no saved registers. */
+ * when no nearby bin could serve. Every call it makes is a tail call, so
+ * it needs no frame. */
 void *ch_group_malloc(unsigned group, size_t size) {
   struct ch_heap *h = my_heap;
-  size_t n = size ? (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1) : CH_GRANULE;
-  struct ch_chunk *c;
-  if (CH_LIKELY(h && (c = h->g[group].current))) {
-    uint64_t m = c->binmask;
-    if (CH_LIKELY(n <= EXACT_MAX)) {
-      unsigned b = (unsigned)(n / CH_GRANULE - 1);
-      if (m & ((uint64_t)1 << b)) {
-        void *p = bin_pop(c, b);
-        freed_clear(c, granule(c, p));
-        account_alloc(h, c, group, n);
-        return p;
-      }
-    } else if (m & ((uint64_t)0xF << bin_of(n))) {
-      goto general;   /* a nearby mixed bin may fit: reuse before bumping */
+  size_t n = (size + CH_GRANULE - 1 + !size) & ~(size_t)(CH_GRANULE - 1);
+  if (CH_UNLIKELY(!h)) goto general;
+  struct ch_group_heap *gh = &h->g[group];
+  struct ch_chunk *c = gh->current;
+  if (CH_UNLIKELY(!c)) goto general;
+  char *p;
+  if (CH_LIKELY(n <= EXACT_MAX)) {
+    void **bin = &c->bins[n / CH_GRANULE - 1];
+    if ((p = *bin)) {
+      *bin = *(void **)p;
+      freed_clear(p);
+      goto done;
     }
-    char *p = c->bump;
-    if ((size_t)(c->hwm - p) >= n) {
-      set_start(c, granule(c, p));
-      __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
-      account_alloc(h, c, group, n);
-      return p;
-    }
+  } else if (c->binmask & ((uint64_t)0xF << bin_of(n))) {
+    goto general;   /* a nearby mixed bin may fit: reuse before bumping */
   }
+  p = c->bump;
+  if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) goto general;
+  set_start(p);
+  __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
+done:
+  c->live_bytes += n;
+  gh->allocs++;
+  if (CH_UNLIKELY((gh->pending_live += (long)n) >= STATS_BATCH)) return flush_live_then(gh, group, p);
+  return p;
 general:
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }
@@ -437,21 +464,16 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
-/* A block whose freed bit is set goes into a bin and out of the counts; h is
- * the owning heap, or NULL under the orphan lock. */
-static inline void unlive_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
-                                size_t size) {
+/* The owner's free of a block whose freed bit is set, then whatever the
+ * chunk's new state calls for. */
+static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
+  unsigned group = c->group;
+  struct ch_group_heap *gh = &h->g[group];
   bin_push(c, p, size);
   c->live_bytes -= size;
-  note_free(h, group, size);
-}
-
-/* The owner's free, then whatever the chunk's new state calls for. */
-static inline void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
-  unsigned group = c->group;
-  unlive_block(h, c, group, p, size);
-  struct ch_group_heap *gh = &h->g[group];
-  if (CH_UNLIKELY(c->live_bytes == 0 || worth_offering(gh, c))) after_free(gh, c);
+  gh->frees++;
+  if ((gh->pending_live -= (long)size) <= -STATS_BATCH) flush_live(gh, group);
+  if (c->live_bytes < c->low) after_free(gh, c);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -464,15 +486,20 @@ static void free_remote(struct ch_heap *owner, void *p) {
 /* Free in a chunk whose owner thread has exited. */
 static void free_orphaned(struct ch_chunk *c, void *p) {
   ch_lock(&heaps_lock);
-  struct ch_heap *owner = atomic_load(&c->owner);
+  struct ch_heap *owner = owner_of(atomic_load(&c->owner));
   if (owner != NULL) {   /* adopted meanwhile: the free is remote now */
     ch_unlock(&heaps_lock);
     free_remote(owner, p);
     return;
   }
-  unlive_block(NULL, c, c->group, p, block_size(c, p));
+  unsigned g = c->group;
+  size_t size = block_size(c, p);
+  bin_push(c, p, size);
+  c->live_bytes -= size;
+  atomic_fetch_add(&ch_gstats[g].frees, 1);
+  ch_stats_live(g, -(long)size);
   if (c->live_bytes == 0) {
-    list_del(&orphans[c->group], c);
+    list_del(&orphans[g], c);
     ch_unlock(&heaps_lock);
     ch_chunk_retire(c);
     return;
@@ -488,47 +515,68 @@ static inline bool in_used_range(const struct ch_chunk *c, const void *p) {
 }
 static inline bool block_start(const struct ch_chunk *c, const void *p) {
   if (!in_used_range(c, p)) return false;
-  size_t g = granule(c, p);
-  return load_word(bitwords(c, g)) & gbit(g);
+  return load_word(bitwords(p)) & gbit(granule(p));
 }
 
 /* A free by a thread that does not own the chunk (or has no heap): mark the
  * block free atomically, then hand it to the owner or finish it as an orphan. */
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(freed_set_remote(c, granule(c, p))))
-    ch_invalid_pointer("free(): double free detected", p);
-  struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
+  if (CH_UNLIKELY(freed_set_remote(p))) ch_invalid_pointer("free(): double free detected", p);
+  struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(c, p);
   else free_remote(owner, p);
 }
 
 static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
-  size_t g = granule(c, p);
-  bool freed = load_word(&bitwords(c, g)[1]) & gbit(g);
+  bool freed = load_word(&bitwords(p)[1]) & gbit(granule(p));
   if (((uintptr_t)p & (CH_MIN_ALIGN - 1)) == 0 && block_start(c, p) && freed)
     ch_invalid_pointer("free(): double free detected", p);
   ch_invalid_pointer("free(): invalid pointer", p);
 }
 
+/* The owner's free of a block the fast path did not finish: its size needs
+ * a scan of the start bits, or it goes to a mixed bin. */
+static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p, size_t g, uint64_t starts) {
+  release_block(h, c, p, owner_block_size(c, g, starts));
+}
+/* After a fast free: the live-byte count to pass on, or the chunk at its threshold. */
+static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c, unsigned group) {
+  if (gh->pending_live <= -STATS_BATCH) flush_live(gh, group);
+  if (c->live_bytes < c->low) after_free(gh, c);
+}
+
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a live block passes: start bits exist only for blocks handed out below the
  * bump pointer, so that one test also keeps out pointers into the header or
- * above the bump pointer. */
+ * above the bump pointer. Every call but the one that stops the program is a
+ * tail call, so the common path needs no frame. */
 void ch_group_free(void *p) {
   struct ch_chunk *c = ch_chunk_of(p);
   struct ch_heap *h = my_heap;
-  if (CH_UNLIKELY(!h || atomic_load_explicit(&c->owner, memory_order_acquire) != h)) {
-    free_foreign(c, p);
+  uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
+  if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p); return; }   /* h may be NULL */
+  size_t g = granule(p);
+  uint64_t *w = bitwords_at(chunk_bits(c), g);
+  uint64_t starts = load_word(w), freed = load_word(w + 1);
+  unsigned at = (unsigned)(g & 63);
+  if (CH_UNLIKELY((~((starts & ~freed) >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) {
+    free_invalid(c, p);   /* does not return; a tail call keeps this path frameless */
     return;
   }
-  size_t g = granule(c, p);
-  uint64_t *w = bitwords(c, g), bit = gbit(g);
-  uint64_t starts = load_word(w), freed = load_word(w + 1);
-  if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) free_invalid(c, p);
-  if (CH_UNLIKELY(!(starts & ~freed & bit))) free_invalid(c, p);
-  store_word(w + 1, freed | bit);
-  release_block(h, c, p, owner_block_size(c, g, starts));
+  store_word(w + 1, freed | (uint64_t)1 << at);
+  uint64_t later = (starts >> at) >> 1;
+  size_t b = (size_t)__builtin_ctzll(later), size = (b + 1) * CH_GRANULE;   /* exact bin b */
+  if (CH_UNLIKELY(!later || size > EXACT_MAX)) { free_rest(h, c, p, g, starts); return; }
+  *(void **)p = c->bins[b];
+  c->bins[b] = p;
+  c->binmask |= (uint64_t)1 << b;
+  size_t live = c->live_bytes -= size;
+  unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
+  struct ch_group_heap *gh = &h->g[group];
+  gh->frees++;
+  long pending = gh->pending_live -= (long)size;
+  if (CH_UNLIKELY(live < c->low || pending <= -STATS_BATCH)) free_check(gh, c, group);
 }
 
 /* Finish frees other threads started (freed bits are already set): each
@@ -537,9 +585,9 @@ static void drain_list(struct ch_heap *h, void *b) {
   while (b) {
     void *next = *(void **)b;
     struct ch_chunk *c = ch_chunk_of(b);
-    struct ch_heap *owner = atomic_load_explicit(&c->owner, memory_order_acquire);
+    struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
     if (owner && owner == h) {
-      freed_set(c, granule(c, b));   /* restore a bit an owner store may have lost */
+      freed_set(b);   /* restore a bit an owner store may have lost */
       release_block(h, c, b, block_size(c, b));
     }
     else if (!owner) free_orphaned(c, b);
@@ -552,8 +600,7 @@ static void drain_list(struct ch_heap *h, void *b) {
 
 static void check_live(struct ch_chunk *c, const void *p, const char *what) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer(what, p);
-  size_t g = granule(c, p);
-  if (CH_UNLIKELY(load_word(&bitwords(c, g)[1]) & gbit(g))) ch_invalid_pointer(what, p);
+  if (CH_UNLIKELY(load_word(&bitwords(p)[1]) & gbit(granule(p)))) ch_invalid_pointer(what, p);
 }
 
 size_t ch_group_usable(const void *p) {
@@ -568,16 +615,18 @@ void *ch_group_realloc(void *p, size_t size) {
   size_t old = block_size(c, p);
   size_t n = (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1);
   struct ch_heap *h = my_heap;
-  bool owned = h && atomic_load(&c->owner) == h;
+  bool owned = h && owner_of(atomic_load(&c->owner)) == h;
+  struct ch_group_heap *gh = owned ? &h->g[c->group] : NULL;
   if (n <= old) {
     /* Shrink in place; the owner hands a worthwhile tail back to the bins. */
     if (owned && old - n >= 32) {
       char *tail = (char *)p + n;
-      set_start(c, granule(c, tail));
-      freed_set(c, granule(c, tail));
+      set_start(tail);
+      freed_set(tail);
       bin_push(c, tail, old - n);
       c->live_bytes -= old - n;
-      note_live(h, c->group, -(long)(old - n));
+      gh->pending_live -= (long)(old - n);
+      after_free(gh, c);
     }
     return p;
   }
@@ -586,7 +635,8 @@ void *ch_group_realloc(void *p, size_t size) {
     __atomic_store_n(&c->bump, (char *)p + n, __ATOMIC_RELEASE);
     if ((char *)p + n > c->hwm) advance_hwm(c, (char *)p + n);
     c->live_bytes += n - old;
-    note_live(h, c->group, (long)(n - old));
+    if ((gh->pending_live += (long)(n - old)) >= STATS_BATCH) flush_live(gh, c->group);
+    if (!c->in_avail) set_low(gh, c);
     return p;
   }
   void *q = NULL;
@@ -601,10 +651,8 @@ void *ch_group_realloc(void *p, size_t size) {
 /* ---------------------------------------------------------- heap life */
 
 static void heap_abandon(struct ch_heap *h) {
-  for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
-    if (h->st[g].pending_live) ch_stats_live(g, h->st[g].pending_live);
-    h->st[g].pending_live = 0;
-  }
+  for (unsigned g = 0; g < CH_MAX_GROUPS; g++)
+    if (h->g[g].pending_live) flush_live(&h->g[g], g);
   for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
     struct ch_group_heap *gh = &h->g[g];
     struct ch_chunk *c;
@@ -613,7 +661,7 @@ static void heap_abandon(struct ch_heap *h) {
       c->in_avail = 0;
       if (c->live_bytes == 0) { ch_chunk_retire(c); continue; }
       ch_lock(&heaps_lock);
-      atomic_store(&c->owner, NULL);
+      atomic_store(&c->owner, ORPHANED(g));
       c->prev = NULL;
       c->next = orphans[g];
       if (orphans[g]) orphans[g]->prev = c;
@@ -646,8 +694,9 @@ static struct ch_heap *heap_create(void) {
   if (h) free_heaps = h->free_next;
   ch_unlock(&heaps_lock);
   if (!h) {
-    h = ch_meta_alloc(sizeof *h);
-    if (!h) return NULL;
+    char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
+    if (!m) return NULL;
+    h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
     ch_lock(&heaps_lock);
     h->all_next = all_heaps;
     all_heaps = h;

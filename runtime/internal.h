@@ -101,36 +101,55 @@ size_t ch_bootstrap_size(const void *p);
 #define CH_NBINS 64
 struct ch_heap;
 
+/* A chunk is chunk_size bytes aligned to its size: at a per-chunk colour
+ * offset the bitmaps (two bits per 8-byte granule of the whole chunk), then
+ * this header, then the objects. Colouring keeps the headers and bitmaps of
+ * many chunks, all at the same offsets of 1 MiB-aligned chunks otherwise,
+ * out of a few cache sets (docs/runtime.md, "The group allocator's own
+ * cost"). */
 struct ch_chunk {
-  /* Read or written by every allocation and free: the first cache line. */
-  uint64_t magic;
-  _Atomic(struct ch_heap *) owner;    /* NULL: orphaned, see heap.c */
+  /* Line 0: read or written by every allocation and free. */
+  _Atomic uintptr_t owner;            /* owning heap | group; the group alone when orphaned */
   char *bump;                         /* next unallocated byte */
-  char *end;                          /* end of the chunk */
-  char *data;                         /* first usable byte */
-  uint64_t *bits;                     /* per 64 granules, two words: "a block starts here"
-                                         and "the block starting here is free"
-                                         (bump-allocated blocks need no write: the bit is 0) */
-  size_t live_bytes;                  /* owner's view (remote frees count once drained);
-                                         every byte below bump is live or in a bin; 0: empty */
-  /* The rest. */
-  uint64_t binmask;                   /* bit b: bins[b] is not empty */
-  uint32_t group;
-  uint32_t in_avail;                  /* owner's list of chunks with free bins */
   char *hwm;                          /* page boundary above every byte ever handed out:
                                          below it pages may be resident and dirty, above
                                          it they are zero */
+  size_t live_bytes;                  /* owner's view (remote frees count once drained);
+                                         every byte below bump is live or in a bin; 0: empty */
+  size_t low;                         /* a free that leaves live_bytes <= low must look at the
+                                         chunk: it is empty, or now worth allocating from */
+  uint64_t binmask;                   /* bit b: bins[b] may hold blocks (exact bins are
+                                         cleared lazily) */
+  char *data;                         /* first usable byte */
+  char *end;                          /* end of the chunk */
+  /* Line 1: the rest. */
+  uint64_t magic;
+  uint32_t group;
+  uint32_t in_avail;                  /* owner's list of chunks with free bins */
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
   struct ch_chunk *avail_next, *avail_prev;
+  /* Lines 2-9. */
   void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
-};
+} __attribute__((aligned(64)));
 
 #define CH_CHUNK_MAGIC 0x43484f52544b4e43ull
+#define CH_COLOURS 64                   /* header offsets, one cache line apart */
+#define CH_OWNER_GROUP ((uintptr_t)CH_MAX_GROUPS - 1)   /* heaps are 64-aligned */
 extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
+extern size_t ch_chunk_bitmap_bytes;    /* the bitmaps' size: the header's offset from its colour */
+extern unsigned ch_chunk_colour_shift;  /* log2(chunk_size) - 6 */
 
+static inline uintptr_t ch_chunk_base(const void *p) { return (uintptr_t)p & ~ch_chunk_mask; }
+/* The header of the chunk p lies in: its colour is the chunk's index modulo
+ * CH_COLOURS, in cache lines; the bitmaps end at the header. */
 static inline struct ch_chunk *ch_chunk_of(const void *p) {
-  return (struct ch_chunk *)((uintptr_t)p & ~ch_chunk_mask);
+  uintptr_t b = ch_chunk_base(p);
+  return (struct ch_chunk *)(b + ch_chunk_bitmap_bytes +
+                             ((b >> ch_chunk_colour_shift) & ((CH_COLOURS - 1) << 6)));
+}
+static inline struct ch_heap *ch_owner_heap(uintptr_t owner) {
+  return (struct ch_heap *)(owner & ~CH_OWNER_GROUP);
 }
 /* O(1): does p lie inside a live group chunk? One bit per 256 KiB of the
  * 47-bit user address space (the smallest chunk size), so the shift is a
@@ -153,20 +172,22 @@ void ch_chunks_atfork_parent(void);
 void ch_chunks_atfork_child(void);
 
 /* ---------------------------------------------------------------- heap.c */
+/* A thread's state for one group: one cache line, touched by every
+ * allocation in the group and every free into it. */
 struct ch_group_heap {
   struct ch_chunk *current;
+  uint64_t allocs, frees;      /* this thread's, summed by stats.c */
+  long pending_live;           /* live-byte change not yet added to ch_gstats */
   struct ch_chunk *chunks;     /* every chunk this heap owns for the group */
   struct ch_chunk *avail;      /* chunks whose bins may satisfy requests */
-};
-struct ch_heap_stats { uint64_t allocs, frees; long pending_live; };
+} __attribute__((aligned(64)));
 struct ch_heap {
+  struct ch_group_heap g[CH_MAX_GROUPS];   /* first: the heap's address is 64-aligned */
   struct ch_heap *all_next;           /* every heap ever made (never freed) */
   struct ch_heap *free_next;          /* heaps of exited threads, ready for reuse */
   pthread_t thread;
   _Atomic(void *) delayed;            /* blocks other threads freed into our chunks */
-  struct ch_group_heap g[CH_MAX_GROUPS];
-  struct ch_heap_stats st[CH_MAX_GROUPS];   /* this thread's share, summed by stats.c */
-};
+} __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */

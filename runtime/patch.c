@@ -153,6 +153,17 @@ struct pconj { uint64_t need; int group; bool incomplete, never; };
 struct ptable { unsigned nconj; bool stops_incomplete; struct pconj c[]; };
 static _Atomic(struct ptable *) table;
 static bool wants[CH_MAX_SITES];   /* a selector or stop site */
+/* A site whose entry verdict decides (group=G, next, cold) is on the stack
+ * only as the entry: its call goes straight into the allocator or a system
+ * library, else the callee would be the entry. The quick test decides those
+ * allocations before any activation is read, so such a site is not patched
+ * (its stub would cost every allocation through it), and a select line that
+ * needs it cannot match from the bits. The one case this misses is a system
+ * function that calls back into the program, which then allocates (qsort's
+ * comparator): the walk would see the site there, the bits do not. */
+static inline bool entry_only(const struct ch_plan_site *st) {
+  return !st->stop && (st->entry == CH_ENTRY_GROUP || st->entry == CH_ENTRY_NEXT || st->entry == CH_ENTRY_COLD);
+}
 
 int ch_patch_verdict(uint64_t mask, uint32_t stop) {
   const struct ptable *t = atomic_load_explicit(&table, memory_order_acquire);
@@ -183,7 +194,7 @@ static void publish_table(void) {
     for (unsigned s = 0; s < pl->nsites; s++) {
       if (!in_conj(&pl->conj[i], s)) continue;
       if (ch_patch_on[s]) c->need |= ch_patch_bit[s];
-      else if (!pl->sites[s].addr) c->never = true;
+      else if (!pl->sites[s].addr || entry_only(&pl->sites[s])) c->never = true;
       else c->incomplete = true;
     }
   }
@@ -394,7 +405,7 @@ void ch_patch_init(void) {
   unsigned nbits = 0;
   for (unsigned i = 0; i < pl->nconj; i++)
     for (unsigned s = 0; s < pl->nsites; s++)
-      if (in_conj(&pl->conj[i], s) && !wants[s]) {
+      if (in_conj(&pl->conj[i], s) && !wants[s] && !entry_only(&pl->sites[s])) {
         wants[s] = true;
         if (nbits < 64) ch_patch_bit[s] = (uint64_t)1 << nbits++;
       }

@@ -41,6 +41,9 @@ enum kind { K_RSP, K_RBP, K_COMPLEX, K_OUTERMOST, K_STOP, K_FP_GUESS };
 #define F_DECIDES   (F_COLD | F_KNOWN)   /* both: the entry site decides the group */
 #define F_SITE(v)   ((int)(((v) >> 8) & 0x1ff) - 1)  /* CH_MAX_SITES + 1 values */
 #define F_STOP      ((uint64_t)1 << 17)  /* a walk reaching this site ends: it decides */
+/* An entry site that decides: its verdict (a group or CH_QUICK_NEXT) + 4 in
+ * bits 18..25, so the quick test reads nothing but the cached rule. */
+#define F_QUICK(v)  ((int)(((v) >> 18) & 0xff) - 4)
 #define F_CFAOFF(v) ((int32_t)((int64_t)((v) << 14) >> 40))   /* bits 26..49 */
 #define F_RBPOFF(v) ((int32_t)((int64_t)(v) >> 50))           /* bits 50..63 */
 #define F_SLOW      (7 | F_RBP_LOST | ((uint64_t)0x1ff << 8) | F_STOP)
@@ -56,11 +59,13 @@ _Static_assert((uintptr_t)CH_MAX_FRAMES * RSP_OFF_LIMIT <= MAX_SPAN, "the inline
 static uint64_t pack(enum kind k, unsigned rbp, bool sys, int site, enum ch_entry_verdict e,
                      int32_t cfa_off, int32_t rbp_off) {
   _Static_assert(CH_MAX_SITES < 0x1ff, "site numbers must fit their bits");
+  _Static_assert(CH_MAX_GROUPS + 4 <= 0xff, "quick verdicts must fit their bits");
   bool stop = site >= 0 && ch_plan->sites[site].stop;
   return (uint64_t)k | (rbp == 1 ? F_RBP_LOAD : rbp == 2 ? F_RBP_LOST : 0) | (sys ? F_SYSTEM : 0) |
          (stop ? F_STOP : 0) |
          (e == CH_ENTRY_COLD ? F_COLD : e == CH_ENTRY_WALK ? F_KNOWN : e == CH_ENTRY_GROUP || e == CH_ENTRY_NEXT ? F_DECIDES : 0) |
          (uint64_t)(site + 1) << 8 |
+         (e == CH_ENTRY_GROUP || e == CH_ENTRY_NEXT ? (uint64_t)(ch_plan->sites[site].quick + 4) << 18 : 0) |
          ((uint64_t)(uint32_t)cfa_off & 0xffffff) << 26 | (uint64_t)(uint32_t)rbp_off << 50;
 }
 
@@ -189,7 +194,7 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
  * CH_QUICK_COLD or CH_QUICK_WALK. (A stop site there is left to the walk,
  * which counts it on the "stop" path.) */
 static inline int entry_verdict(uint64_t v) {
-  if ((v & F_DECIDES) == F_DECIDES) return ch_plan->sites[F_SITE(v)].quick;
+  if ((v & F_DECIDES) == F_DECIDES) return F_QUICK(v);
   if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
   return CH_QUICK_WALK;
 }

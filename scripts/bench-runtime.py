@@ -2,7 +2,10 @@
 pass-through overhead, cost of a grouped allocation, identification cost.
 Interleaved trials, medians and quartiles of allocbench's ns/op.
 Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS] [SECTION ...]
-with sections passthrough, real, grouped, deep, alt (default: all)."""
+with sections passthrough, real, grouped, groups, deep, alt (default: all).
+The groups section also counts, under cachegrind (fixed geometry), the
+instructions and D1 misses each malloc+free pair costs: the difference
+between runs of 2N and N pairs, divided by N, so start-up is left out."""
 
 import os
 import re
@@ -21,7 +24,8 @@ from cohort.runner import environment  # noqa: E402
 BIN = ROOT / "build" / "workloads" / "allocbench"
 OUT = ROOT / "demo-out"
 TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
-SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "deep", "alt"}
+SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "groups", "deep", "alt"}
+GEOMETRY = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 
 
 def plans():
@@ -70,6 +74,30 @@ def alt_plans():
         "ab-recursive walked": (rec, "0"),
         "ab-recursive patched": (rec, "1"),
     }
+
+
+def groups_plan(n):
+    """Each of allocbench's first n group_alloc functions' malloc call site
+    puts its allocations in a group of its own (an entry verdict: no walk)."""
+    sites = [(0, call_sites(BIN, f"group_alloc_{i // 8}{i % 8}", "malloc")[0], f"group={i}") for i in range(n)]
+    return write_plan(OUT / f"ab-groups-{n}.plan", [BIN], sites, [f"g{i}" for i in range(n)],
+                      [(i, [i]) for i in range(n)], version=2)
+
+
+def cachegrind_counts(argv, env):
+    """(instructions, D1 misses) of one run under cachegrind."""
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *GEOMETRY,
+                        "--cachegrind-out-file=/dev/null", *[str(a) for a in argv]],
+                       env=env, capture_output=True, text=True, check=True)
+    ir = re.search(r"I\s+refs:\s+([\d,]+)", r.stderr)
+    d1 = re.search(r"D1\s+misses:\s+([\d,]+)", r.stderr)
+    return int(ir.group(1).replace(",", "")), int(d1.group(1).replace(",", ""))
+
+
+def per_pair(make_argv, env, n):
+    """Instructions and D1 misses per pair: (run of 2n - run of n) / n."""
+    a, b = cachegrind_counts(make_argv(n), env), cachegrind_counts(make_argv(2 * n), env)
+    return (b[0] - a[0]) / n, (b[1] - a[1]) / n
 
 
 def ns(argv, env):
@@ -143,6 +171,25 @@ def main():
              measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every)}), "glibc")
         show("grouped churn: malloc+free pairs (mode all)",
              measure({"glibc": (churn, plain), "cohort group": (churn, every)}), "glibc")
+
+    # Churn spread over 1..64 groups in rotation: the allocator's own
+    # metadata must not make a pair dearer as groups are added.
+    if "groups" in SECTIONS:
+        counts = {}
+        for g in (1, 4, 16, 64):
+            run = [BIN, "groups", 10_000_000, g]
+            plan_env = environment(plan=groups_plan(g))
+            show(f"churn over {g} group(s) in rotation: malloc+free pairs, 16..256 B, window of 1024",
+                 measure({"glibc": (run, plain), "jemalloc": (run, jem_plain), "cohort groups": (run, plan_env)}),
+                 "glibc")
+            for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort groups", plan_env)):
+                counts[(g, name)] = per_pair(lambda n: [BIN, "groups", n, g], env, 200_000)
+        print("\ncachegrind, per malloc+free pair (loop included), D1 32 KiB 8-way, LL 1 MiB 16-way")
+        print(f"  {'groups':>6}  " + "  ".join(f"{n:>24}" for n in ("glibc", "jemalloc", "cohort groups")))
+        print(f"  {'':>6}  " + "  ".join(f"{'instr':>11} {'D1 misses':>12}" for _ in range(3)))
+        for g in (1, 4, 16, 64):
+            print(f"  {g:>6}  " + "  ".join(f"{counts[(g, n)][0]:11.1f} {counts[(g, n)][1]:12.3f}"
+                                            for n in ("glibc", "jemalloc", "cohort groups")))
 
     if "deep" in SECTIONS:
         p = plans()

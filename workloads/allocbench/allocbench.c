@@ -7,6 +7,13 @@
  *                             chains whose frames differ in size, so no two
  *                             consecutive allocations share a stack below
  *                             the outermost loop
+ *   allocbench groups N G [W] churn over a window of W (default 1024) objects
+ *                             of 16..256 bytes, three sizes per function,
+ *                             the allocations made in turn by
+ *                             G (1..64) functions group_alloc_00 .. _77 (two
+ *                             octal digits), each its own call site of
+ *                             malloc: a plan that names those sites spreads
+ *                             the churn over G groups
  * Built -O2 without frame pointers, like stock binaries, so identification
  * must unwind through .eh_frame. */
 #include <stdint.h>
@@ -73,6 +80,34 @@ NOINLINE double run_alt(long n, int depth) {
   return (now() - t0) / n;
 }
 
+/* Sixty-four allocating functions, each with its own call of malloc;
+ * group_alloc[i] is group_alloc_ followed by i in two octal digits. */
+#define GA(k) NOINLINE void *group_alloc_##k(size_t n) { void *p = malloc(n); sink += (uintptr_t)p; return p; }
+#define GA8(k) GA(k##0) GA(k##1) GA(k##2) GA(k##3) GA(k##4) GA(k##5) GA(k##6) GA(k##7)
+GA8(0) GA8(1) GA8(2) GA8(3) GA8(4) GA8(5) GA8(6) GA8(7)
+#define GP(k) group_alloc_##k
+#define GP8(k) GP(k##0), GP(k##1), GP(k##2), GP(k##3), GP(k##4), GP(k##5), GP(k##6), GP(k##7)
+static void *(*const group_alloc[64])(size_t) = {GP8(0), GP8(1), GP8(2), GP8(3), GP8(4), GP8(5), GP8(6), GP8(7)};
+
+NOINLINE double run_groups(long n, int groups, unsigned window) {
+  void *win[1024] = {0};
+  uint64_t x = 88172645463325252ull;
+  unsigned k = 0;
+  double t0 = now();
+  for (long i = 0; i < n; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    unsigned s = (unsigned)(x & (window - 1));
+    free(win[s]);
+    /* three sizes per group, as an allocation context's objects come in few */
+    win[s] = group_alloc[k](16 + 8 * ((k * 5 + (x >> 20) % 3) % 31));
+    *(char *)win[s] = (char)i;
+    if (++k == (unsigned)groups) k = 0;
+  }
+  double ns = (now() - t0) / n;
+  for (unsigned i = 0; i < window; i++) free(win[i]);
+  return ns;
+}
+
 NOINLINE double run_deep(long n, int depth) {
   double t0 = now();
   descend(depth, n);
@@ -80,7 +115,7 @@ NOINLINE double run_deep(long n, int depth) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt N [DEPTH]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|groups N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
   long n = atol(argv[2]);
   double ns = 0;
   if (!strcmp(argv[1], "churn")) {
@@ -107,6 +142,12 @@ int main(int argc, char **argv) {
     ns = run_deep(n, argc > 3 ? atoi(argv[3]) : 15);
   } else if (!strcmp(argv[1], "alt")) {
     ns = run_alt(n, argc > 3 ? atoi(argv[3]) : 15);
+  } else if (!strcmp(argv[1], "groups")) {
+    int g = argc > 3 ? atoi(argv[3]) : 1;
+    unsigned w = argc > 4 ? (unsigned)atoi(argv[4]) : 1024;
+    if (g < 1 || g > 64) { fprintf(stderr, "allocbench: groups takes 1..64 groups\n"); return 2; }
+    if (w < 1 || w > 1024 || (w & (w - 1))) { fprintf(stderr, "allocbench: the window is a power of two up to 1024\n"); return 2; }
+    ns = run_groups(n, g, w);
   } else {
     fprintf(stderr, "allocbench: unknown test %s\n", argv[1]);
     return 2;
