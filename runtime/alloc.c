@@ -48,13 +48,12 @@ CH_HIDDEN void *ch_malloc_impl(size_t size, const uintptr_t *fp) {
 }
 
 /* malloc and operator new once identification is active (which implies the
- * next allocator is resolved): the straight path. */
+ * next allocator is resolved): the straight path. The common cases of
+ * identification and of the group allocator are inline, the rest out of
+ * line, so this path needs no frame of its own. */
 CH_HIDDEN __attribute__((flatten)) void *ch_malloc_grouping(size_t size, const uintptr_t *fp) {
   int g = ch_identify(size, fp);
-  if (g >= 0) {
-    void *p = ch_group_malloc((unsigned)g, size);
-    if (CH_LIKELY(p != NULL)) return p;
-  }
+  if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
   return ch_next.malloc(size);
 }
 

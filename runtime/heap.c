@@ -418,10 +418,18 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   return chunk_alloc(gh, c, group, n, align, zero, req, true);
 }
 
+/* When the group allocator cannot serve (the OS refuses memory), the next
+ * allocator does. */
+static CH_NOINLINE void *alloc_general_or_next(struct ch_heap *h, unsigned group, size_t n, size_t size) {
+  void *p = alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
+  return p ? p : ch_next.malloc(size);
+}
+
 /* The fast path for a plain request: an exact bin, else the bump pointer
  * when no nearby bin could serve. Every call it makes is a tail call, so
- * it needs no frame. */
-void *ch_group_malloc(unsigned group, size_t size) {
+ * it needs no frame. or_next: fall back to the next allocator instead of
+ * returning NULL. */
+static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next) {
   struct ch_heap *h = my_heap;
   size_t n = (size + CH_GRANULE - 1 + !size) & ~(size_t)(CH_GRANULE - 1);
   if (CH_UNLIKELY(!h)) goto general;
@@ -449,8 +457,11 @@ done:
   if (CH_UNLIKELY((gh->pending_live += (long)n) >= STATS_BATCH)) return flush_live_then(gh, group, p);
   return p;
 general:
+  if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }
+void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, size, false); }
+void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true); }
 
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
   if (align <= CH_MIN_ALIGN && !zero) return ch_group_malloc(group, size);

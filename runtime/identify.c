@@ -34,7 +34,7 @@ static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
 /* Per-thread path counts, flushed to the shared counters in batches so an
  * allocation does not pay for a contended atomic. */
 static CH_TLS uint32_t tcount[CH_PATH_COUNT];
-static CH_TLS uint32_t tpending, tjoined;
+static CH_TLS uint32_t tjoined;
 atomic_ulong ch_walks_joined;
 static CH_TLS uint64_t rng;
 
@@ -57,7 +57,6 @@ static void flush_counts(void) {
   }
   if (tjoined) atomic_fetch_add_explicit(&ch_walks_joined, tjoined, memory_order_relaxed);
   tjoined = 0;
-  tpending = 0;
   /* Every 16th flush (4096 allocations), with selector sites patched: look
    * for modules loaded since, whose sites get patched too. A walk notices
    * a new module by itself; decisions from bits would not. */
@@ -81,10 +80,17 @@ static CH_NOINLINE void register_thread(void) {
   pthread_setspecific(exit_key, (void *)1);
   ch_in_runtime--;
 }
+/* Allocations a thread may count before its counts are flushed; 0 in a new
+ * thread, whose first count registers it. */
+static CH_TLS int32_t tbudget;
+static CH_NOINLINE void count_flush(void) {
+  if (!tregistered) register_thread();
+  flush_counts();
+  tbudget = 255;
+}
 static inline void count(enum ch_path p) {
-  if (CH_UNLIKELY(!tregistered)) register_thread();
   tcount[p]++;
-  if (CH_UNLIKELY(++tpending == 256)) flush_counts();
+  if (CH_UNLIKELY(--tbudget < 0)) count_flush();
 }
 void ch_identify_flush_thread(void) { flush_counts(); }
 static inline void count_frames(unsigned n) {
@@ -177,7 +183,7 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
     if (!rng) rng = ch_opt.seed ^ (uint64_t)(uintptr_t)&rng;
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;   /* xorshift64 */
     count(CH_PATH_RANDOM);
-    return (int)(rng % ngroups);
+    return (int)(((rng >> 32) * ngroups) >> 32);
   }
   case CH_MODE_PLAN: {
     if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
@@ -192,26 +198,40 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   }
 }
 
-/* The common case first: a plan whose quick test decides from the cached
- * rule of the caller's return address. It allocates nothing, so it needs no
- * reentrancy guard; a plan disabled late has cleared ch_identify_active. */
+/* A plan's quick test did not decide alone (q): a cold or next entry, the
+ * patched sites' activations, or the walk. */
+static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
+  if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime ? -1 : rest_for(size); }
+  if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
+  if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
+    int g = ch_act_decide(fp);
+    if (g != CH_ACT_WALK) {
+      count(CH_PATH_PATCHED);
+      tframes[0]++;
+      return g == CH_ACT_REST ? rest_for(size) : g;
+    }
+  }
+  return identify_slow(size, fp);
+}
+
+/* The common cases first, inline in the entry points: a plan whose quick
+ * test decides from the cached rule of the caller's return address (it
+ * allocates nothing, so it needs no reentrancy guard; a plan disabled late
+ * has cleared ch_identify_active), and the all and random controls. */
 int ch_identify(size_t size, const uintptr_t *fp) {
   if (CH_LIKELY(size <= ch_max_size)) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
-      if (rest_only && !ch_in_runtime) { count(CH_PATH_COLD); tframes[0]++; return rest_for(size); }
-      int q = ch_walk_quick(fp);
-      if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime ? -1 : rest_for(size); }
-      if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
-      if (q >= 0) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
-      if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
-        int g = ch_act_decide(fp);
-        if (g != CH_ACT_WALK) {
-          count(CH_PATH_PATCHED);
-          tframes[0]++;
-          return g == CH_ACT_REST ? rest_for(size) : g;
-        }
+      if (CH_UNLIKELY(rest_only)) {
+        if (ch_in_runtime) return identify_slow(size, fp);
+        count(CH_PATH_COLD);
+        tframes[0]++;
+        return rest_for(size);
       }
-    } else if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
+      int q = ch_walk_quick(fp);
+      if (CH_LIKELY(q >= 0)) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
+      return identify_plan(size, fp, q);
+    }
+    if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
       count(CH_PATH_ALL);
       return 0;
     }

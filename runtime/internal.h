@@ -190,6 +190,7 @@ struct ch_heap {
 } __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
+void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 size_t ch_group_usable(const void *p);             /* p is ours */
 void *ch_group_realloc(void *p, size_t size);      /* p is ours, size > 0 */
