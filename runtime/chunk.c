@@ -131,9 +131,11 @@ void ch_chunk_retire(struct ch_chunk *c) {
   ch_stats_resident(g, -(long)ch_chunk_resident(c));
   atomic_fetch_sub(&ch_gstats[g].chunks, 1);
   set_owned(c, false);
-  /* Clear the bitmap words that cover the used range. */
+  /* Clear the bitmap words that cover the used range and the granule at the
+   * high-water mark, where the bump pointer's mark may be. */
   char *base = (char *)ch_chunk_base(c);
-  size_t used_words = ((size_t)(c->hwm - base) / CH_GRANULE + 63) / 64;
+  size_t used_words = (size_t)(c->hwm - base) / CH_GRANULE / 64 + 1, all_words = ch_chunk_size / CH_GRANULE / 64;
+  if (used_words > all_words) used_words = all_words;
   memset((char *)c - ch_chunk_bitmap_bytes, 0, used_words * 16);
   c->magic = 0;
   ch_lock(&chunk_lock);

@@ -18,6 +18,7 @@
 #include "internal.h"
 
 #include <string.h>
+#include <sys/auxv.h>
 
 static CH_TLS struct ch_heap *my_heap;
 static pthread_key_t heap_key;
@@ -95,22 +96,30 @@ static inline void set_start(const void *p) {   /* owner only */
   uint64_t *w = bitwords(p);
   store_word(w, load_word(w) | gbit(granule(p)));
 }
-/* Freed bits. Another thread's free sets its bit atomically; the owner uses
- * plain loads and stores, which are cheaper but may lose a concurrent remote
- * update of another bit in the same word. Draining the delayed list sets each
- * remotely freed block's bit again, so only a double free racing with its own
- * drain can slip past detection. */
+static inline void clear_start(const void *p) {   /* owner only */
+  uint64_t *w = bitwords(p);
+  store_word(w, load_word(w) & ~gbit(granule(p)));
+}
+/* The start bit at the bump pointer is always set (unless the chunk is
+ * full), so that every handed-out block but the last of a full chunk has a
+ * later start bit: the free path finds its size without the bump pointer. */
+static inline void mark_bump(const char *bump) {
+  if ((uintptr_t)bump & ch_chunk_mask) set_start(bump);
+}
+/* Freed bits mark only blocks on their way back from another thread: a
+ * remote free sets the bit atomically (finding it set is a double free) and
+ * the owner clears it when the block reaches a bin. The owner's own frees
+ * and allocations do not touch them; blocks in bins carry ch_free_key in
+ * their second word instead (see ch_group_free). The owner's plain store
+ * may lose a concurrent remote update of another bit in the same word;
+ * draining sets each remotely freed block's bit again before clearing it,
+ * so only a double free racing with its own drain can slip past. */
 static inline bool freed_set_remote(const void *p) {   /* returns the old bit */
   return __atomic_fetch_or(&bitwords(p)[1], gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
 }
-static inline bool freed_set(const void *p) {          /* owner; the old bit */
-  uint64_t *w = &bitwords(p)[1], v = load_word(w);
-  store_word(w, v | gbit(granule(p)));
-  return v & gbit(granule(p));
-}
-static inline void freed_clear(const void *p) {        /* owner */
-  uint64_t *w = &bitwords(p)[1];
-  store_word(w, load_word(w) & ~gbit(granule(p)));
+static inline bool freed_bit(const void *p) { return load_word(&bitwords(p)[1]) & gbit(granule(p)); }
+static inline void freed_clear(const void *p) {        /* owner, off the fast paths */
+  __atomic_fetch_and(&bitwords(p)[1], ~gbit(granule(p)), __ATOMIC_RELAXED);
 }
 static inline char *load_bump(const struct ch_chunk *c) {
   return __atomic_load_n(&c->bump, __ATOMIC_ACQUIRE);
@@ -167,11 +176,13 @@ static inline unsigned bin_of(size_t n) {
   return b < CH_NBINS ? b : CH_NBINS - 1;
 }
 
-/* A free block holds the next block of its bin in its first word and, in a
- * mixed bin, its own size in the second. */
+/* A free block holds the next block of its bin in its first word, the free
+ * key in its second and, in a mixed bin, its own size in the third. Every
+ * block has at least 16 bytes (CH_MIN_BLOCK). */
 static inline void bin_push(struct ch_chunk *c, void *p, size_t size) {
   unsigned b = bin_of(size);
-  if (b >= NEXACT) ((size_t *)p)[1] = size;
+  if (b >= NEXACT) ((size_t *)p)[2] = size;
+  ((uint64_t *)p)[1] = ch_free_key;
   *(void **)p = c->bins[b];
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
@@ -183,7 +194,7 @@ static inline void *bin_pop(struct ch_chunk *c, unsigned b) {
   return p;
 }
 static inline size_t bin_block_size(unsigned b, const void *p) {
-  return b < NEXACT ? (b + 1) * CH_GRANULE : ((const size_t *)p)[1];
+  return b < NEXACT ? (b + 1) * CH_GRANULE : ((const size_t *)p)[2];
 }
 /* Bytes below the bump pointer that are not live: exactly what the bins hold. */
 static inline size_t free_bytes(const struct ch_chunk *c) {
@@ -267,6 +278,7 @@ static void chunk_reset(struct ch_chunk *c) {
   for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
   c->binmask = 0;
   c->live_bytes = 0;
+  mark_bump(c->data);
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
 
@@ -301,7 +313,6 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
     if (size - n >= 32) {
       char *tail = (char *)p + n;
       set_start(tail);
-      freed_set(tail);
       bin_push(c, tail, size - n);
       size = n;
     }
@@ -312,17 +323,19 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
 }
 
 /* n bytes at the bump pointer, aligned; the gap an alignment leaves becomes
- * a free block of its own. Only below the high-water mark unless fresh. */
+ * a free block of its own (so at least CH_MIN_BLOCK). Only below the
+ * high-water mark unless fresh. */
 static void *bump_take(struct ch_chunk *c, size_t n, size_t align, bool fresh) {
   char *b = c->bump, *limit = fresh ? c->end : c->hwm;
   char *a = (char *)(((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1));
+  if (a != b && (size_t)(a - b) < CH_MIN_BLOCK) a += align;
   if (a > limit || (size_t)(limit - a) < n) return NULL;
   if (a != b) {
     set_start(b);
-    freed_set(b);
     bin_push(c, b, (size_t)(a - b));
   }
   set_start(a);
+  mark_bump(a + n);
   __atomic_store_n(&c->bump, a + n, __ATOMIC_RELEASE);
   if (CH_UNLIKELY(a + n > c->hwm)) advance_hwm(c, a + n);
   return a;
@@ -342,7 +355,6 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
   if (!p) fresh = (p = bump_take(c, n, align, fresh_ok)) != NULL;
   if (!p && any_bins) p = bins_take(c, n, b, CH_NBINS - 1, &bsize);
   if (!p) return NULL;
-  if (!fresh) freed_clear(p);
   c->live_bytes += bsize;
   note_alloc(gh, group, bsize);
   if (zero) {
@@ -351,6 +363,7 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
     if (fresh) z = (char *)p >= old_hwm ? 0 : (size_t)(old_hwm - (char *)p) < req ? (size_t)(old_hwm - (char *)p) : req;
     if (z) memset(p, 0, z);
   }
+  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
   return p;
 }
 
@@ -412,6 +425,7 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
     after_free(gh, c);
   }
   if (!(c = ch_chunk_new(group))) return NULL;
+  mark_bump(c->data);
   atomic_store(&c->owner, (uintptr_t)h | group);
   list_add(gh, c);
   make_current(gh, c);
@@ -431,7 +445,7 @@ static CH_NOINLINE void *alloc_general_or_next(struct ch_heap *h, unsigned group
  * returning NULL. */
 static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next) {
   struct ch_heap *h = my_heap;
-  size_t n = (size + CH_GRANULE - 1 + !size) & ~(size_t)(CH_GRANULE - 1);
+  size_t n = ch_block_size(size);
   if (CH_UNLIKELY(!h)) goto general;
   struct ch_group_heap *gh = &h->g[group];
   struct ch_chunk *c = gh->current;
@@ -441,7 +455,6 @@ static inline __attribute__((always_inline)) void *group_malloc(unsigned group, 
     void **bin = &c->bins[n / CH_GRANULE - 1];
     if ((p = *bin)) {
       *bin = *(void **)p;
-      freed_clear(p);
       goto done;
     }
   } else if (c->binmask & ((uint64_t)0xF << bin_of(n))) {
@@ -449,9 +462,10 @@ static inline __attribute__((always_inline)) void *group_malloc(unsigned group, 
   }
   p = c->bump;
   if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) goto general;
-  set_start(p);
+  mark_bump(p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:
+  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
   c->live_bytes += n;
   gh->allocs++;
   if (CH_UNLIKELY((gh->pending_live += (long)n) >= STATS_BATCH)) return flush_live_then(gh, group, p);
@@ -465,7 +479,7 @@ void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc
 
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
   if (align <= CH_MIN_ALIGN && !zero) return ch_group_malloc(group, size);
-  size_t n = size ? (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1) : CH_GRANULE;
+  size_t n = ch_block_size(size);
   return alloc_general(my_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
 }
 
@@ -475,10 +489,10 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
-/* The owner's free of a block whose freed bit is set, then whatever the
+/* The owner's free of a block whose size is known, then whatever the
  * chunk's new state calls for. */
-static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
-  unsigned group = c->group;
+static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
+                                      size_t size) {
   struct ch_group_heap *gh = &h->g[group];
   bin_push(c, p, size);
   c->live_bytes -= size;
@@ -494,7 +508,7 @@ static void free_remote(struct ch_heap *owner, void *p) {
                                                 memory_order_relaxed));
 }
 
-/* Free in a chunk whose owner thread has exited. */
+/* Free in a chunk whose owner thread has exited (the freed bit is set). */
 static void free_orphaned(struct ch_chunk *c, void *p) {
   ch_lock(&heaps_lock);
   struct ch_heap *owner = owner_of(atomic_load(&c->owner));
@@ -505,6 +519,7 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
   }
   unsigned g = c->group;
   size_t size = block_size(c, p);
+  freed_clear(p);        /* it is in a bin now: the key says so */
   bin_push(c, p, size);
   c->live_bytes -= size;
   atomic_fetch_add(&ch_gstats[g].frees, 1);
@@ -529,27 +544,48 @@ static inline bool block_start(const struct ch_chunk *c, const void *p) {
   return load_word(bitwords(p)) & gbit(granule(p));
 }
 
+/* Is the block at p (a block start) free: on its way back from another
+ * thread (its freed bit), or in a bin (the key in its second word)? Only a
+ * program that copies freed memory into a live block could plant the key
+ * there; the owner, who may read its bins, makes sure. */
+static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t size) {
+  for (void *b = c->bins[bin_of(size)]; b; b = *(void **)b)
+    if (b == p) return true;
+  return false;
+}
+static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
+  if (freed_bit(p)) return true;
+  if (((const uint64_t *)p)[1] != ch_free_key) return false;
+  return !owner || in_bin(c, p, block_size(c, p));
+}
+
 /* A free by a thread that does not own the chunk (or has no heap): mark the
- * block free atomically, then hand it to the owner or finish it as an orphan. */
+ * block free atomically, then hand it to the owner or finish it as an orphan.
+ * The key alone says a block is in a bin here: another thread's bins cannot
+ * be read safely. */
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(freed_set_remote(p))) ch_invalid_pointer("free(): double free detected", p);
+  if (CH_UNLIKELY(((const uint64_t *)p)[1] == ch_free_key || freed_set_remote(p)))
+    ch_invalid_pointer("free(): double free detected", p);
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(c, p);
   else free_remote(owner, p);
 }
 
 static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
-  bool freed = load_word(&bitwords(p)[1]) & gbit(granule(p));
-  if (((uintptr_t)p & (CH_MIN_ALIGN - 1)) == 0 && block_start(c, p) && freed)
-    ch_invalid_pointer("free(): double free detected", p);
+  if (block_start(c, p) && block_free(c, p, true)) ch_invalid_pointer("free(): double free detected", p);
   ch_invalid_pointer("free(): invalid pointer", p);
 }
 
 /* The owner's free of a block the fast path did not finish: its size needs
- * a scan of the start bits, or it goes to a mixed bin. */
-static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p, size_t g, uint64_t starts) {
-  release_block(h, c, p, owner_block_size(c, g, starts));
+ * a scan of the start bits, it goes to a mixed bin, or it carries the key
+ * (a double free, unless the program planted it). */
+static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g,
+                                  uint64_t starts) {
+  size_t size = owner_block_size(c, g, starts);
+  if (((const uint64_t *)p)[1] == ch_free_key && in_bin(c, p, size))
+    ch_invalid_pointer("free(): double free detected", p);
+  release_block(h, c, group, p, size);
 }
 /* After a fast free: the live-byte count to pass on, or the chunk at its threshold. */
 static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c, unsigned group) {
@@ -558,10 +594,14 @@ static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c,
 }
 
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
- * a live block passes: start bits exist only for blocks handed out below the
- * bump pointer, so that one test also keeps out pointers into the header or
- * above the bump pointer. Every call but the one that stops the program is a
- * tail call, so the common path needs no frame. */
+ * a block handed out passes: start bits exist only for blocks below the bump
+ * pointer (and the bump pointer's own mark, which the range check in
+ * free_invalid tells apart), so that one test also keeps out pointers into
+ * the header or above the bump pointer. A block on its way back from another
+ * thread has its freed bit set, in the same cache line; one in a bin has the
+ * key in its second word, which the free writes anyway. Every call but the
+ * one that stops the program is a tail call, so the common path needs no
+ * frame. */
 void ch_group_free(void *p) {
   struct ch_chunk *c = ch_chunk_of(p);
   struct ch_heap *h = my_heap;
@@ -571,35 +611,42 @@ void ch_group_free(void *p) {
   uint64_t *w = bitwords_at(chunk_bits(c), g);
   uint64_t starts = load_word(w), freed = load_word(w + 1);
   unsigned at = (unsigned)(g & 63);
-  if (CH_UNLIKELY((~((starts & ~freed) >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) {
+  if (CH_UNLIKELY((~((starts & ~freed) >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)) |
+                  ((const char *)p >= c->bump))) {
     free_invalid(c, p);   /* does not return; a tail call keeps this path frameless */
     return;
   }
-  store_word(w + 1, freed | (uint64_t)1 << at);
+  unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
   uint64_t later = (starts >> at) >> 1;
   size_t b = (size_t)__builtin_ctzll(later), size = (b + 1) * CH_GRANULE;   /* exact bin b */
-  if (CH_UNLIKELY(!later || size > EXACT_MAX)) { free_rest(h, c, p, g, starts); return; }
-  *(void **)p = c->bins[b];
+  uint64_t *blk = p;
+  if (CH_UNLIKELY(!later || size > EXACT_MAX || blk[1] == ch_free_key)) {
+    free_rest(h, c, group, p, g, starts);
+    return;
+  }
+  blk[0] = (uint64_t)(uintptr_t)c->bins[b];
+  blk[1] = ch_free_key;
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
   size_t live = c->live_bytes -= size;
-  unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
   struct ch_group_heap *gh = &h->g[group];
   gh->frees++;
   long pending = gh->pending_live -= (long)size;
   if (CH_UNLIKELY(live < c->low || pending <= -STATS_BATCH)) free_check(gh, c, group);
 }
 
-/* Finish frees other threads started (freed bits are already set): each
- * block goes to whoever owns its chunk now. h is the draining heap, or NULL. */
+/* Finish frees other threads started (freed bits are set): each block goes
+ * to whoever owns its chunk now. h is the draining heap, or NULL. */
 static void drain_list(struct ch_heap *h, void *b) {
   while (b) {
     void *next = *(void **)b;
     struct ch_chunk *c = ch_chunk_of(b);
-    struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
+    uintptr_t ow = atomic_load_explicit(&c->owner, memory_order_acquire);
+    struct ch_heap *owner = owner_of(ow);
     if (owner && owner == h) {
-      freed_set(b);   /* restore a bit an owner store may have lost */
-      release_block(h, c, b, block_size(c, b));
+      size_t size = block_size(c, b);
+      freed_clear(b);   /* before the release, which may retire the chunk */
+      release_block(h, c, (unsigned)(ow & CH_OWNER_GROUP), b, size);
     }
     else if (!owner) free_orphaned(c, b);
     else free_remote(owner, b);
@@ -611,7 +658,8 @@ static void drain_list(struct ch_heap *h, void *b) {
 
 static void check_live(struct ch_chunk *c, const void *p, const char *what) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer(what, p);
-  if (CH_UNLIKELY(load_word(&bitwords(p)[1]) & gbit(granule(p)))) ch_invalid_pointer(what, p);
+  bool owned = my_heap && owner_of(atomic_load(&c->owner)) == my_heap;
+  if (CH_UNLIKELY(block_free(c, p, owned))) ch_invalid_pointer(what, p);
 }
 
 size_t ch_group_usable(const void *p) {
@@ -624,7 +672,7 @@ void *ch_group_realloc(void *p, size_t size) {
   struct ch_chunk *c = ch_chunk_of(p);
   check_live(c, p, "realloc(): invalid pointer");
   size_t old = block_size(c, p);
-  size_t n = (size + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1);
+  size_t n = ch_block_size(size);
   struct ch_heap *h = my_heap;
   bool owned = h && owner_of(atomic_load(&c->owner)) == h;
   struct ch_group_heap *gh = owned ? &h->g[c->group] : NULL;
@@ -633,7 +681,6 @@ void *ch_group_realloc(void *p, size_t size) {
     if (owned && old - n >= 32) {
       char *tail = (char *)p + n;
       set_start(tail);
-      freed_set(tail);
       bin_push(c, tail, old - n);
       c->live_bytes -= old - n;
       gh->pending_live -= (long)(old - n);
@@ -643,6 +690,8 @@ void *ch_group_realloc(void *p, size_t size) {
   }
   /* Grow in place when the block is the last one bumped. */
   if (owned && (char *)p + old == c->bump && (size_t)(c->end - (char *)p) >= n && n <= ch_max_size) {
+    clear_start((char *)p + old);   /* the old bump mark, inside the block now */
+    mark_bump((char *)p + n);
     __atomic_store_n(&c->bump, (char *)p + n, __ATOMIC_RELEASE);
     if ((char *)p + n > c->hwm) advance_hwm(c, (char *)p + n);
     c->live_bytes += n - old;
@@ -721,7 +770,16 @@ static struct ch_heap *heap_create(void) {
   return h;
 }
 
+uint64_t ch_free_key;
+
 void ch_heaps_init(void) {
+  /* The kernel's random bytes for this process (the C library takes the
+   * first eight for its own guards), mixed with an address ASLR placed. */
+  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+  uint64_t k = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&heap_key;
+  if (r) { uint64_t x; memcpy(&x, r + 8, sizeof x); k ^= x; }
+  k ^= k >> 31; k *= 0xbf58476d1ce4e5b9ull; k ^= k >> 29;
+  ch_free_key = k | 1;   /* never 0, the word a live block's allocation leaves */
   heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

@@ -43,6 +43,11 @@ def test_chunk_reuse_and_purge(tmp_path, spares):
     ("unallocated", "free(): invalid pointer"),
     ("realloc-freed", "realloc(): invalid pointer"),
     ("usable-freed", "malloc_usable_size(): invalid pointer"),
+    ("double-free-last", "free(): double free detected"),
+    ("double-free-large", "free(): double free detected"),
+    ("free-at-bump", "free(): invalid pointer"),
+    ("double-free-remote", "free(): double free detected"),
+    ("double-free-after-remote", "free(): double free detected"),
 ])
 def test_misuse_stops_the_program(mistake, message):
     r = run([UNIT / "test_misuse", mistake], env=cohort_env(mode="all"))
@@ -50,3 +55,11 @@ def test_misuse_stops_the_program(mistake, message):
     err = r.stderr.decode()
     assert f"cohort: {message}" in err and "in a Cohort group chunk" in err
     assert "survived" not in r.stdout.decode()
+
+
+def test_copied_free_words_are_not_a_double_free():
+    # A live block holding a copy of a freed block's key word: the owner
+    # checks its bin before calling it a double free.
+    r = run([UNIT / "test_misuse", "copied-free-words"], env=cohort_env(mode="all"))
+    assert r.returncode == 0, r.stderr.decode()
+    assert "survived copied-free-words" in r.stdout.decode()

@@ -3,7 +3,15 @@
 #include "check.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <string.h>
+
+static void *free_in_thread(void *p) { free(p); return NULL; }
+static void free_elsewhere(void *p) {
+  pthread_t t;
+  pthread_create(&t, NULL, free_in_thread, p);
+  pthread_join(t, NULL);
+}
 
 int main(int argc, char **argv) {
   check_init();
@@ -16,6 +24,23 @@ int main(int argc, char **argv) {
   else if (!strcmp(what, "unallocated")) free(keep + 4096);
   else if (!strcmp(what, "realloc-freed")) { free(p); p = realloc(p, 100); }
   else if (!strcmp(what, "usable-freed")) { free(p); printf("%zu\n", malloc_usable_size(p)); }
+  /* the block just below the bump pointer, and one big enough for a mixed bin */
+  else if (!strcmp(what, "double-free-last")) { free(keep); free(keep); }
+  else if (!strcmp(what, "double-free-large")) { char *q = malloc(1000); free(q); free(q); }
+  /* the pointer where the next block would start: its start bit marks the
+   * bump pointer, not a block */
+  else if (!strcmp(what, "free-at-bump")) free(keep + 64);
+  /* freed here and then by another thread, or the other way round */
+  else if (!strcmp(what, "double-free-remote")) { free(p); free_elsewhere(p); }
+  else if (!strcmp(what, "double-free-after-remote")) { free_elsewhere(p); free(p); }
+  /* not misuse: a live block that holds a copy of a freed block's first
+   * words (read after free, but common) frees like any other */
+  else if (!strcmp(what, "copied-free-words")) {
+    char *q = malloc(64);
+    free(p);
+    memcpy(q, p, 16);
+    free(q);
+  }
   printf("survived %s\n", what);
   free(keep);
   return 0;
