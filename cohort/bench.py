@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from cohort import __version__
+from cohort.cgfile import runtime_share
 from cohort.errors import CohortError
 from cohort.files import write_atomically
 from cohort.paths import allocator_library
@@ -225,23 +226,32 @@ def summarise(trials, names):
 # ---- cachegrind ------------------------------------------------------------
 
 def cachegrind(argv, env, stdin=None, output_file=None):
-    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={GEOMETRY['D1']}",
-           f"--LL={GEOMETRY['LL']}", "--cachegrind-out-file=/dev/null", *argv]
-    if output_file is not None:
-        output_file.clear()
-    source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
-    try:
-        r = subprocess.run(cmd, env=env, capture_output=True, stdin=source)
-    finally:
-        if source is not subprocess.DEVNULL:
-            source.close()
+    """One cachegrind run: its totals, and the share of instructions and D1
+    misses that lie in Cohort's runtime (runtime_Ir, runtime_D1_misses)."""
+    with tempfile.TemporaryDirectory(prefix="cohort-cg-") as tmp:
+        out = Path(tmp) / "cachegrind.out"
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={GEOMETRY['D1']}",
+               f"--LL={GEOMETRY['LL']}", f"--cachegrind-out-file={out}", *argv]
+        if output_file is not None:
+            output_file.clear()
+        source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, stdin=source)
+        finally:
+            if source is not subprocess.DEVNULL:
+                source.close()
+        split = runtime_share(out) if out.exists() else None
     err = r.stderr.decode(errors="replace")
 
     def grab(label):
         m = re.search(rf"{label}:\s+([\d,]+)", err)
         return int(m.group(1).replace(",", "")) if m else None
     result = {"exit": r.returncode, "output_sha256": hashlib.sha256(r.stdout).hexdigest(),
-              "D_refs": grab("D   refs"), "D1_misses": grab("D1  misses"), "LLd_misses": grab("LLd misses")}
+              "D_refs": grab("D   refs"), "D1_misses": grab("D1  misses"), "LLd_misses": grab("LLd misses"),
+              "I_refs": grab("I   refs")}
+    if split is not None:
+        result["runtime_Ir"] = split["runtime"].get("Ir", 0)
+        result["runtime_D1_misses"] = split["runtime"].get("D1_misses", 0)
     if r.returncode != 0 or result["D1_misses"] is None:
         result["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {r.returncode}"
     if output_file is not None:
@@ -506,18 +516,20 @@ def load_results(path):
 
 def console_table(results):
     s, r, cg = results["summary"], results["ratios"], results["cachegrind"] or {}
-    lines = [f"{'config':<18} {'ok':>3} {'median s':>9} {'p25':>8} {'p75':>8} {'time vs':>14} {'D1 misses':>12} {'D1 vs':>7}"]
+    lines = [f"{'config':<18} {'ok':>3} {'median s':>9} {'p25':>8} {'p75':>8} {'time vs':>14} {'D1 misses':>12} {'D1 vs':>7} {'rt D1':>6}"]
     for name in results["parameters"]["order"]:
         x = s[name]
         ratio = r.get(name)
         tv = f"{ratio['time_ratio']:.3f} {ratio['vs']}" if ratio else ""
         d1 = cg.get(name, {}).get("D1_misses")
         dv = f"{ratio['d1_ratio']:.3f}" if ratio and "d1_ratio" in ratio else ""
+        rt = cg.get(name, {}).get("runtime_D1_misses")
+        rs = f"{rt / d1:.1%}" if rt is not None and d1 else ""
         med = f"{x['wall_median_s']:.3f}" if x["wall_median_s"] is not None else "-"
         p25 = f"{x['wall_p25_s']:.3f}" if x["wall_p25_s"] is not None else "-"
         p75 = f"{x['wall_p75_s']:.3f}" if x["wall_p75_s"] is not None else "-"
         lines.append(f"{name:<18} {x['ok_trials']:>3} {med:>9} {p25:>8} {p75:>8} {tv:>14} "
-                     f"{(f'{d1:,}' if d1 is not None else '-'):>12} {dv:>7}")
+                     f"{(f'{d1:,}' if d1 is not None else '-'):>12} {dv:>7} {rs:>6}")
     for p in results["problems"]:
         lines.append(f"PROBLEM: {p}")
     return "\n".join(lines)

@@ -56,6 +56,14 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "random", "all"}
     assert res["ratios"]["cohort+jemalloc"]["vs"] == "jemalloc"
     assert all(res["cachegrind"][c]["D1_misses"] > 0 for c in order)
+    # The runtime's part of the cost: none without it, some (and never more
+    # than the whole) with it.
+    cg = res["cachegrind"]
+    assert cg["glibc"]["runtime_Ir"] == 0 and cg["glibc"]["runtime_D1_misses"] == 0
+    for c in ("cohort+glibc", "random", "all"):
+        assert 0 < cg[c]["runtime_Ir"] < cg[c]["I_refs"]
+        assert 0 <= cg[c]["runtime_D1_misses"] <= cg[c]["D1_misses"]
+    assert "rt D1" in r.stdout.decode()
     # Without --stdin every run reads /dev/null; no output file was checked.
     assert {k: v["path"] for k, v in res["stdin"].items()} == {"ref": "/dev/null", "cachegrind": "/dev/null"}
     assert res["output_file"] is None and all("output_file_sha256" not in t for t in res["trials"])
