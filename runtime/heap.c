@@ -36,6 +36,16 @@ static inline struct ch_heap *owner_of(uintptr_t owner) {
   return h == (struct ch_heap *)orphan_mark ? NULL : h;
 }
 
+/* Free keys: a counter from a random start, each value mixed by a
+ * bijection, so no two chunk epochs share a key; never 0, which a block
+ * handed out from a bin holds. */
+static _Atomic uint64_t key_counter;
+static uint64_t new_key(void) {
+  uint64_t k = atomic_fetch_add_explicit(&key_counter, 0x9e3779b97f4a7c15ull, memory_order_relaxed);
+  k ^= k >> 30; k *= 0xbf58476d1ce4e5b9ull; k ^= k >> 27; k *= 0x94d049bb133111ebull; k ^= k >> 31;
+  return k | 1;
+}
+
 /* A chunk not current whose bins hold at least this much is worth allocating from. */
 #define AVAIL_MIN (ch_chunk_size / 16)
 /* Live-byte changes a thread holds back before touching the shared counter. */
@@ -108,12 +118,9 @@ static inline void mark_bump(const char *bump) {
 }
 /* Freed bits mark only blocks on their way back from another thread: a
  * remote free sets the bit atomically (finding it set is a double free) and
- * the owner clears it when the block reaches a bin. The owner's own frees
- * and allocations do not touch them; blocks in bins carry ch_free_key in
- * their second word instead (see ch_group_free). The owner's plain store
- * may lose a concurrent remote update of another bit in the same word;
- * draining sets each remotely freed block's bit again before clearing it,
- * so only a double free racing with its own drain can slip past. */
+ * the owner clears it, atomically too, when the block reaches a bin. The
+ * owner's own frees and allocations do not touch them: blocks in bins carry
+ * their chunk's key in their second word instead (see ch_group_free). */
 static inline bool freed_set_remote(const void *p) {   /* returns the old bit */
   return __atomic_fetch_or(&bitwords(p)[1], gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
 }
@@ -182,7 +189,7 @@ static inline unsigned bin_of(size_t n) {
 static inline void bin_push(struct ch_chunk *c, void *p, size_t size) {
   unsigned b = bin_of(size);
   if (b >= NEXACT) ((size_t *)p)[2] = size;
-  ((uint64_t *)p)[1] = ch_free_key;
+  ((uint64_t *)p)[1] = c->key;
   *(void **)p = c->bins[b];
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
@@ -278,6 +285,7 @@ static void chunk_reset(struct ch_chunk *c) {
   for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
   c->binmask = 0;
   c->live_bytes = 0;
+  c->key = new_key();   /* keys left in the old blocks are stale now */
   mark_bump(c->data);
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
@@ -363,7 +371,7 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
     if (fresh) z = (char *)p >= old_hwm ? 0 : (size_t)(old_hwm - (char *)p) < req ? (size_t)(old_hwm - (char *)p) : req;
     if (z) memset(p, 0, z);
   }
-  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
+  if (!fresh) ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
   return p;
 }
 
@@ -426,6 +434,7 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   }
   if (!(c = ch_chunk_new(group))) return NULL;
   mark_bump(c->data);
+  c->key = new_key();
   atomic_store(&c->owner, (uintptr_t)h | group);
   list_add(gh, c);
   make_current(gh, c);
@@ -455,6 +464,7 @@ static inline __attribute__((always_inline)) void *group_malloc(unsigned group, 
     void **bin = &c->bins[n / CH_GRANULE - 1];
     if ((p = *bin)) {
       *bin = *(void **)p;
+      ((uint64_t *)p)[1] = 0;   /* no free key in a live block; bumped memory holds none */
       goto done;
     }
   } else if (c->binmask & ((uint64_t)0xF << bin_of(n))) {
@@ -465,7 +475,6 @@ static inline __attribute__((always_inline)) void *group_malloc(unsigned group, 
   mark_bump(p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:
-  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
   c->live_bytes += n;
   gh->allocs++;
   if (CH_UNLIKELY((gh->pending_live += (long)n) >= STATS_BATCH)) return flush_live_then(gh, group, p);
@@ -555,7 +564,7 @@ static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t s
 }
 static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
   if (freed_bit(p)) return true;
-  if (((const uint64_t *)p)[1] != ch_free_key) return false;
+  if (((const uint64_t *)p)[1] != c->key) return false;
   return !owner || in_bin(c, p, block_size(c, p));
 }
 
@@ -565,7 +574,7 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
  * be read safely. */
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(((const uint64_t *)p)[1] == ch_free_key || freed_set_remote(p)))
+  if (CH_UNLIKELY(((const uint64_t *)p)[1] == c->key || freed_set_remote(p)))
     ch_invalid_pointer("free(): double free detected", p);
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(c, p);
@@ -583,7 +592,7 @@ static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
 static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g,
                                   uint64_t starts) {
   size_t size = owner_block_size(c, g, starts);
-  if (((const uint64_t *)p)[1] == ch_free_key && in_bin(c, p, size))
+  if (((const uint64_t *)p)[1] == c->key && in_bin(c, p, size))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, group, p, size);
 }
@@ -599,7 +608,9 @@ static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c,
  * free_invalid tells apart), so that one test also keeps out pointers into
  * the header or above the bump pointer. A block on its way back from another
  * thread has its freed bit set, in the same cache line; one in a bin has the
- * key in its second word, which the free writes anyway. Every call but the
+ * chunk's key in its second word, which the free writes anyway (a bumped
+ * block needs no clearing: the key changes whenever the bump pointer starts
+ * over, so older keys above it are stale). Every call but the
  * one that stops the program is a tail call, so the common path needs no
  * frame. */
 void ch_group_free(void *p) {
@@ -620,12 +631,12 @@ void ch_group_free(void *p) {
   uint64_t later = (starts >> at) >> 1;
   size_t b = (size_t)__builtin_ctzll(later), size = (b + 1) * CH_GRANULE;   /* exact bin b */
   uint64_t *blk = p;
-  if (CH_UNLIKELY(!later || size > EXACT_MAX || blk[1] == ch_free_key)) {
+  if (CH_UNLIKELY(!later || size > EXACT_MAX || blk[1] == c->key)) {
     free_rest(h, c, group, p, g, starts);
     return;
   }
   blk[0] = (uint64_t)(uintptr_t)c->bins[b];
-  blk[1] = ch_free_key;
+  blk[1] = c->key;
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
   size_t live = c->live_bytes -= size;
@@ -770,16 +781,13 @@ static struct ch_heap *heap_create(void) {
   return h;
 }
 
-uint64_t ch_free_key;
-
 void ch_heaps_init(void) {
   /* The kernel's random bytes for this process (the C library takes the
    * first eight for its own guards), mixed with an address ASLR placed. */
   const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
   uint64_t k = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&heap_key;
   if (r) { uint64_t x; memcpy(&x, r + 8, sizeof x); k ^= x; }
-  k ^= k >> 31; k *= 0xbf58476d1ce4e5b9ull; k ^= k >> 29;
-  ch_free_key = k | 1;   /* never 0, the word a live block's allocation leaves */
+  atomic_store(&key_counter, k);
   heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

@@ -37,15 +37,12 @@
 #define CH_MIN_ALIGN 8
 #define CH_GRANULE 8
 /* The smallest block of a group chunk: a free block holds its bin link and
- * the free key (heap.c). */
+ * its chunk's free key (heap.c). */
 #define CH_MIN_BLOCK 16
 static inline size_t ch_block_size(size_t request) {
   size_t n = (request + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1);
   return n < CH_MIN_BLOCK ? CH_MIN_BLOCK : n;
 }
-/* In the second word of every block in a bin, never in a live one: random
- * per process, so a program can only forge it by reading freed memory. */
-extern uint64_t ch_free_key;
 
 /* ------------------------------------------------------------------ os.c */
 void *ch_os_reserve(size_t size);                 /* demand-paged, NULL on failure */
@@ -131,8 +128,12 @@ struct ch_chunk {
   uint64_t binmask;                   /* bit b: bins[b] may hold blocks (exact bins are
                                          cleared lazily) */
   char *data;                         /* first usable byte */
-  char *end;                          /* end of the chunk */
+  uint64_t key;                       /* in the second word of every block in a bin, never
+                                         in a live one; new whenever the chunk starts over,
+                                         so keys left in memory above the bump pointer are
+                                         stale (heap.c) */
   /* Line 1: the rest. */
+  char *end;                          /* end of the chunk */
   uint64_t magic;
   uint32_t group;
   uint32_t in_avail;                  /* owner's list of chunks with free bins */

@@ -63,3 +63,12 @@ def test_copied_free_words_are_not_a_double_free():
     r = run([UNIT / "test_misuse", "copied-free-words"], env=cohort_env(mode="all"))
     assert r.returncode == 0, r.stderr.decode()
     assert "survived copied-free-words" in r.stdout.decode()
+
+
+def test_stale_key_in_bumped_memory_is_not_a_double_free():
+    # A chunk that starts over takes a new key: a key left in memory the
+    # bump pointer hands out again means nothing, even to another thread.
+    r = run([UNIT / "test_misuse", "stale-key"], env=cohort_env(mode="all"))
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode()
+    assert "stale key in place" in out and "survived stale-key" in out

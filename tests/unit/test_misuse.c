@@ -3,6 +3,7 @@
 #include "check.h"
 
 #include <malloc.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -35,6 +36,22 @@ int main(int argc, char **argv) {
   else if (!strcmp(what, "double-free-after-remote")) { free_elsewhere(p); free(p); }
   /* not misuse: a live block that holds a copy of a freed block's first
    * words (read after free, but common) frees like any other */
+  /* not misuse: the chunk empties and starts over, a new block is bumped
+   * where a freed one left its key, the program leaves that word alone and
+   * another thread frees the block */
+  else if (!strcmp(what, "stale-key")) {
+    uint64_t old_key;
+    free(p);
+    memcpy(&old_key, p + 8, sizeof old_key);
+    free(keep);
+    char *q = malloc(64);
+    uint64_t word;
+    memcpy(&word, q + 8, sizeof word);
+    if (q == p && word == old_key) printf("stale key in place\n");
+    q[0] = 1;
+    free_elsewhere(q);
+    keep = malloc(64);
+  }
   else if (!strcmp(what, "copied-free-words")) {
     char *q = malloc(64);
     free(p);
