@@ -172,6 +172,16 @@ static int decide_plan(const uintptr_t *fp) {
   return CH_REST;
 }
 
+/* HALO's control: each allocation to a group drawn at random. */
+static inline int random_group(void) {
+  uint64_t x = rng;
+  if (CH_UNLIKELY(!x)) x = ch_opt.seed ^ (uint64_t)(uintptr_t)&rng;
+  x ^= x << 13; x ^= x >> 7; x ^= x << 17;   /* xorshift64 */
+  rng = x;
+  count(CH_PATH_RANDOM);
+  return (int)(((x >> 32) * ngroups) >> 32);
+}
+
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   if (size > ch_max_size) { count(CH_PATH_LARGE); return -1; }
   if (ch_in_runtime) { count(CH_PATH_REENTRANT); return -1; }
@@ -179,12 +189,8 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   case CH_MODE_ALL:
     count(CH_PATH_ALL);
     return 0;
-  case CH_MODE_RANDOM: {
-    if (!rng) rng = ch_opt.seed ^ (uint64_t)(uintptr_t)&rng;
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;   /* xorshift64 */
-    count(CH_PATH_RANDOM);
-    return (int)(((rng >> 32) * ngroups) >> 32);
-  }
+  case CH_MODE_RANDOM:
+    return random_group();
   case CH_MODE_PLAN: {
     if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
     ch_in_runtime++;   /* a walk may look up modules, which may allocate */
@@ -231,9 +237,9 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       if (CH_LIKELY(q >= 0)) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
       return identify_plan(size, fp, q);
     }
-    if (ch_opt.mode == CH_MODE_ALL && !ch_in_runtime) {
-      count(CH_PATH_ALL);
-      return 0;
+    if (!ch_in_runtime) {
+      if (ch_opt.mode == CH_MODE_ALL) { count(CH_PATH_ALL); return 0; }
+      if (ch_opt.mode == CH_MODE_RANDOM) return random_group();
     }
   }
   return identify_slow(size, fp);
