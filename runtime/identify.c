@@ -31,8 +31,10 @@ static bool rest_only;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
 static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
 
-/* Per-thread path counts, flushed to the shared counters in batches so an
- * allocation does not pay for a contended atomic. */
+/* Per-thread path counts, flushed to the shared counters every COUNT_BATCH
+ * allocations (and when the thread exits or statistics are written), so an
+ * allocation pays neither for a contended atomic nor, often, for the cache
+ * lines of the shared counters. */
 static CH_TLS uint32_t tcount[CH_PATH_COUNT];
 static CH_TLS uint32_t tjoined;
 atomic_ulong ch_walks_joined;
@@ -57,15 +59,6 @@ static void flush_counts(void) {
   }
   if (tjoined) atomic_fetch_add_explicit(&ch_walks_joined, tjoined, memory_order_relaxed);
   tjoined = 0;
-  /* Every 16th flush (4096 allocations), with selector sites patched: look
-   * for modules loaded since, whose sites get patched too. A walk notices
-   * a new module by itself; decisions from bits would not. */
-  static CH_TLS uint32_t flushes;
-  if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ++flushes % 16 == 0 && !ch_in_runtime) {
-    ch_in_runtime++;
-    ch_modules_refresh();
-    ch_in_runtime--;
-  }
 }
 /* A thread's counts are flushed when it exits, through a key destructor
  * registered at its first count. */
@@ -83,10 +76,19 @@ static CH_NOINLINE void register_thread(void) {
 /* Allocations a thread may count before its counts are flushed; 0 in a new
  * thread, whose first count registers it. */
 static CH_TLS int32_t tbudget;
+#define COUNT_BATCH 4096
 static CH_NOINLINE void count_flush(void) {
   if (!tregistered) register_thread();
   flush_counts();
-  tbudget = 255;
+  tbudget = COUNT_BATCH - 1;
+  /* With selector sites patched, look for modules loaded since, whose sites
+   * get patched too: a walk notices a new module by itself, decisions from
+   * bits would not. */
+  if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
+    ch_in_runtime++;
+    ch_modules_refresh();
+    ch_in_runtime--;
+  }
 }
 static inline void count(enum ch_path p) {
   tcount[p]++;
