@@ -250,8 +250,7 @@ def cachegrind(argv, env, stdin=None, output_file=None):
               "D_refs": grab("D   refs"), "D1_misses": grab("D1  misses"), "LLd_misses": grab("LLd misses"),
               "I_refs": grab("I   refs")}
     if split is not None:
-        result["runtime_Ir"] = split["runtime"].get("Ir", 0)
-        result["runtime_D1_misses"] = split["runtime"].get("D1_misses", 0)
+        result["runtime_Ir"], result["runtime_D1_misses"] = split["Ir"], split["D1_misses"]
     if r.returncode != 0 or result["D1_misses"] is None:
         result["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {r.returncode}"
     if output_file is not None:

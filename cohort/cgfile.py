@@ -7,8 +7,6 @@ project's runtime/ directory, or, in a build without line information,
 functions named as the runtime names its own (ch_*, cohort_*).
 """
 
-from collections import Counter
-
 from cohort.paths import ROOT
 
 RUNTIME_DIR = str(ROOT / "runtime") + "/"
@@ -24,36 +22,29 @@ def _is_runtime(fl, fn):
 
 
 def runtime_share(path):
-    """{"Ir", "D1_misses"} for the whole run and for the runtime alone, or
-    None when the file holds no counts (a run that died early)."""
-    events, fl, fn = None, "", ""
-    total, runtime = Counter(), Counter()
+    """{"Ir", "D1_misses"} of the lines in Cohort's runtime, or None when the
+    file holds no counts (a run that died early). A function's lines may
+    come from other files (fi=/fe=, inlined code); each fn= starts again at
+    its fl= file."""
+    events, fl, cur, fn = None, "", "", ""
+    runtime = {"Ir": 0, "D1_misses": 0}
     names = {}
     with open(path, errors="replace") as f:
         for line in f:
             if line.startswith("events:"):
                 events = line.split()[1:]
-                continue
-            if line.startswith(("fl=", "fi=", "fe=")):
-                fl = _name(line[3:].strip(), names, "fl")
-                continue
-            if line.startswith("fn="):
+            elif line.startswith("fl="):
+                fl = cur = _name(line[3:].strip(), names, "fl")
+            elif line.startswith(("fi=", "fe=")):
+                cur = _name(line[3:].strip(), names, "fl")
+            elif line.startswith("fn="):
                 fn = _name(line[3:].strip(), names, "fn")
-                continue
-            if not line[:1].isdigit() or events is None:
-                continue
-            parts = line.split()
-            counts = dict(zip(events, (int(x) for x in parts[1:])))
-            d1 = counts.get("D1mr", 0) + counts.get("D1mw", 0)
-            ir = counts.get("Ir", 0)
-            total["Ir"] += ir
-            total["D1_misses"] += d1
-            if _is_runtime(fl, fn):
-                runtime["Ir"] += ir
-                runtime["D1_misses"] += d1
-    if events is None:
-        return None
-    return {"total": dict(total), "runtime": dict(runtime)}
+                cur = fl
+            elif line[:1].isdigit() and events is not None and _is_runtime(cur, fn):
+                counts = dict(zip(events, (int(x) for x in line.split()[1:])))
+                runtime["Ir"] += counts.get("Ir", 0)
+                runtime["D1_misses"] += counts.get("D1mr", 0) + counts.get("D1mw", 0)
+    return runtime if events is not None else None
 
 
 def _name(text, names, kind):
@@ -66,12 +57,3 @@ def _name(text, names, kind):
             names[key] = rest
         return names.get(key, rest)
     return text
-
-
-def share_text(split):
-    """"runtime 3.1% of D1 misses, 12.0% of instructions" for a console line."""
-    t, r = split["total"], split["runtime"]
-    d1 = r.get("D1_misses", 0) / t["D1_misses"] if t.get("D1_misses") else 0.0
-    ir = r.get("Ir", 0) / t["Ir"] if t.get("Ir") else 0.0
-    return f"runtime {d1:.1%} of D1 misses, {ir:.1%} of instructions"
-

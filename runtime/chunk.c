@@ -4,8 +4,9 @@
  * A chunk is chunk_size bytes, aligned to its size, owned by one group. At
  * the chunk's colour (ch_chunk_of: a whole number of cache lines from its
  * start) come two bitmaps with one bit per 8-byte granule of the chunk, "a
- * block starts here" and "that block is free", interleaved word by word so
- * that a free touches one cache line of them; then the header, then the
+ * block starts here" and "that block is on its way back from another
+ * thread", interleaved word by word so that a free touches one cache line of
+ * them; then the header, then the
  * objects, which carry no header of their own. Masking a pointer finds all
  * of it. Empty chunks are kept as spares (dirty,
  * up to COHORT_SPARES process-wide) or purged with MADV_DONTNEED and kept

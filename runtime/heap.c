@@ -12,8 +12,9 @@
  * threads become orphans, handled under a lock until a heap adopts them.
  *
  * The common allocation and free touch the group's line of the thread's
- * heap, the chunk header's first line, one line of bins, one bitmap word and
- * the block itself; rarer work hangs off one threshold test each way. */
+ * heap, the chunk header's first line, one line of bins and the block
+ * itself; the free also reads one bitmap word pair. Rarer work hangs off one
+ * threshold test each way. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -203,15 +204,17 @@ static inline void *bin_pop(struct ch_chunk *c, unsigned b) {
 static inline size_t bin_block_size(unsigned b, const void *p) {
   return b < NEXACT ? (b + 1) * CH_GRANULE : ((const size_t *)p)[2];
 }
+/* Does the block at p carry its chunk's key: in a bin, unless the program
+ * copied freed memory there? */
+static inline bool holds_key(const struct ch_chunk *c, const void *p) {
+  return ((const uint64_t *)p)[1] == c->key;
+}
 /* Bytes below the bump pointer that are not live: exactly what the bins hold. */
 static inline size_t free_bytes(const struct ch_chunk *c) {
   return (size_t)(c->bump - c->data) - c->live_bytes;
 }
 
 /* ------------------------------------------------------- chunk lists */
-
-/* A chunk not current whose bins hold at least this much is worth allocating from. */
-#define AVAIL_MIN (ch_chunk_size / 16)
 
 /* The free path calls after_free only once live_bytes falls below c->low:
  * when empty for the current chunk (it starts over) and for chunks already
@@ -265,7 +268,6 @@ static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
   if (after != before) ch_stats_resident(c->group, (long)(after - before));
 }
 
-#define STATS_BATCH 16384
 static inline void note_alloc(struct ch_group_heap *gh, unsigned group, size_t bytes) {
   gh->allocs++;
   if (CH_UNLIKELY((gh->pending_live += (long)bytes) >= STATS_BATCH)) flush_live(gh, group);
@@ -564,7 +566,7 @@ static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t s
 }
 static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
   if (freed_bit(p)) return true;
-  if (((const uint64_t *)p)[1] != c->key) return false;
+  if (!holds_key(c, p)) return false;
   return !owner || in_bin(c, p, block_size(c, p));
 }
 
@@ -574,7 +576,7 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
  * be read safely. */
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(((const uint64_t *)p)[1] == c->key || freed_set_remote(p)))
+  if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(p)))
     ch_invalid_pointer("free(): double free detected", p);
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(c, p);
@@ -592,7 +594,7 @@ static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
 static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g,
                                   uint64_t starts) {
   size_t size = owner_block_size(c, g, starts);
-  if (((const uint64_t *)p)[1] == c->key && in_bin(c, p, size))
+  if (holds_key(c, p) && in_bin(c, p, size))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, group, p, size);
 }
@@ -630,11 +632,11 @@ void ch_group_free(void *p) {
   unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
   uint64_t later = (starts >> at) >> 1;
   size_t b = (size_t)__builtin_ctzll(later), size = (b + 1) * CH_GRANULE;   /* exact bin b */
-  uint64_t *blk = p;
-  if (CH_UNLIKELY(!later || size > EXACT_MAX || blk[1] == c->key)) {
+  if (CH_UNLIKELY(!later || size > EXACT_MAX || holds_key(c, p))) {
     free_rest(h, c, group, p, g, starts);
     return;
   }
+  uint64_t *blk = p;
   blk[0] = (uint64_t)(uintptr_t)c->bins[b];
   blk[1] = c->key;
   c->bins[b] = p;
