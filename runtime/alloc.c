@@ -81,12 +81,32 @@ CH_HIDDEN __attribute__((flatten)) void ch_free_impl(void *p) {
 
 /* --------------------------------------------------------------- C API */
 
-CH_EXPORT void *malloc(size_t size) {
+/* Never inlined: ch_direct_malloc's tail call must stay a jump. */
+CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
   if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
   return CH_KEEP_FRAME(ch_malloc_grouping(size, ENTRY_FRAME()));
 }
 
 CH_EXPORT void free(void *p) { ch_free_impl(p); }
+
+/* malloc's own code, whatever another module may define under its name. */
+extern __typeof__(malloc) ch_malloc_entry __attribute__((alias("malloc"), visibility("hidden")));
+
+/* A call site patched to reach its group directly (direct.c): the group
+ * allocator's fast path, and nothing to decide. The stub jumped here, so the
+ * stack is that of a plain call to malloc, and anything unusual (a large
+ * request, a plan disabled since) is malloc's own business: a tail call. */
+static CH_NOINLINE void *direct_malloc_flush(size_t size, unsigned group) {
+  ch_identify_flush_due();
+  return ch_group_malloc_or_next(group, size);
+}
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned group) {
+  if (CH_LIKELY(size <= ch_direct_max)) {
+    if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_malloc_flush(size, group);
+    return ch_group_malloc_or_next(group, size);
+  }
+  return ch_malloc_entry(size);
+}
 
 CH_EXPORT void *calloc(size_t n, size_t m) {
   size_t total;

@@ -17,7 +17,7 @@
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "patched", "all", "random",
+  "patched", "all", "random", "direct",
 };
 
 _Atomic bool ch_identify_active;
@@ -48,7 +48,20 @@ static CH_TLS uint32_t tframes[CH_FRAME_BUCKETS];
 atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
 const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3", "4-7", "8-15", "16+"};
 
+/* tbudget: allocations a thread may count before its counts are flushed; 0
+ * in a new thread, whose first count registers it. tbudget_base: its value
+ * after the last flush. */
+static CH_TLS int32_t tbudget, tbudget_base;
 static void flush_counts(void) {
+  /* A direct site's allocation only takes from the budget (see
+   * ch_identify_count_direct): what the budget lost beyond the other
+   * counts. They stepped past no frame either. */
+  uint32_t others = 0;
+  for (unsigned i = 0; i < CH_PATH_COUNT; i++) others += tcount[i];
+  uint32_t direct = (uint32_t)(tbudget_base - tbudget) - others;
+  tcount[CH_PATH_DIRECT] += direct;
+  tframes[0] += direct;
+  tbudget_base = tbudget;
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) {
     if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
     tcount[i] = 0;
@@ -73,14 +86,11 @@ static CH_NOINLINE void register_thread(void) {
   pthread_setspecific(exit_key, (void *)1);
   ch_in_runtime--;
 }
-/* Allocations a thread may count before its counts are flushed; 0 in a new
- * thread, whose first count registers it. */
-static CH_TLS int32_t tbudget;
 #define COUNT_BATCH 4096
 static CH_NOINLINE void count_flush(void) {
   if (!tregistered) register_thread();
   flush_counts();
-  tbudget = COUNT_BATCH - 1;
+  tbudget = tbudget_base = COUNT_BATCH - 1;
   /* With selector sites patched, look for modules loaded since, whose sites
    * get patched too: a walk notices a new module by itself, decisions from
    * bits would not. */
@@ -95,6 +105,12 @@ static inline void count(enum ch_path p) {
   if (CH_UNLIKELY(--tbudget < 0)) count_flush();
 }
 void ch_identify_flush_thread(void) { flush_counts(); }
+/* An allocation through a direct site (direct.c): decided with no frame
+ * looked at, and counted by the budget alone (flush_counts). false: the
+ * counts are due to be flushed (ch_identify_flush_due), which the caller
+ * does out of line, so that its own path needs no frame. */
+bool ch_identify_count_direct(void) { return --tbudget >= 0; }
+void ch_identify_flush_due(void) { count_flush(); }
 static inline void count_frames(unsigned n) {
   tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
 }
@@ -153,6 +169,7 @@ static int decide_plan(const uintptr_t *fp) {
   }
   struct ch_walk w;
   ch_walk_stack(&w, fp);
+  if (CH_UNLIKELY(w.entry_group) && ch_direct_enabled) ch_direct_offer(fp[1], w.entry_group - 1);
   tjoined += w.joined;
   count_frames(w.frames);
   if (w.path_verdict != CH_QUICK_WALK) {

@@ -10,6 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* alloc.c and new.c: the entry points a direct site may reach, and where
+ * its stub goes instead (direct.c). */
+void *ch_malloc_entry(size_t size);
+void *ch_new_entry(size_t size);
+void *ch_new_array_entry(size_t size);
+void *ch_direct_malloc(size_t size, unsigned group);
+void *ch_direct_new(size_t size, unsigned group);
+
 atomic_int ch_init_state;
 CH_TLS int ch_in_runtime;
 
@@ -66,7 +74,12 @@ void ch_ensure_init(void) {
       if (!ch_plan_check_binary()) atomic_store(&ch_plan_disabled, true);
     }
     ch_identify_init();
-    if (ch_identify_active) ch_patch_init();
+    if (ch_identify_active) {
+      ch_patch_init();
+      ch_direct_init(&(struct ch_direct_entries){
+        (uintptr_t)ch_malloc_entry, (uintptr_t)ch_new_entry, (uintptr_t)ch_new_array_entry,
+        ch_direct_malloc, ch_direct_new});
+    }
     if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled)))
       ch_identify_active = false;
   }

@@ -8,6 +8,7 @@
  *   modules.c, cfi.c, unwind.c     loaded modules, .eh_frame rules, stack walks
  *   plan.c, identify.c             the plan and the per-allocation group decision
  *   patch.c, activation.c          patched selector sites and the per-thread activations
+ *   direct.c                       allocation call sites patched to reach their group directly
  *   stats.c                        counters and the statistics file
  *   alloc.c, new.c, init.c         the interposed API, start-up, fork, exit
  */
@@ -109,7 +110,8 @@ size_t ch_bootstrap_size(const void *p);
 struct ch_heap;
 
 /* A chunk is chunk_size bytes aligned to its size: at a per-chunk colour
- * offset the bitmaps (two bits per 8-byte granule of the whole chunk), then
+ * offset the bitmaps (freed bits, then start bits, one bit per 8-byte
+ * granule of the whole chunk each), then
  * this header, then the objects. Colouring keeps the headers and bitmaps of
  * many chunks, all at the same offsets of 1 MiB-aligned chunks otherwise,
  * out of a few cache sets (docs/runtime.md, "The group allocator's own
@@ -149,6 +151,7 @@ struct ch_chunk {
 extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
 extern size_t ch_chunk_bitmap_bytes;    /* the bitmaps' size: the header's offset from its colour */
+extern size_t ch_chunk_starts_bytes;    /* one bitmap's size: the start bits' offset from the header */
 extern unsigned ch_chunk_colour_shift;  /* log2(chunk_size) - 6 */
 
 static inline uintptr_t ch_chunk_base(const void *p) { return (uintptr_t)p & ~ch_chunk_mask; }
@@ -225,7 +228,11 @@ struct ch_module {
   bool writable_code;           /* an executable segment is also writable: never patched */
   bool is_main;
   int plan_module;              /* index in the plan, -1 if none */
+  unsigned nload;
+  struct { uintptr_t lo, hi; } load[8];   /* readable loaded segments */
 };
+/* Does [a, a + len) lie within one readable loaded segment of m? */
+bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len);
 void ch_modules_refresh(void);                        /* at start-up, and to notice modules loaded since */
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
 unsigned ch_modules_generation(void);
@@ -357,6 +364,7 @@ enum ch_path {
   CH_PATH_PATCHED,       /* decided from the activations of patched selector sites, no walk */
   CH_PATH_ALL,           /* test mode: every small allocation grouped */
   CH_PATH_RANDOM,        /* control mode: a random pool */
+  CH_PATH_DIRECT,        /* a patched call site that reaches its group directly (direct.c) */
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
@@ -368,6 +376,8 @@ extern size_t ch_max_size;
 int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1 */
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
+bool ch_identify_count_direct(void);
+void ch_identify_flush_due(void);
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
 
@@ -388,6 +398,40 @@ extern atomic_uint ch_patch_gen;
 int ch_patch_verdict(uint64_t mask, uint32_t stop);
 void ch_patch_init(void);                     /* after the plan is bound */
 void ch_patch_modules(unsigned from, unsigned to);   /* modules [from, to) loaded later */
+/* For direct.c, which patches allocation call sites with the same means.
+ * ch_patch_check_call: -1 and the target if a direct call rel32 ends at ret,
+ * else a reason. ch_patch_write_disp: live, the code may be running (see
+ * ch_patch_live_ok). Code is written only under the patch lock. */
+int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target);
+void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size);   /* read-write, within +-2 GiB */
+void ch_patch_stub_unwind(uint8_t *eh, uintptr_t code, size_t len); /* .eh_frame for frameless stubs */
+void ch_patch_register_unwind(uint8_t *eh);                        /* once the stubs are final */
+bool ch_patch_live_ok(uintptr_t at);
+bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live);
+bool ch_patch_one_thread(void);
+bool ch_patch_trylock(void);
+void ch_patch_unlock(void);
+
+/* -------------------------------------------------------------- direct.c */
+/* Allocation call sites whose own entry verdict decides the group, patched
+ * to reach the group allocator directly (docs/runtime.md, "Direct sites").
+ * The entry points the patched calls may have reached, and the two that the
+ * stubs go to instead (group in the second argument). */
+struct ch_direct_entries {
+  uintptr_t malloc, new_, new_array;              /* the runtime's own code */
+  void *(*direct_malloc)(size_t size, unsigned group);
+  void *(*direct_new)(size_t size, unsigned group);
+};
+void ch_direct_init(const struct ch_direct_entries *e);   /* after ch_patch_init */
+extern bool ch_direct_enabled;
+/* The largest request a direct site's stub serves: ch_max_size, or 0 once the
+ * plan is disabled, so the one size test also sends everything to malloc. */
+extern size_t ch_direct_max;
+/* An allocation whose entry frame's caller (return address ret) is a plan
+ * site that decided group alone: patch that call, once per site. */
+void ch_direct_offer(uintptr_t ret, unsigned group);
+struct ch_direct_stats { atomic_ulong patched, left; };
+extern struct ch_direct_stats ch_direct_stats;
 struct ch_patch_stats { atomic_ulong patched, unpatched, modules, reseeds, overflows; };
 extern struct ch_patch_stats ch_patch_stats;
 #define CH_PATCH_REASONS 9

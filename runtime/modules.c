@@ -96,6 +96,10 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_GNU_EH_FRAME) m->eh_frame_hdr = (const uint8_t *)(m->bias + ph->p_vaddr);
     if (ph->p_type == PT_NOTE && !m->build_id_len) read_build_id(m, ph, m->bias);
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && m->nload < sizeof m->load / sizeof *m->load) {
+      m->load[m->nload].lo = m->bias + ph->p_vaddr;
+      m->load[m->nload++].hi = m->bias + ph->p_vaddr + ph->p_memsz;
+    }
   }
   ch_plan_bind_module(m);
   atomic_store_explicit(&nmods, n + 1, memory_order_release);
@@ -153,6 +157,12 @@ const struct ch_module *ch_module_for(uintptr_t pc) {
 void ch_modules_atfork_prepare(void) {}
 void ch_modules_atfork_parent(void) {}
 void ch_modules_atfork_child(void) { atomic_store(&refreshing, 0); }
+
+bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len) {
+  for (unsigned i = 0; i < m->nload; i++)
+    if (a >= m->load[i].lo && a + len <= m->load[i].hi && a + len >= a) return true;
+  return false;
+}
 
 /* For plan.c: every module loaded so far. */
 unsigned ch_modules_count(void) { return atomic_load(&nmods); }

@@ -50,15 +50,36 @@ static inline void *new_once(size_t n, const uintptr_t *fp) {
   return ch_identify_active ? ch_malloc_grouping(n, fp) : ch_next.malloc(n);
 }
 
-/* operator new / new[] */
-CH_EXPORT void *_Znwm(size_t n) {
+/* operator new / new[]; never inlined: ch_direct_new's tail call must stay a jump */
+CH_EXPORT CH_NOINLINE void *_Znwm(size_t n) {
   void *p = CH_KEEP_FRAME(new_once(n, ENTRY_FRAME()));
   return CH_LIKELY(p != NULL) ? p : CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME()));
 }
-CH_EXPORT void *_Znam(size_t n) {
+CH_EXPORT CH_NOINLINE void *_Znam(size_t n) {
   void *p = CH_KEEP_FRAME(new_once(n, ENTRY_FRAME()));
   return CH_LIKELY(p != NULL) ? p : CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME()));
 }
+/* Their own code, whatever another module may define under their names. */
+extern __typeof__(_Znwm) ch_new_entry __attribute__((alias("_Znwm"), visibility("hidden")));
+extern __typeof__(_Znam) ch_new_array_entry __attribute__((alias("_Znam"), visibility("hidden")));
+
+/* A call of operator new or new[] patched to reach its group directly
+ * (direct.c; see ch_direct_malloc). A failure goes to operator new itself,
+ * for the new_handler loop and std::bad_alloc. */
+static CH_NOINLINE void *direct_new_slow(size_t n, unsigned group) {
+  ch_identify_flush_due();
+  void *p = ch_group_malloc_or_next(group, n);
+  return p ? p : ch_new_entry(n);
+}
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group) {
+  if (CH_LIKELY(n <= ch_direct_max)) {
+    if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_new_slow(n, group);
+    void *p = ch_group_malloc_or_next(group, n);
+    if (CH_LIKELY(p != NULL)) return p;
+  }
+  return ch_new_entry(n);
+}
+
 CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return CH_KEEP_FRAME(new_loop(n, fix_align(a), false, ENTRY_FRAME())); }

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <valgrind/valgrind.h>
 
 uint64_t ch_patch_bit[CH_MAX_SITES];
 uint32_t ch_patch_stop[CH_MAX_SITES];
@@ -52,7 +53,7 @@ const char *const ch_patch_reason_names[CH_PATCH_REASONS] = {
 };
 static const char *const reason_text[CH_PATCH_REASONS] = {
   "an indirect call", "no unwind entry for its function", "more than 64 selector sites",
-  "loaded late and not 4-byte aligned", "the code segment is writable",
+  "loaded late, and its displacement crosses an 8-byte word", "the code segment is writable",
   "no call instruction ends at the site: is the plan for this build?",
   "outside the module's code: is the plan for this build?",
   "the code cannot be made writable", "no memory for stubs within reach",
@@ -207,7 +208,7 @@ static ZydisDecoder decoder;
 
 /* The call whose return address is ret, if it is a direct call rel32 at an
  * instruction boundary of its function: its target. */
-static int check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target) {
+int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target) {
   uintptr_t call = ret - 5, start, end;
   if (call < m->lo || ret > m->hi) return R_OUTSIDE;
   if (!ch_cfi_function(m, call, &start, &end) || start < m->lo || end > m->hi || ret > end) return R_NO_FUNCTION;
@@ -236,7 +237,7 @@ static bool within_2g(uintptr_t a, uintptr_t b) {
 }
 
 /* Memory for stubs within reach of every byte of [lo, hi). */
-static void *map_near(uintptr_t lo, uintptr_t hi, size_t size) {
+void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size) {
   const uintptr_t step = 1u << 20, page = ch_page_size();
   for (uintptr_t d = step; d < ((uintptr_t)1 << 30); d += step) {
     uintptr_t tries[2] = {(lo - d - size) & ~(page - 1), (hi + d) & ~(page - 1)};
@@ -279,9 +280,20 @@ static void write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
 
 static void (*register_frame)(void *);
 
+void ch_patch_stub_unwind(uint8_t *eh, uintptr_t code, size_t len) { write_eh_frame(eh, code, len); }
+void ch_patch_register_unwind(uint8_t *eh) { if (register_frame) register_frame(eh); }
+
+/* Held while code is written (pages change protection meanwhile). */
+static ch_lock_t patch_lock;
+bool ch_patch_trylock(void) {
+  return !atomic_load_explicit(&patch_lock.v, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&patch_lock.v, 1, memory_order_acquire);
+}
+void ch_patch_unlock(void) { ch_unlock(&patch_lock); }
+
 /* ------------------------------------------------------------- patching */
 
-static bool one_thread(void) {
+bool ch_patch_one_thread(void) {
   char buf[1024];
   int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -295,12 +307,26 @@ static bool one_thread(void) {
   return p && p[1] == '1' && p[2] == ' ';
 }
 
-static bool write_disp(uintptr_t at, int32_t disp, bool live) {
+/* A live patch changes a displacement with one atomic store that covers it,
+ * so a thread running the call meanwhile fetches the old or the new one,
+ * never a mix: the four bytes must lie within one aligned 8-byte word. */
+bool ch_patch_live_ok(uintptr_t at) { return (at & 7) <= 4; }
+
+bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
   uintptr_t page = ch_page_size(), first = at & ~(page - 1), last = (at + 3) & ~(page - 1);
   size_t len = last + page - first;
+  if (live && !ch_patch_live_ok(at)) return false;
   if (mprotect((void *)first, len, PROT_READ | PROT_WRITE | (live ? PROT_EXEC : 0)) != 0) return false;
-  if (live) __atomic_store_n((int32_t *)at, disp, __ATOMIC_RELEASE);
-  else memcpy((void *)at, &disp, 4);
+  if (live) {
+    uint64_t *w = (uint64_t *)(at & ~(uintptr_t)7), v = __atomic_load_n(w, __ATOMIC_RELAXED);
+    memcpy((char *)&v + (at & 7), &disp, 4);
+    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+  } else {
+    memcpy((void *)at, &disp, 4);
+  }
+  /* Valgrind (cohort bench measures under cachegrind) keeps translations of
+   * code it has run: make it translate the call again. */
+  VALGRIND_DISCARD_TRANSLATIONS(at - 1, 5);
   return mprotect((void *)first, len, PROT_READ | PROT_EXEC) == 0;
 }
 
@@ -322,8 +348,8 @@ static unsigned patch_one(struct ch_module *m, bool live) {
     wanted++;
     uintptr_t ret = pl->sites[s].addr, target = 0;
     int r = m->writable_code ? R_WRITABLE_CODE : !ch_patch_bit[s] && !ch_patch_stop[s] ? R_NO_BIT
-          : check_call(m, ret, &target);
-    if (r < 0 && live && ((ret - 4) & 3)) r = R_UNALIGNED;
+          : ch_patch_check_call(m, ret, &target);
+    if (r < 0 && live && !ch_patch_live_ok(ret - 4)) r = R_UNALIGNED;
     if (r >= 0) { unpatched(by, r); continue; }
     todo[n++] = (struct todo){s, ret, target};
   }
@@ -333,7 +359,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
     size_t tsize = (size_t)(cohort_stub_end - cohort_stub_template);
     size_t page = ch_page_size(), code = n * STUB_SIZE;
     size_t size = (code + 128 + page - 1) & ~(page - 1);
-    uint8_t *region = tsize <= STUB_SIZE ? map_near(m->lo, m->hi, size) : NULL;
+    uint8_t *region = tsize <= STUB_SIZE ? ch_patch_map_near(m->lo, m->hi, size) : NULL;
     if (!region) {
       for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
       n = 0;
@@ -360,7 +386,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
       uintptr_t stub = (uintptr_t)region + i * STUB_SIZE;
       /* The activation is recorded before the call runs: mark it first. */
       ch_patch_on[todo[i].site] = 1;
-      if (!write_disp(todo[i].ret - 4, (int32_t)(intptr_t)(stub - todo[i].ret), live)) {
+      if (!ch_patch_write_disp(todo[i].ret - 4, (int32_t)(intptr_t)(stub - todo[i].ret), live)) {
         ch_patch_on[todo[i].site] = 0;
         for (unsigned k = i; k < n; k++) unpatched(by, R_NOT_WRITABLE);
         break;
@@ -379,7 +405,6 @@ static unsigned patch_one(struct ch_module *m, bool live) {
   return done;
 }
 
-static ch_lock_t patch_lock;
 static bool enabled;
 
 /* Patch modules [from, to) and publish what the bits can decide. Threads
@@ -413,7 +438,7 @@ void ch_patch_init(void) {
     if (pl->sites[s].stop) { wants[s] = true; ch_patch_stop[s] = pl->sites[s].stop; }
   register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
   enabled = true;
-  patch_range(0, ch_modules_count(), !one_thread());
+  patch_range(0, ch_modules_count(), !ch_patch_one_thread());
 }
 
 void ch_patch_modules(unsigned from, unsigned to) {

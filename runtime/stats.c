@@ -151,6 +151,8 @@ int ch_stats_write(const char *path) {
   field_u(o, "modules_patched", atomic_load(&ch_patch_stats.modules), true);
   field_u(o, "seeds", atomic_load(&ch_patch_stats.reseeds), true);
   field_u(o, "seed_overflows", atomic_load(&ch_patch_stats.overflows), true);
+  field_u(o, "direct_sites", atomic_load(&ch_direct_stats.patched), true);
+  field_u(o, "direct_left", atomic_load(&ch_direct_stats.left), true);
   put(o, "\"unpatched\": {");
   for (unsigned i = 0; i < CH_PATCH_REASONS; i++)
     field_u(o, ch_patch_reason_names[i], atomic_load(&ch_patch_unpatched_by[i]), i + 1 < CH_PATCH_REASONS);

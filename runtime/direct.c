@@ -1,0 +1,208 @@
+/* Cohort runtime: allocation call sites sent straight to their group.
+ *
+ * A plan site whose own entry verdict decides the group (group=G, not a stop
+ * site) needs nothing but its return address to be identified, yet every
+ * allocation through it still pays for the quick test: the cached rule of
+ * the return address and the path counts, about half of a grouped malloc's
+ * instructions. Such a call, where it is a direct `call rel32` that reaches
+ * Cohort's malloc or operator new (itself, or through a PLT entry whose GOT
+ * slot holds it), is rewritten to reach a stub of its group instead: the
+ * stub puts G in the second argument register and jumps to
+ * ch_direct_malloc or ch_direct_new (alloc.c, new.c), the group allocator's
+ * fast path with nothing left to decide. The return address stays the
+ * original one and the callee sees the stack a plain call would have given
+ * it; only %rsi and the flags change, which a call to an external function
+ * may change anyway.
+ *
+ * Sites are patched lazily, by the first allocation that reaches one by a
+ * walk: by then the PLT slot is bound even under lazy binding, and the slot
+ * names the function the call really reaches. Anything that fails a check
+ * stays unpatched and keeps the quick test, counted in the statistics. The
+ * code is written as patch.c writes it (one atomic store per call while
+ * other threads may run it). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <Zydis/Zydis.h>
+#include <string.h>
+#include <sys/mman.h>
+
+bool ch_direct_enabled;
+size_t ch_direct_max;
+struct ch_direct_stats ch_direct_stats;
+
+/* ------------------------------------------------------------- the stub */
+
+/* One stub per kind and group: the group as an immediate (its offset in the
+ * instruction found by decoding the template), then a jump through one
+ * target slot per kind, so that the stubs of many groups share a data line. */
+__asm__(
+  ".text\n"
+  ".p2align 4\n"
+  ".globl cohort_direct_template\n"
+  ".hidden cohort_direct_template\n"
+  "cohort_direct_template:\n"
+  "  movl $0x7fffffff, %esi\n"
+  "  jmp *0(%rip)\n"                      /* the displacement is filled in */
+  ".globl cohort_direct_end\n"
+  ".hidden cohort_direct_end\n"
+  "cohort_direct_end:\n");
+extern const char cohort_direct_template[], cohort_direct_end[];
+#define STUB_SIZE 16
+enum kind { K_MALLOC, K_NEW, K_KINDS };
+#define NSTUBS (K_KINDS * CH_MAX_GROUPS)
+
+/* One region per module with a patched site, near its code: a stub for
+ * every kind and group, the kinds' target slots, then the stubs' .eh_frame. */
+#define MAX_REGIONS 64
+static struct { const struct ch_module *m; uint8_t *stubs; } regions[MAX_REGIONS];
+static unsigned nregions;
+
+static struct ch_direct_entries entries;
+static ZydisDecoder decoder;
+enum { S_UNTRIED, S_BUSY, S_PATCHED, S_LEFT };
+static _Atomic uint8_t state[CH_MAX_SITES];
+/* The template's layout: where the group goes, where the jump's slot is. */
+static size_t imm_at, slot_disp_at;
+
+static bool read_template(void) {
+  ZydisDecodedInstruction ins;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  const char *t = cohort_direct_template;
+  size_t len = (size_t)(cohort_direct_end - t);
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops)) || ins.mnemonic != ZYDIS_MNEMONIC_MOV ||
+      ins.raw.imm[0].size != 32)
+    return false;
+  imm_at = ins.raw.imm[0].offset;
+  size_t first = ins.length;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t + first, len - first, &ins, ops)) ||
+      ins.mnemonic != ZYDIS_MNEMONIC_JMP || ins.raw.disp.size != 32 || first + ins.length != len || len > STUB_SIZE)
+    return false;
+  slot_disp_at = first + ins.raw.disp.offset;
+  return true;
+}
+
+static uint8_t *region_for(const struct ch_module *m) {
+  for (unsigned i = 0; i < nregions; i++)
+    if (regions[i].m == m) return regions[i].stubs;
+  if (nregions == MAX_REGIONS) return NULL;
+  size_t tsize = (size_t)(cohort_direct_end - cohort_direct_template);
+  size_t page = ch_page_size(), code = NSTUBS * STUB_SIZE, slots = code, eh = slots + 8 * K_KINDS;
+  size_t size = (eh + 128 + page - 1) & ~(page - 1);
+  uint8_t *r = ch_patch_map_near(m->lo, m->hi, size);
+  if (!r) return NULL;
+  uintptr_t targets[K_KINDS] = {(uintptr_t)entries.direct_malloc, (uintptr_t)entries.direct_new};
+  memcpy(r + slots, targets, sizeof targets);
+  memset(r, 0xcc, code);   /* int3 between stubs */
+  for (unsigned k = 0; k < K_KINDS; k++)
+    for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
+      size_t at = (k * CH_MAX_GROUPS + g) * STUB_SIZE;
+      memcpy(r + at, cohort_direct_template, tsize);
+      uint32_t imm = g;
+      /* The displacement is relative to the end of the jump, which ends the stub. */
+      int32_t disp = (int32_t)((slots + 8 * k) - (at + tsize));
+      memcpy(r + at + imm_at, &imm, 4);
+      memcpy(r + at + slot_disp_at, &disp, 4);
+    }
+  ch_patch_stub_unwind(r + eh, (uintptr_t)r, code);
+  if (mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
+    munmap(r, size);
+    return NULL;
+  }
+  ch_patch_register_unwind(r + eh);
+  regions[nregions].m = m;
+  regions[nregions++].stubs = r;
+  return r;
+}
+
+/* ------------------------------------------------------------ checking */
+
+static int kind_of_entry(uintptr_t f) {
+  if (f == entries.malloc) return K_MALLOC;
+  if (f == entries.new_ || f == entries.new_array) return K_NEW;
+  return -1;
+}
+
+/* Which of our entry points a call to target reaches: target itself, or a
+ * PLT entry of the caller's module (`[endbr64] jmp *slot(%rip)`) whose
+ * slot holds it now. -1: neither. */
+static int kind_of_target(const struct ch_module *m, uintptr_t target) {
+  int k = kind_of_entry(target);
+  if (k >= 0 || target < m->lo || target >= m->hi) return k;
+  ZydisDecodedInstruction ins;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  uintptr_t pc = target;
+  for (int i = 0; i < 2; i++) {
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, (const void *)pc, m->hi - pc, &ins, ops))) return -1;
+    if (ins.mnemonic != ZYDIS_MNEMONIC_ENDBR64) break;
+    pc += ins.length;
+  }
+  if (ins.mnemonic != ZYDIS_MNEMONIC_JMP || ins.operand_count_visible != 1 ||
+      ops[0].type != ZYDIS_OPERAND_TYPE_MEMORY || ops[0].mem.base != ZYDIS_REGISTER_RIP ||
+      ops[0].mem.index != ZYDIS_REGISTER_NONE || ops[0].size != 64)
+    return -1;
+  ZyanU64 slot;
+  if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&ins, &ops[0], pc, &slot)) || (slot & 7) ||
+      !ch_module_maps(m, (uintptr_t)slot, 8))
+    return -1;
+  return kind_of_entry(__atomic_load_n((const uintptr_t *)(uintptr_t)slot, __ATOMIC_RELAXED));
+}
+
+/* The stub a call at ret should reach instead, 0 if it cannot be patched.
+ * Looks modules up (which may refresh them and patch new ones under the
+ * patch lock), so it runs before that lock is taken. */
+static bool stub_kind(uintptr_t ret, const struct ch_module **mp, int *kp, bool *live) {
+  const struct ch_module *m = ch_module_for(ret);
+  uintptr_t target;
+  if (!m || m->system || m->writable_code || ch_patch_check_call(m, ret, &target) >= 0) return false;
+  int k = kind_of_target(m, target);
+  if (k < 0) return false;
+  *live = !ch_patch_one_thread();
+  if (*live && !ch_patch_live_ok(ret - 4)) return false;
+  *mp = m;
+  *kp = k;
+  return true;
+}
+
+static bool patch_site(uintptr_t ret, unsigned group, const struct ch_module *m, int k, bool live) {
+  uint8_t *r = region_for(m);
+  if (!r) return false;
+  uintptr_t stub = (uintptr_t)r + ((unsigned)k * CH_MAX_GROUPS + group) * STUB_SIZE;
+  intptr_t disp = (intptr_t)(stub - ret);
+  if (disp != (int32_t)disp) return false;
+  return ch_patch_write_disp(ret - 4, (int32_t)disp, live);
+}
+
+void ch_direct_offer(uintptr_t ret, unsigned group) {
+  const struct ch_plan *pl = ch_plan;
+  int s = ch_plan_site_at(ret);
+  if (s < 0 || group >= CH_MAX_GROUPS) return;
+  const struct ch_plan_site *st = &pl->sites[s];
+  /* Exactly the sites whose quick test answers alone, with this group. */
+  if (st->entry != CH_ENTRY_GROUP || st->stop || st->quick != (int)group) return;
+  uint8_t expect = S_UNTRIED;
+  if (!atomic_compare_exchange_strong(&state[s], &expect, S_BUSY)) return;
+  const struct ch_module *m = NULL;
+  int k = -1;
+  bool live = true, ok = stub_kind(ret, &m, &k, &live);
+  if (ok) {
+    if (!ch_patch_trylock()) {   /* another thread is writing code: a later allocation offers again */
+      atomic_store(&state[s], S_UNTRIED);
+      return;
+    }
+    ok = patch_site(ret, group, m, k, live);
+    ch_patch_unlock();
+  }
+  atomic_fetch_add(ok ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
+  atomic_store(&state[s], ok ? S_PATCHED : S_LEFT);
+}
+
+void ch_direct_init(const struct ch_direct_entries *e) {
+  if (!ch_opt.patch || !ch_plan || atomic_load(&ch_plan_disabled)) return;
+  if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ||
+      !read_template())
+    return;
+  entries = *e;
+  ch_direct_max = ch_max_size;
+  ch_direct_enabled = true;
+}

@@ -1,0 +1,103 @@
+"""Direct sites: an allocation call whose own `group=G` verdict decides is
+patched to reach the group allocator directly (runtime/direct.c). The objects
+land where the quick test would have put them; what cannot be patched keeps
+the quick test; COHORT_PATCH=0 turns it off."""
+
+import json
+
+import pytest
+
+from conftest import PROGRAMS, cohort_env, run
+from cohort.handplan import call_sites, read_log, write_plan
+
+
+def entry_plan(tmp_path, binary, ctor_module=None, caller="make_a", callee="malloc", group="group=0"):
+    modules = [binary] + ([ctor_module] if ctor_module else [])
+    site_module = 1 if ctor_module else 0
+    sites = [(site_module, call_sites(ctor_module or binary, caller, callee)[0], group),
+             (site_module, call_sites(ctor_module or binary, "make_c", "malloc")[0], "cold")]
+    return write_plan(tmp_path / "plan", modules, sites, ["a"], [(0, [0])], version=2)
+
+
+def run_stats(tmp_path, argv, plan, **env):
+    stats = tmp_path / "stats.json"
+    r = run(argv, env=cohort_env(plan=plan, stats=stats, **env))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    return r, json.loads(stats.read_text())
+
+
+def plain_checksum(argv):
+    return run(argv).stdout
+
+
+@pytest.mark.parametrize("patch", ["1", "0"], ids=["direct", "quick"])
+@pytest.mark.parametrize("build", ["groups_O2", "groups_O0"])
+def test_direct_site_groups_what_the_quick_test_would(tmp_path, build, patch):
+    binary = PROGRAMS / build
+    plan = entry_plan(tmp_path, binary)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan, patch=patch)
+    assert r.stdout == plain_checksum([binary])
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["a"]} == {0}
+    assert all(g == -1 for k in ("b", "c", "w1", "w2") for _, g, _ in objs[k])
+    # grouped objects still follow one another in allocation order
+    addrs = [p for _, _, p in objs["a"]]
+    assert sum(1 for p, q in zip(addrs, addrs[1:]) if q == p + 32) >= len(addrs) - 3
+    ident = st["identification"]
+    assert ident["entry"] + ident["direct"] == 2000 and ident["cold"] == 2000
+    assert st["groups"][0]["allocations"] == 2000
+    if patch == "1":
+        # the first allocation finds the site by a walk and patches it
+        assert st["patch"]["direct_sites"] == 1 and ident["direct"] == 1999
+        assert st["frames_walked"]["0"] >= 1999 + 2000
+    else:
+        assert st["patch"]["direct_sites"] == 0 and ident["direct"] == 0
+
+
+def test_direct_site_in_a_shared_library(tmp_path):
+    """The site's call goes through the library's own PLT."""
+    binary = PROGRAMS / "groups_lib"
+    lib = PROGRAMS / "libgroupsctors.so"
+    plan = entry_plan(tmp_path, binary, ctor_module=lib)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["a"]} == {0}
+    assert st["patch"]["direct_sites"] == 1 and st["identification"]["direct"] == 1999
+
+
+def test_direct_sites_under_threads(tmp_path):
+    """Eight threads allocate through the site while the first of them patches
+    it (a live patch): every object still lands in its group."""
+    binary = PROGRAMS / "groups_O2"
+    plan = entry_plan(tmp_path, binary)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log", 8], plan)
+    assert r.stdout == plain_checksum([binary, "/dev/null", 8])
+    objs = read_log(tmp_path / "log")
+    assert len(objs["a"]) == 8 * 2000 and {g for _, g, _ in objs["a"]} == {0}
+    ident = st["identification"]
+    assert ident["entry"] + ident["direct"] == 8 * 2000
+    assert st["patch"]["direct_sites"] + st["patch"]["direct_left"] == 1
+
+
+def test_direct_operator_new(tmp_path):
+    """A `new` expression's call of operator new is patched to the C++ stub."""
+    binary = PROGRAMS / "cxx_groups"
+    sites = [(0, call_sites(binary, "_Z9make_leafl", "_Znwm")[0], "group=0")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["leaf"], [(0, [0])], version=2)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
+    assert r.stdout == plain_checksum([binary])
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["leaf"]} == {0}
+    assert {g for _, g, _ in objs["pair"]} == {-1}
+    assert st["patch"]["direct_sites"] == 1 and st["identification"]["direct"] == 2999
+
+
+def test_a_call_to_another_entry_point_is_left_alone(tmp_path):
+    """calloc is not one of the direct stubs' entry points: the site keeps the
+    quick test, counted as left, and its allocations are still grouped."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, "run_one", "calloc")[0], "group=0")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["batch"], [(0, [0])], version=2)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan, max_size=1 << 17)   # the batch is 80,000 bytes
+    assert st["patch"]["direct_sites"] == 0 and st["patch"]["direct_left"] == 1
+    assert st["groups"][0]["allocations"] == 1 and st["identification"]["direct"] == 0
