@@ -3,10 +3,10 @@
  *
  * A chunk is chunk_size bytes, aligned to its size, owned by one group. At
  * the chunk's colour (ch_chunk_of: a whole number of cache lines from its
- * start) come two bitmaps with one bit per 8-byte granule of the chunk, "a
- * block starts here" and "that block is on its way back from another
- * thread", interleaved word by word so that a free touches one cache line of
- * them; then the header, then the
+ * start) come two bitmaps with one bit per 8-byte granule of the chunk:
+ * "that block is on its way back from another thread" (touched only by
+ * frees from other threads), then "a block starts here" (read by every
+ * free: one cache line covers 4 KiB of objects); then the header, then the
  * objects, which carry no header of their own. Masking a pointer finds all
  * of it. Empty chunks are kept as spares (dirty,
  * up to COHORT_SPARES process-wide) or purged with MADV_DONTNEED and kept
@@ -19,6 +19,7 @@
 size_t ch_chunk_size;
 uintptr_t ch_chunk_mask;
 size_t ch_chunk_bitmap_bytes;
+size_t ch_chunk_starts_bytes;
 unsigned ch_chunk_colour_shift;
 uint64_t *ch_owned_map;
 _Atomic uintptr_t ch_map_limit;
@@ -38,7 +39,8 @@ static size_t ncleans, cleans_cap;
 void ch_chunks_init(void) {
   ch_chunk_size = ch_opt.chunk_size;
   ch_chunk_mask = ch_chunk_size - 1;
-  ch_chunk_bitmap_bytes = 2 * (ch_chunk_size / CH_GRANULE / 8);
+  ch_chunk_starts_bytes = ch_chunk_size / CH_GRANULE / 8;
+  ch_chunk_bitmap_bytes = 2 * ch_chunk_starts_bytes;
   ch_chunk_colour_shift = (unsigned)__builtin_ctzll(ch_chunk_size) - 6;
   slab_bytes = SLAB_DEFAULT > ch_chunk_size * 4 ? SLAB_DEFAULT : ch_chunk_size * 4;
   /* Untouched pages of the map cost nothing. */
@@ -62,12 +64,13 @@ static void set_owned(struct ch_chunk *c, bool on) {
   }
 }
 
-/* Pages of this chunk that have been touched: the bitmap words that cover
- * the used range, and the pages from the header's to the high-water mark. */
+/* Pages of this chunk that have been touched: the start bits that cover the
+ * used range, and the pages from the header's to the high-water mark. (The
+ * freed bits, set only by frees from other threads, are left out.) */
 size_t ch_chunk_resident(const struct ch_chunk *c) {
   size_t ps = ch_page_size();
-  uintptr_t bits0 = (uintptr_t)c - ch_chunk_bitmap_bytes, hdr = (uintptr_t)c & ~(ps - 1);
-  uintptr_t bits1 = bits0 + 2 * (((uintptr_t)c->hwm & ch_chunk_mask) / CH_GRANULE / 8);
+  uintptr_t bits0 = (uintptr_t)c - ch_chunk_starts_bytes, hdr = (uintptr_t)c & ~(ps - 1);
+  uintptr_t bits1 = bits0 + ((uintptr_t)c->hwm & ch_chunk_mask) / CH_GRANULE / 8;
   size_t bits = ((bits1 + ps - 1) & ~(ps - 1)) - (bits0 & ~(ps - 1));
   if (bits1 > hdr) bits = hdr - (bits0 & ~(ps - 1));   /* the header's page is counted below */
   size_t rest = (((uintptr_t)c->hwm - hdr) + ps - 1) & ~(ps - 1);
@@ -132,12 +135,13 @@ void ch_chunk_retire(struct ch_chunk *c) {
   ch_stats_resident(g, -(long)ch_chunk_resident(c));
   atomic_fetch_sub(&ch_gstats[g].chunks, 1);
   set_owned(c, false);
-  /* Clear the bitmap words that cover the used range and the granule at the
-   * high-water mark, where the bump pointer's mark may be. */
+  /* Clear the start bits that cover the used range and the granule at the
+   * high-water mark, where the bump pointer's mark may be. The freed bits
+   * are clear already: a block on its way back counts as live. */
   char *base = (char *)ch_chunk_base(c);
   size_t used_words = (size_t)(c->hwm - base) / CH_GRANULE / 64 + 1, all_words = ch_chunk_size / CH_GRANULE / 64;
   if (used_words > all_words) used_words = all_words;
-  memset((char *)c - ch_chunk_bitmap_bytes, 0, used_words * 16);
+  memset((char *)c - ch_chunk_starts_bytes, 0, used_words * 8);
   c->magic = 0;
   ch_lock(&chunk_lock);
   if (nspares < ch_opt.max_spares) {

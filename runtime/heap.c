@@ -13,7 +13,7 @@
  *
  * The common allocation and free touch the group's line of the thread's
  * heap, the chunk header's first line, one line of bins and the block
- * itself; the free also reads one bitmap word pair. Rarer work hangs off one
+ * itself; the free also reads one word of start bits. Rarer work hangs off one
  * threshold test each way. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -92,13 +92,16 @@ void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_l
 
 /* ------------------------------------------------------------- bitmaps */
 
-/* The bitmaps end where the header begins, so a block's bits are found from
- * its address alone: granule g of the chunk is covered by words 2*(g/64) and
- * 2*(g/64)+1 of them. */
+/* The start bits end where the header begins and the freed bits end where
+ * the start bits begin, so a block's bits are found from its address alone:
+ * granule g of the chunk is covered by word g/64 of each. */
 static inline size_t granule(const void *p) { return ((uintptr_t)p & ch_chunk_mask) / CH_GRANULE; }
-static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)c - ch_chunk_bitmap_bytes; }
-static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t *)bits + 2 * (g >> 6); }
+static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)c - ch_chunk_starts_bytes; }
+static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t *)bits + (g >> 6); }
 static inline uint64_t *bitwords(const void *p) { return bitwords_at(chunk_bits(ch_chunk_of(p)), granule(p)); }
+static inline uint64_t *freed_word(const void *p) {
+  return (uint64_t *)((char *)bitwords(p) - ch_chunk_starts_bytes);
+}
 static inline uint64_t gbit(size_t g) { return (uint64_t)1 << (g & 63); }
 static inline uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
 static inline void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
@@ -123,11 +126,11 @@ static inline void mark_bump(const char *bump) {
  * owner's own frees and allocations do not touch them: blocks in bins carry
  * their chunk's key in their second word instead (see ch_group_free). */
 static inline bool freed_set_remote(const void *p) {   /* returns the old bit */
-  return __atomic_fetch_or(&bitwords(p)[1], gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
+  return __atomic_fetch_or(freed_word(p), gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
 }
-static inline bool freed_bit(const void *p) { return load_word(&bitwords(p)[1]) & gbit(granule(p)); }
+static inline bool freed_bit(const void *p) { return load_word(freed_word(p)) & gbit(granule(p)); }
 static inline void freed_clear(const void *p) {        /* owner, off the fast paths */
-  __atomic_fetch_and(&bitwords(p)[1], ~gbit(granule(p)), __ATOMIC_RELAXED);
+  __atomic_fetch_and(freed_word(p), ~gbit(granule(p)), __ATOMIC_RELAXED);
 }
 static inline char *load_bump(const struct ch_chunk *c) {
   return __atomic_load_n(&c->bump, __ATOMIC_ACQUIRE);
@@ -279,10 +282,7 @@ static void chunk_reset(struct ch_chunk *c) {
   size_t w0 = granule(c->data) >> 6, w1 = (granule(c->bump - 1) + 1) >> 6;
   size_t nwords = ch_chunk_size / CH_GRANULE / 64;
   if (w1 >= nwords) w1 = nwords - 1;
-  for (size_t w = w0; w <= w1; w++) {
-    store_word(bitwords_at(bits, w << 6), 0);
-    store_word(bitwords_at(bits, w << 6) + 1, 0);
-  }
+  for (size_t w = w0; w <= w1; w++) store_word(bitwords_at(bits, w << 6), 0);   /* freed bits are clear */
   /* binmask covers every non-empty bin (exact bins' bits are cleared lazily) */
   for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
   c->binmask = 0;
@@ -578,6 +578,9 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
   if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(p)))
     ch_invalid_pointer("free(): double free detected", p);
+  /* The key sends the owner's own free of it, a double free, off its fast
+   * path, to free_rest, which finds the freed bit. */
+  ((uint64_t *)p)[1] = c->key;
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(c, p);
   else free_remote(owner, p);
@@ -593,8 +596,9 @@ static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
  * (a double free, unless the program planted it). */
 static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g,
                                   uint64_t starts) {
+  if ((char *)p >= c->bump) free_invalid(c, p);   /* the bump pointer's mark */
   size_t size = owner_block_size(c, g, starts);
-  if (holds_key(c, p) && in_bin(c, p, size))
+  if (holds_key(c, p) && (freed_bit(p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, group, p, size);
 }
@@ -606,26 +610,24 @@ static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c,
 
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a block handed out passes: start bits exist only for blocks below the bump
- * pointer (and the bump pointer's own mark, which the range check in
- * free_invalid tells apart), so that one test also keeps out pointers into
- * the header or above the bump pointer. A block on its way back from another
- * thread has its freed bit set, in the same cache line; one in a bin has the
- * chunk's key in its second word, which the free writes anyway (a bumped
- * block needs no clearing: the key changes whenever the bump pointer starts
- * over, so older keys above it are stale). Every call but the
- * one that stops the program is a tail call, so the common path needs no
- * frame. */
+ * pointer and for the bump pointer's own mark, which has no later start bit
+ * in its word and so goes to free_rest, whose range check tells it apart.
+ * That one test also keeps out pointers into the header or above the bump
+ * pointer. A free block carries the chunk's key in its second word: one in
+ * a bin (the free writes it anyway) and one on its way back from another
+ * thread (which also has its freed bit set; free_rest looks). A bumped block
+ * needs no clearing: the key changes whenever the bump pointer starts over,
+ * so older keys above it are stale. Every call but the one that stops the
+ * program is a tail call, so the common path needs no frame. */
 void ch_group_free(void *p) {
   struct ch_chunk *c = ch_chunk_of(p);
   struct ch_heap *h = my_heap;
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p); return; }   /* h may be NULL */
   size_t g = granule(p);
-  uint64_t *w = bitwords_at(chunk_bits(c), g);
-  uint64_t starts = load_word(w), freed = load_word(w + 1);
+  uint64_t starts = load_word(bitwords_at(chunk_bits(c), g));
   unsigned at = (unsigned)(g & 63);
-  if (CH_UNLIKELY((~((starts & ~freed) >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)) |
-                  ((const char *)p >= c->bump))) {
+  if (CH_UNLIKELY((~(starts >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) {
     free_invalid(c, p);   /* does not return; a tail call keeps this path frameless */
     return;
   }
