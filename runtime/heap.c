@@ -608,6 +608,33 @@ static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c,
   if (c->live_bytes < c->low) after_free(gh, c);
 }
 
+/* The owner's free of a block of an exact bin's size, not in a bin. */
+static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, struct ch_chunk *c, unsigned group,
+                                                             void *p, size_t b) {
+  size_t size = (b + 1) * CH_GRANULE;
+  uint64_t *blk = p;
+  blk[0] = (uint64_t)(uintptr_t)c->bins[b];
+  blk[1] = c->key;
+  c->bins[b] = p;
+  c->binmask |= (uint64_t)1 << b;
+  size_t live = c->live_bytes -= size;
+  struct ch_group_heap *gh = &h->g[group];
+  gh->frees++;
+  long pending = gh->pending_live -= (long)size;
+  if (CH_UNLIKELY(live < c->low || pending <= -STATS_BATCH)) free_check(gh, c, group);
+}
+/* A block whose start is the last in its word of start bits (a quarter of
+ * them): it ends in the next word, unless this is the last word, which the
+ * header follows, or the block is the bump pointer's mark, above which no
+ * bit is set (free_rest tells both apart). */
+static CH_NOINLINE void free_next_word(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g) {
+  const uint64_t *w = bitwords_at(chunk_bits(c), g);
+  uint64_t starts = load_word(w), next = (const void *)(w + 1) == (const void *)c ? 0 : load_word(w + 1);
+  size_t b = 63 - (g & 63) + (size_t)__builtin_ctzll(next);
+  if (!next || b >= NEXACT || holds_key(c, p)) { free_rest(h, c, group, p, g, starts); return; }
+  free_exact(h, c, group, p, b);
+}
+
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a block handed out passes: start bits exist only for blocks below the bump
  * pointer and for the bump pointer's own mark, which has no later start bit
@@ -634,20 +661,12 @@ void ch_group_free(void *p) {
   unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
   uint64_t later = (starts >> at) >> 1;
   size_t b = (size_t)__builtin_ctzll(later), size = (b + 1) * CH_GRANULE;   /* exact bin b */
-  if (CH_UNLIKELY(!later || size > EXACT_MAX || holds_key(c, p))) {
+  if (CH_UNLIKELY(!later)) { free_next_word(h, c, group, p, g); return; }
+  if (CH_UNLIKELY(size > EXACT_MAX || holds_key(c, p))) {
     free_rest(h, c, group, p, g, starts);
     return;
   }
-  uint64_t *blk = p;
-  blk[0] = (uint64_t)(uintptr_t)c->bins[b];
-  blk[1] = c->key;
-  c->bins[b] = p;
-  c->binmask |= (uint64_t)1 << b;
-  size_t live = c->live_bytes -= size;
-  struct ch_group_heap *gh = &h->g[group];
-  gh->frees++;
-  long pending = gh->pending_live -= (long)size;
-  if (CH_UNLIKELY(live < c->low || pending <= -STATS_BATCH)) free_check(gh, c, group);
+  free_exact(h, c, group, p, b);
 }
 
 /* Finish frees other threads started (freed bits are set): each block goes
