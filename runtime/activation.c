@@ -138,6 +138,14 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   return act_read(a, r);
 }
 
+int ch_act_decide_armed(uintptr_t slot) {
+  struct ch_act *a = &act;
+  if (CH_UNLIKELY(a->gen != atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) ||
+                  slot >= a->hi || slot < a->lo))
+    return CH_ACT_WALK;
+  return act_read(a, slot);
+}
+
 int ch_act_decide(const uintptr_t *fp) {
   struct ch_act *a = &act;
   uintptr_t r = (uintptr_t)(fp + 1);

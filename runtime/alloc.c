@@ -81,10 +81,21 @@ CH_HIDDEN __attribute__((flatten)) void ch_free_impl(void *p) {
 
 /* --------------------------------------------------------------- C API */
 
-/* Never inlined: ch_direct_malloc's tail call must stay a jump. */
-CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
-  if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
+/* Under a plan, with the frame the stack walk starts from; a tail call from
+ * malloc, so the return address above that frame is malloc's caller's. */
+static CH_NOINLINE void *malloc_framed(size_t size) {
   return CH_KEEP_FRAME(ch_malloc_grouping(size, ENTRY_FRAME()));
+}
+
+/* Never inlined: ch_direct_malloc's tail call must stay a jump. The all and
+ * random controls need no frame. */
+CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
+  if (ch_identify_controls) {
+    int g = ch_identify_control(size);
+    if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
+  }
+  if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
+  return malloc_framed(size);
 }
 
 CH_EXPORT void free(void *p) { ch_free_impl(p); }
@@ -104,6 +115,19 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned 
   if (CH_LIKELY(size <= ch_direct_max)) {
     if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_malloc_flush(size, group);
     return ch_group_malloc_or_next(group, size);
+  }
+  return ch_malloc_entry(size);
+}
+
+/* A `walk` entry site patched to skip the quick test (direct.c): the
+ * activations of patched selector sites decide, the slot of the call's
+ * return address tells them which are live. Whatever they cannot decide
+ * (a thread not yet armed, a seed due) takes the ordinary path. */
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_malloc(size_t size, uintptr_t slot) {
+  if (CH_LIKELY(size <= ch_direct_max)) {
+    int g = ch_identify_act_direct(size, slot);
+    if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
+    if (g == -1) return ch_next.malloc(size);
   }
   return ch_malloc_entry(size);
 }

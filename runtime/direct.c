@@ -14,8 +14,15 @@
  * it; only %rsi and the flags change, which a call to an external function
  * may change anyway.
  *
+ * A `walk` entry site whose allocations the activations of patched
+ * selector sites decide (the shared wrapper under a selector, an
+ * interpreter's xmalloc) gets a stub that passes the stack pointer instead,
+ * to ch_direct_act_malloc or ch_direct_act_new: the activations decide at
+ * once, without the quick test's probe; what they cannot decide takes the
+ * ordinary path.
+ *
  * Sites are patched lazily, by the first allocation that reaches one by a
- * walk: by then the PLT slot is bound even under lazy binding, and the slot
+ * walk (or by the activations): by then the PLT slot is bound even under lazy binding, and the slot
  * names the function the call really reaches. Anything that fails a check
  * stays unpatched and keeps the quick test, counted in the statistics. The
  * code is written as patch.c writes it (one atomic store per call while
@@ -35,7 +42,9 @@ struct ch_direct_stats ch_direct_stats;
 
 /* One stub per kind and group: the group as an immediate (its offset in the
  * instruction found by decoding the template), then a jump through one
- * target slot per kind, so that the stubs of many groups share a data line. */
+ * target slot per kind, so that the stubs of many groups share a data line.
+ * A `walk` site's stub passes the stack pointer instead: the slot of the
+ * call's return address, which tells the activations that are live. */
 __asm__(
   ".text\n"
   ".p2align 4\n"
@@ -46,11 +55,23 @@ __asm__(
   "  jmp *0(%rip)\n"                      /* the displacement is filled in */
   ".globl cohort_direct_end\n"
   ".hidden cohort_direct_end\n"
-  "cohort_direct_end:\n");
+  "cohort_direct_end:\n"
+  ".globl cohort_direct_act_template\n"
+  ".hidden cohort_direct_act_template\n"
+  "cohort_direct_act_template:\n"
+  "  movq %rsp, %rsi\n"
+  "  jmp *0(%rip)\n"
+  ".globl cohort_direct_act_end\n"
+  ".hidden cohort_direct_act_end\n"
+  "cohort_direct_act_end:\n");
 extern const char cohort_direct_template[], cohort_direct_end[];
+extern const char cohort_direct_act_template[], cohort_direct_act_end[];
 #define STUB_SIZE 16
-enum kind { K_MALLOC, K_NEW, K_KINDS };
-#define NSTUBS (K_KINDS * CH_MAX_GROUPS)
+enum kind { K_MALLOC, K_NEW, K_ACT_MALLOC, K_ACT_NEW, K_KINDS };
+#define NSTUBS (2 * CH_MAX_GROUPS + 2)   /* group stubs of the first two kinds, then one per act kind */
+static size_t stub_offset(int k, unsigned group) {
+  return (k < K_ACT_MALLOC ? (unsigned)k * CH_MAX_GROUPS + group : 2 * CH_MAX_GROUPS + (unsigned)(k - K_ACT_MALLOC)) * STUB_SIZE;
+}
 
 /* One region per module with a patched site, near its code: a stub for
  * every kind and group, the kinds' target slots, then the stubs' .eh_frame. */
@@ -62,48 +83,61 @@ static struct ch_direct_entries entries;
 static ZydisDecoder decoder;
 enum { S_UNTRIED, S_BUSY, S_PATCHED, S_LEFT };
 static _Atomic uint8_t state[CH_MAX_SITES];
-/* The template's layout: where the group goes, where the jump's slot is. */
-static size_t imm_at, slot_disp_at;
+/* The templates' layout: where the group goes, where each jump's slot is. */
+static size_t imm_at, slot_disp_at, act_slot_disp_at;
 
-static bool read_template(void) {
+/* The offset of the displacement of the jump that ends template t, after an
+ * instruction of the given mnemonic; imm: that one has a 32-bit immediate,
+ * whose offset goes there. */
+static bool read_template(const char *t, const char *end, ZydisMnemonic first_mnemonic, size_t *imm,
+                          size_t *disp_at) {
   ZydisDecodedInstruction ins;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-  const char *t = cohort_direct_template;
-  size_t len = (size_t)(cohort_direct_end - t);
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops)) || ins.mnemonic != ZYDIS_MNEMONIC_MOV ||
-      ins.raw.imm[0].size != 32)
+  size_t len = (size_t)(end - t);
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops)) || ins.mnemonic != first_mnemonic)
     return false;
-  imm_at = ins.raw.imm[0].offset;
+  if (imm) {
+    if (ins.raw.imm[0].size != 32) return false;
+    *imm = ins.raw.imm[0].offset;
+  }
   size_t first = ins.length;
   if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t + first, len - first, &ins, ops)) ||
       ins.mnemonic != ZYDIS_MNEMONIC_JMP || ins.raw.disp.size != 32 || first + ins.length != len || len > STUB_SIZE)
     return false;
-  slot_disp_at = first + ins.raw.disp.offset;
+  *disp_at = first + ins.raw.disp.offset;
   return true;
+}
+
+/* Copies a template to `at` in region r, its jump through target slot k. */
+static void put_stub(uint8_t *r, size_t at, const char *t, const char *end, size_t disp_at, size_t slots, int k) {
+  size_t tsize = (size_t)(end - t);
+  memcpy(r + at, t, tsize);
+  /* The displacement is relative to the end of the jump, which ends the stub. */
+  int32_t disp = (int32_t)((slots + 8 * (size_t)k) - (at + tsize));
+  memcpy(r + at + disp_at, &disp, 4);
 }
 
 static uint8_t *region_for(const struct ch_module *m) {
   for (unsigned i = 0; i < nregions; i++)
     if (regions[i].m == m) return regions[i].stubs;
   if (nregions == MAX_REGIONS) return NULL;
-  size_t tsize = (size_t)(cohort_direct_end - cohort_direct_template);
   size_t page = ch_page_size(), code = NSTUBS * STUB_SIZE, slots = code, eh = slots + 8 * K_KINDS;
   size_t size = (eh + 128 + page - 1) & ~(page - 1);
   uint8_t *r = ch_patch_map_near(m->lo, m->hi, size);
   if (!r) return NULL;
-  uintptr_t targets[K_KINDS] = {(uintptr_t)entries.direct_malloc, (uintptr_t)entries.direct_new};
+  uintptr_t targets[K_KINDS] = {(uintptr_t)entries.direct_malloc, (uintptr_t)entries.direct_new,
+                                (uintptr_t)entries.act_malloc, (uintptr_t)entries.act_new};
   memcpy(r + slots, targets, sizeof targets);
   memset(r, 0xcc, code);   /* int3 between stubs */
-  for (unsigned k = 0; k < K_KINDS; k++)
+  for (int k = K_MALLOC; k <= K_NEW; k++)
     for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
-      size_t at = (k * CH_MAX_GROUPS + g) * STUB_SIZE;
-      memcpy(r + at, cohort_direct_template, tsize);
+      size_t at = stub_offset(k, g);
+      put_stub(r, at, cohort_direct_template, cohort_direct_end, slot_disp_at, slots, k);
       uint32_t imm = g;
-      /* The displacement is relative to the end of the jump, which ends the stub. */
-      int32_t disp = (int32_t)((slots + 8 * k) - (at + tsize));
       memcpy(r + at + imm_at, &imm, 4);
-      memcpy(r + at + slot_disp_at, &disp, 4);
     }
+  for (int k = K_ACT_MALLOC; k <= K_ACT_NEW; k++)
+    put_stub(r, stub_offset(k, 0), cohort_direct_act_template, cohort_direct_act_end, act_slot_disp_at, slots, k);
   ch_patch_stub_unwind(r + eh, (uintptr_t)r, code);
   if (mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
     munmap(r, size);
@@ -167,19 +201,15 @@ static bool stub_kind(uintptr_t ret, const struct ch_module **mp, int *kp, bool 
 static bool patch_site(uintptr_t ret, unsigned group, const struct ch_module *m, int k, bool live) {
   uint8_t *r = region_for(m);
   if (!r) return false;
-  uintptr_t stub = (uintptr_t)r + ((unsigned)k * CH_MAX_GROUPS + group) * STUB_SIZE;
+  uintptr_t stub = (uintptr_t)r + stub_offset(k, group);
   intptr_t disp = (intptr_t)(stub - ret);
   if (disp != (int32_t)disp) return false;
   return ch_patch_write_disp(ret - 4, (int32_t)disp, live);
 }
 
-void ch_direct_offer(uintptr_t ret, unsigned group) {
-  const struct ch_plan *pl = ch_plan;
-  int s = ch_plan_site_at(ret);
-  if (s < 0 || group >= CH_MAX_GROUPS) return;
-  const struct ch_plan_site *st = &pl->sites[s];
-  /* Exactly the sites whose quick test answers alone, with this group. */
-  if (st->entry != CH_ENTRY_GROUP || st->stop || st->quick != (int)group) return;
+/* Patch the site at ret (plan site s) to its stub of kind act ? K_ACT_* :
+ * K_*, once. */
+static void offer(int s, uintptr_t ret, unsigned group, bool act) {
   uint8_t expect = S_UNTRIED;
   if (!atomic_compare_exchange_strong(&state[s], &expect, S_BUSY)) return;
   const struct ch_module *m = NULL;
@@ -190,17 +220,43 @@ void ch_direct_offer(uintptr_t ret, unsigned group) {
       atomic_store(&state[s], S_UNTRIED);
       return;
     }
-    ok = patch_site(ret, group, m, k, live);
+    ok = patch_site(ret, group, m, act ? k + K_ACT_MALLOC : k, live);
     ch_patch_unlock();
   }
   atomic_fetch_add(ok ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
   atomic_store(&state[s], ok ? S_PATCHED : S_LEFT);
 }
 
+void ch_direct_offer(uintptr_t ret, unsigned group) {
+  const struct ch_plan *pl = ch_plan;
+  int s = ch_plan_site_at(ret);
+  if (s < 0 || group >= CH_MAX_GROUPS) return;
+  const struct ch_plan_site *st = &pl->sites[s];
+  /* Exactly the sites whose quick test answers alone, with this group. */
+  if (st->entry != CH_ENTRY_GROUP || st->stop || st->quick != (int)group) return;
+  offer(s, ret, group, false);
+}
+
+/* Return addresses offered lately: most allocations that reach the offer
+ * come from sites tried already, and the plan's site list is a linear scan. */
+static _Atomic uintptr_t offered[256];
+
+void ch_direct_offer_walk(uintptr_t ret) {
+  _Atomic uintptr_t *o = &offered[(ret * 0x9e3779b97f4a7c15ull) >> 56];
+  if (atomic_load_explicit(o, memory_order_relaxed) == ret) return;
+  atomic_store_explicit(o, ret, memory_order_relaxed);
+  const struct ch_plan *pl = ch_plan;
+  int s = ch_plan_site_at(ret);
+  /* A `walk` entry site, whose allocations the activations decide. */
+  if (s < 0 || pl->sites[s].entry != CH_ENTRY_WALK || pl->sites[s].stop) return;
+  offer(s, ret, 0, true);
+}
+
 void ch_direct_init(const struct ch_direct_entries *e) {
   if (!ch_opt.patch || !ch_plan || atomic_load(&ch_plan_disabled)) return;
   if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ||
-      !read_template())
+      !read_template(cohort_direct_template, cohort_direct_end, ZYDIS_MNEMONIC_MOV, &imm_at, &slot_disp_at) ||
+      !read_template(cohort_direct_act_template, cohort_direct_act_end, ZYDIS_MNEMONIC_MOV, NULL, &act_slot_disp_at))
     return;
   entries = *e;
   ch_direct_max = ch_max_size;

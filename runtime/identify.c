@@ -52,15 +52,17 @@ const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3",
  * in a new thread, whose first count registers it. tbudget_base: its value
  * after the last flush. */
 static CH_TLS int32_t tbudget, tbudget_base;
+/* The path of allocations counted by the budget alone: direct sites under a
+ * plan, every small allocation under the controls (ch_identify_control). */
+static enum ch_path budget_path = CH_PATH_DIRECT;
 static void flush_counts(void) {
-  /* A direct site's allocation only takes from the budget (see
-   * ch_identify_count_direct): what the budget lost beyond the other
-   * counts. They stepped past no frame either. */
+  /* What the budget lost beyond the other counts. Under a plan they stepped
+   * past no frame either. */
   uint32_t others = 0;
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) others += tcount[i];
-  uint32_t direct = (uint32_t)(tbudget_base - tbudget) - others;
-  tcount[CH_PATH_DIRECT] += direct;
-  tframes[0] += direct;
+  uint32_t quiet = (uint32_t)(tbudget_base - tbudget) - others;
+  tcount[budget_path] += quiet;
+  if (budget_path == CH_PATH_DIRECT) tframes[0] += quiet;
   tbudget_base = tbudget;
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) {
     if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
@@ -139,9 +141,11 @@ void ch_identify_init(void) {
   switch (ch_opt.mode) {
   case CH_MODE_ALL:
     ngroups = 1;
+    budget_path = CH_PATH_ALL;
     break;
   case CH_MODE_RANDOM:
     ngroups = ch_opt.random_pools;
+    budget_path = CH_PATH_RANDOM;
     break;
   case CH_MODE_PLAN:
     if (!ch_plan) return;
@@ -159,7 +163,10 @@ void ch_identify_init(void) {
   default:
     return;
   }
-  if (ch_owned_map) ch_identify_active = true;
+  if (ch_owned_map) {
+    ch_identify_active = true;
+    ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM;
+  }
 }
 
 static int decide_plan(const uintptr_t *fp) {
@@ -192,13 +199,23 @@ static int decide_plan(const uintptr_t *fp) {
 }
 
 /* HALO's control: each allocation to a group drawn at random. */
-static inline int random_group(void) {
+static inline int random_pick(void) {
   uint64_t x = rng;
   if (CH_UNLIKELY(!x)) x = ch_opt.seed ^ (uint64_t)(uintptr_t)&rng;
   x ^= x << 13; x ^= x >> 7; x ^= x << 17;   /* xorshift64 */
   rng = x;
-  count(CH_PATH_RANDOM);
   return (int)(((x >> 32) * ngroups) >> 32);
+}
+static inline int random_group(void) {
+  count(CH_PATH_RANDOM);
+  return random_pick();
+}
+
+bool ch_identify_controls;
+int ch_identify_control(size_t size) {
+  if (CH_UNLIKELY(size > ch_max_size || ch_in_runtime || tbudget <= 0)) return -1;
+  tbudget--;   /* counted on budget_path when the counts are flushed */
+  return ch_opt.mode == CH_MODE_ALL ? 0 : random_pick();
 }
 
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
@@ -223,6 +240,15 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   }
 }
 
+int ch_identify_act_direct(size_t size, uintptr_t slot) {
+  if (CH_UNLIKELY(ch_in_runtime)) return CH_ACT_WALK;
+  int g = ch_act_decide_armed(slot);
+  if (CH_UNLIKELY(g == CH_ACT_WALK)) return g;
+  count(CH_PATH_PATCHED);
+  tframes[0]++;
+  return g == CH_ACT_REST ? rest_for(size) : g;
+}
+
 /* A plan's quick test did not decide alone (q): a cold or next entry, the
  * patched sites' activations, or the walk. */
 static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
@@ -231,6 +257,7 @@ static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
   if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
     int g = ch_act_decide(fp);
     if (g != CH_ACT_WALK) {
+      if (ch_direct_enabled) ch_direct_offer_walk(fp[1]);
       count(CH_PATH_PATCHED);
       tframes[0]++;
       return g == CH_ACT_REST ? rest_for(size) : g;

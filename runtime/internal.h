@@ -377,6 +377,11 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
+/* The all and random controls, for the entry points' frameless path: a
+ * group, or -1: take the ordinary path (too large, the runtime's own, or
+ * the counts are due). */
+extern bool ch_identify_controls;
+int ch_identify_control(size_t size);
 void ch_identify_flush_due(void);
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
@@ -421,6 +426,10 @@ struct ch_direct_entries {
   uintptr_t malloc, new_, new_array;              /* the runtime's own code */
   void *(*direct_malloc)(size_t size, unsigned group);
   void *(*direct_new)(size_t size, unsigned group);
+  /* For a `walk` entry site decided from patched sites' activations: the
+   * slot holding the call's return address in the second argument. */
+  void *(*act_malloc)(size_t size, uintptr_t slot);
+  void *(*act_new)(size_t size, uintptr_t slot);
 };
 void ch_direct_init(const struct ch_direct_entries *e);   /* after ch_patch_init */
 extern bool ch_direct_enabled;
@@ -430,6 +439,12 @@ extern size_t ch_direct_max;
 /* An allocation whose entry frame's caller (return address ret) is a plan
  * site that decided group alone: patch that call, once per site. */
 void ch_direct_offer(uintptr_t ret, unsigned group);
+/* An allocation whose entry site said `walk` and whose patched activations
+ * decided: patch that call to skip the quick test, once per site. */
+void ch_direct_offer_walk(uintptr_t ret);
+/* What a direct site's allocation decided from activations goes to: a
+ * group, or -1 (the next allocator), or CH_ACT_WALK (the ordinary path). */
+int ch_identify_act_direct(size_t size, uintptr_t slot);
 struct ch_direct_stats { atomic_ulong patched, left; };
 extern struct ch_direct_stats ch_direct_stats;
 struct ch_patch_stats { atomic_ulong patched, unpatched, modules, reseeds, overflows; };
@@ -464,6 +479,9 @@ intptr_t ch_act_tls_offset(void);               /* of this thread's struct ch_ac
  * innermost application frame said "walk": a group, CH_ACT_REST or
  * CH_ACT_WALK. */
 int ch_act_decide(const uintptr_t *fp);
+/* The same for an allocation whose return address is at slot, only where the
+ * thread is armed already (no seed walk): else CH_ACT_WALK. */
+int ch_act_decide_armed(uintptr_t slot);
 
 /* --------------------------------------------------------------- stats.c */
 struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */

@@ -50,14 +50,28 @@ static inline void *new_once(size_t n, const uintptr_t *fp) {
   return ch_identify_active ? ch_malloc_grouping(n, fp) : ch_next.malloc(n);
 }
 
-/* operator new / new[]; never inlined: ch_direct_new's tail call must stay a jump */
-CH_EXPORT CH_NOINLINE void *_Znwm(size_t n) {
+/* With the frame the stack walk starts from; a tail call from operator new,
+ * so the return address above that frame is the caller's. */
+static CH_NOINLINE void *new_framed(size_t n) {
   void *p = CH_KEEP_FRAME(new_once(n, ENTRY_FRAME()));
   return CH_LIKELY(p != NULL) ? p : CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME()));
 }
+/* The all and random controls need no frame (see malloc). */
+static inline void *new_control(size_t n) {
+  int g = ch_identify_control(n);
+  return g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : NULL;
+}
+
+/* operator new / new[]; never inlined: ch_direct_new's tail call must stay a jump */
+CH_EXPORT CH_NOINLINE void *_Znwm(size_t n) {
+  void *p;
+  if (ch_identify_controls && CH_LIKELY((p = new_control(n)) != NULL)) return p;
+  return new_framed(n);
+}
 CH_EXPORT CH_NOINLINE void *_Znam(size_t n) {
-  void *p = CH_KEEP_FRAME(new_once(n, ENTRY_FRAME()));
-  return CH_LIKELY(p != NULL) ? p : CH_KEEP_FRAME(new_loop(n, 0, false, ENTRY_FRAME()));
+  void *p;
+  if (ch_identify_controls && CH_LIKELY((p = new_control(n)) != NULL)) return p;
+  return new_framed(n);
 }
 /* Their own code, whatever another module may define under their names. */
 extern __typeof__(_Znwm) ch_new_entry __attribute__((alias("_Znwm"), visibility("hidden")));
@@ -75,6 +89,16 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group)
   if (CH_LIKELY(n <= ch_direct_max)) {
     if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_new_slow(n, group);
     void *p = ch_group_malloc_or_next(group, n);
+    if (CH_LIKELY(p != NULL)) return p;
+  }
+  return ch_new_entry(n);
+}
+
+/* The same for a `walk` site decided from activations (ch_direct_act_malloc). */
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t slot) {
+  if (CH_LIKELY(n <= ch_direct_max)) {
+    int g = ch_identify_act_direct(n, slot);
+    void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : g == -1 ? ch_next.malloc(n) : NULL;
     if (CH_LIKELY(p != NULL)) return p;
   }
   return ch_new_entry(n);

@@ -101,3 +101,26 @@ def test_a_call_to_another_entry_point_is_left_alone(tmp_path):
     r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan, max_size=1 << 17)   # the batch is 80,000 bytes
     assert st["patch"]["direct_sites"] == 0 and st["patch"]["direct_left"] == 1
     assert st["groups"][0]["allocations"] == 1 and st["identification"]["direct"] == 0
+
+
+@pytest.mark.parametrize("threads", [0, 4])
+def test_walk_site_decided_by_activations(tmp_path, threads):
+    """A `walk` entry site (the shared wrapper's malloc) whose allocations the
+    patched selector sites' activations decide is patched to skip the quick
+    test: objects through via_wrap_1 land in the group, those through
+    via_wrap_2 do not, as before."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, "build", "via_wrap_1")[0], None),
+             (0, call_sites(binary, "wrap", "malloc")[0], "walk")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["wrapped"], [(0, [0])], version=2)
+    argv = [binary, tmp_path / "log"] + ([threads] if threads else [])
+    r, st = run_stats(tmp_path, argv, plan)
+    assert r.stdout == plain_checksum([binary, "/dev/null"] + ([threads] if threads else []))
+    objs = read_log(tmp_path / "log")
+    n = 2000 * max(threads, 1)
+    assert len(objs["w1"]) == n and {g for _, g, _ in objs["w1"]} == {0}
+    assert {g for _, g, _ in objs["w2"]} == {-1}
+    assert st["patch"]["sites_patched"] == 1 and st["patch"]["direct_sites"] == 1
+    assert st["groups"][0]["allocations"] == n
+    # all but the allocations before the patch are decided from the bits
+    assert st["identification"]["patched"] >= 2 * n - 8
