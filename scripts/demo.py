@@ -111,7 +111,8 @@ def main():
         print(f"cohort group '{g['name']}': {g['allocations']:,} objects, peak {g['peak_live_bytes']:,} B live, "
               f"fragmentation at peak {g['fragmentation_at_peak_percent']}%")
     ident = st["identification"]
-    print(f"identification: {ident['entry']:,} grouped by their entry site alone, "
+    print(f"identification: {ident.get('direct', 0):,} through call sites patched to reach their group directly, "
+          f"{ident['entry']:,} grouped by their entry site alone, "
           f"{ident.get('patched', 0):,} decided from the bits of patched call sites (no walk), "
           f"{ident.get('path', 0):,} by a decision path, "
           f"{ident.get('stop', 0):,} by a walk that ended at a stop site, "
@@ -123,6 +124,9 @@ def main():
     patch = st.get("patch")
     if patch and patch.get("sites_patched", 0) + patch.get("sites_unpatched", 0):
         print(f"selector call sites patched: {patch['sites_patched']}, left to the walk: {patch['sites_unpatched']}")
+    if patch and patch.get("direct_sites", 0) + patch.get("direct_left", 0):
+        print(f"allocation call sites patched to reach their group directly: {patch['direct_sites']}, "
+              f"left as they were: {patch['direct_left']}")
     print(f"(cache geometry: D1 32 KiB 8-way, LL 1 MiB 16-way, 64 B lines; cachegrind input: {WORKLOAD} {' '.join(inp['cachegrind'])})")
     if not same:
         sys.exit("demo: outputs differ")
