@@ -129,19 +129,26 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
   return c;
 }
 
+/* Clear the start bits of every granule from `from` to `to`, both included
+ * (to may be the chunk's end). The freed bits of an empty chunk are clear
+ * already: a block on its way back from another thread counts as live. */
+void ch_chunk_clear_starts(struct ch_chunk *c, const char *from, const char *to) {
+  uintptr_t base = ch_chunk_base(c);
+  size_t nwords = ch_chunk_size / CH_GRANULE / 64;
+  size_t w0 = ((uintptr_t)from - base) / CH_GRANULE / 64, w1 = ((uintptr_t)to - base) / CH_GRANULE / 64;
+  if (w1 >= nwords) w1 = nwords - 1;
+  uint64_t *starts = (uint64_t *)((char *)c - ch_chunk_starts_bytes);
+  for (size_t w = w0; w <= w1; w++) __atomic_store_n(&starts[w], 0, __ATOMIC_RELAXED);
+}
+
 /* The chunk holds no live object. Keep it as a spare or give its pages back. */
 void ch_chunk_retire(struct ch_chunk *c) {
   unsigned g = c->group;
   ch_stats_resident(g, -(long)ch_chunk_resident(c));
   atomic_fetch_sub(&ch_gstats[g].chunks, 1);
   set_owned(c, false);
-  /* Clear the start bits that cover the used range and the granule at the
-   * high-water mark, where the bump pointer's mark may be. The freed bits
-   * are clear already: a block on its way back counts as live. */
-  char *base = (char *)ch_chunk_base(c);
-  size_t used_words = (size_t)(c->hwm - base) / CH_GRANULE / 64 + 1, all_words = ch_chunk_size / CH_GRANULE / 64;
-  if (used_words > all_words) used_words = all_words;
-  memset((char *)c - ch_chunk_starts_bytes, 0, used_words * 8);
+  /* The bump pointer's mark may be at the high-water mark. */
+  ch_chunk_clear_starts(c, c->data, c->hwm);
   c->magic = 0;
   ch_lock(&chunk_lock);
   if (nspares < ch_opt.max_spares) {
@@ -152,7 +159,7 @@ void ch_chunk_retire(struct ch_chunk *c) {
     return;
   }
   ch_unlock(&chunk_lock);
-  ch_os_purge(base, ch_chunk_size);
+  ch_os_purge((void *)ch_chunk_base(c), ch_chunk_size);
   atomic_fetch_add(&ch_chunks_purged, 1);
   ch_lock(&chunk_lock);
   if (ncleans == cleans_cap) {

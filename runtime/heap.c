@@ -278,11 +278,7 @@ static inline void note_alloc(struct ch_group_heap *gh, unsigned group, size_t b
 
 /* Everything in the chunk is free again: start over from its beginning. */
 static void chunk_reset(struct ch_chunk *c) {
-  uintptr_t bits = chunk_bits(c);
-  size_t w0 = granule(c->data) >> 6, w1 = (granule(c->bump - 1) + 1) >> 6;
-  size_t nwords = ch_chunk_size / CH_GRANULE / 64;
-  if (w1 >= nwords) w1 = nwords - 1;
-  for (size_t w = w0; w <= w1; w++) store_word(bitwords_at(bits, w << 6), 0);   /* freed bits are clear */
+  ch_chunk_clear_starts(c, c->data, c->bump);   /* the bump pointer's mark included */
   /* binmask covers every non-empty bin (exact bins' bits are cleared lazily) */
   for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
   c->binmask = 0;

@@ -180,6 +180,7 @@ static inline bool ch_owns(const void *p) {
 void ch_chunks_init(void);
 struct ch_chunk *ch_chunk_new(uint32_t group);   /* NULL when the OS says no */
 void ch_chunk_retire(struct ch_chunk *c);         /* chunk is empty: spare or purge */
+void ch_chunk_clear_starts(struct ch_chunk *c, const char *from, const char *to);
 size_t ch_chunk_resident(const struct ch_chunk *c);
 void ch_chunks_atfork_prepare(void);
 void ch_chunks_atfork_parent(void);
