@@ -21,8 +21,12 @@
  * once, without the quick test's probe; what they cannot decide takes the
  * ordinary path.
  *
+ * Under a plan with a rest group, a cold entry site's call gets the rest
+ * group's stub, into ch_direct_rest_malloc or ch_direct_rest_new, which keep
+ * the rest group's size limit.
+ *
  * Sites are patched lazily, by the first allocation that reaches one by a
- * walk (or by the activations): by then the PLT slot is bound even under lazy binding, and the slot
+ * walk (or by the activations, or by the quick test's cold verdict): by then the PLT slot is bound even under lazy binding, and the slot
  * names the function the call really reaches. Anything that fails a check
  * stays unpatched and keeps the quick test, counted in the statistics. The
  * code is written as patch.c writes it (one atomic store per call while
@@ -67,8 +71,11 @@ __asm__(
 extern const char cohort_direct_template[], cohort_direct_end[];
 extern const char cohort_direct_act_template[], cohort_direct_act_end[];
 #define STUB_SIZE 16
-enum kind { K_MALLOC, K_NEW, K_ACT_MALLOC, K_ACT_NEW, K_KINDS };
-#define NSTUBS (2 * CH_MAX_GROUPS + 2)   /* group stubs of the first two kinds, then one per act kind */
+/* Per entry point (malloc, operator new): a group stub, a `walk` site's
+ * stub, a cold site's stub into the rest group. Each kind K_X_NEW is
+ * K_X_MALLOC + 1. */
+enum kind { K_MALLOC, K_NEW, K_ACT_MALLOC, K_ACT_NEW, K_REST_MALLOC, K_REST_NEW, K_KINDS };
+#define NSTUBS (2 * CH_MAX_GROUPS + 4)   /* group stubs of the first two kinds, then one per other kind */
 static size_t stub_offset(int k, unsigned group) {
   return (k < K_ACT_MALLOC ? (unsigned)k * CH_MAX_GROUPS + group : 2 * CH_MAX_GROUPS + (unsigned)(k - K_ACT_MALLOC)) * STUB_SIZE;
 }
@@ -80,6 +87,8 @@ static struct { const struct ch_module *m; uint8_t *stubs; } regions[MAX_REGIONS
 static unsigned nregions;
 
 static struct ch_direct_entries entries;
+static int rest_group = -1;   /* the plan's, if it has one */
+size_t ch_direct_rest_max;
 static ZydisDecoder decoder;
 enum { S_UNTRIED, S_BUSY, S_PATCHED, S_LEFT };
 static _Atomic uint8_t state[CH_MAX_SITES];
@@ -126,7 +135,8 @@ static uint8_t *region_for(const struct ch_module *m) {
   uint8_t *r = ch_patch_map_near(m->lo, m->hi, size);
   if (!r) return NULL;
   uintptr_t targets[K_KINDS] = {(uintptr_t)entries.direct_malloc, (uintptr_t)entries.direct_new,
-                                (uintptr_t)entries.act_malloc, (uintptr_t)entries.act_new};
+                                (uintptr_t)entries.act_malloc, (uintptr_t)entries.act_new,
+                                (uintptr_t)entries.rest_malloc, (uintptr_t)entries.rest_new};
   memcpy(r + slots, targets, sizeof targets);
   memset(r, 0xcc, code);   /* int3 between stubs */
   for (int k = K_MALLOC; k <= K_NEW; k++)
@@ -138,6 +148,12 @@ static uint8_t *region_for(const struct ch_module *m) {
     }
   for (int k = K_ACT_MALLOC; k <= K_ACT_NEW; k++)
     put_stub(r, stub_offset(k, 0), cohort_direct_act_template, cohort_direct_act_end, act_slot_disp_at, slots, k);
+  for (int k = K_REST_MALLOC; k <= K_REST_NEW && rest_group >= 0; k++) {
+    size_t at = stub_offset(k, 0);
+    put_stub(r, at, cohort_direct_template, cohort_direct_end, slot_disp_at, slots, k);
+    uint32_t imm = (uint32_t)rest_group;
+    memcpy(r + at + imm_at, &imm, 4);
+  }
   ch_patch_stub_unwind(r + eh, (uintptr_t)r, code);
   if (mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
     munmap(r, size);
@@ -207,9 +223,9 @@ static bool patch_site(uintptr_t ret, unsigned group, const struct ch_module *m,
   return ch_patch_write_disp(ret - 4, (int32_t)disp, live);
 }
 
-/* Patch the site at ret (plan site s) to its stub of kind act ? K_ACT_* :
- * K_*, once. */
-static void offer(int s, uintptr_t ret, unsigned group, bool act) {
+/* Patch the site at ret (plan site s) to its stub of the kind that base
+ * (K_MALLOC, K_ACT_MALLOC or K_REST_MALLOC) starts, once. */
+static void offer(int s, uintptr_t ret, unsigned group, int base) {
   uint8_t expect = S_UNTRIED;
   if (!atomic_compare_exchange_strong(&state[s], &expect, S_BUSY)) return;
   const struct ch_module *m = NULL;
@@ -220,7 +236,7 @@ static void offer(int s, uintptr_t ret, unsigned group, bool act) {
       atomic_store(&state[s], S_UNTRIED);
       return;
     }
-    ok = patch_site(ret, group, m, act ? k + K_ACT_MALLOC : k, live);
+    ok = patch_site(ret, group, m, base + k, live);
     ch_patch_unlock();
   }
   atomic_fetch_add(ok ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
@@ -234,22 +250,37 @@ void ch_direct_offer(uintptr_t ret, unsigned group) {
   const struct ch_plan_site *st = &pl->sites[s];
   /* Exactly the sites whose quick test answers alone, with this group. */
   if (st->entry != CH_ENTRY_GROUP || st->stop || st->quick != (int)group) return;
-  offer(s, ret, group, false);
+  offer(s, ret, group, K_MALLOC);
 }
 
 /* Return addresses offered lately: most allocations that reach the offer
  * come from sites tried already, and the plan's site list is a linear scan. */
 static _Atomic uintptr_t offered[256];
 
-void ch_direct_offer_walk(uintptr_t ret) {
+static bool offered_lately(uintptr_t ret) {
   _Atomic uintptr_t *o = &offered[(ret * 0x9e3779b97f4a7c15ull) >> 56];
-  if (atomic_load_explicit(o, memory_order_relaxed) == ret) return;
+  if (atomic_load_explicit(o, memory_order_relaxed) == ret) return true;
   atomic_store_explicit(o, ret, memory_order_relaxed);
-  const struct ch_plan *pl = ch_plan;
+  return false;
+}
+
+/* An entry site of this verdict, not a stop site, or -1. */
+static int entry_site(uintptr_t ret, enum ch_entry_verdict verdict) {
   int s = ch_plan_site_at(ret);
-  /* A `walk` entry site, whose allocations the activations decide. */
-  if (s < 0 || pl->sites[s].entry != CH_ENTRY_WALK || pl->sites[s].stop) return;
-  offer(s, ret, 0, true);
+  if (s < 0 || ch_plan->sites[s].entry != verdict || ch_plan->sites[s].stop) return -1;
+  return s;
+}
+
+void ch_direct_offer_walk(uintptr_t ret) {
+  if (offered_lately(ret)) return;
+  int s = entry_site(ret, CH_ENTRY_WALK);   /* whose allocations the activations decide */
+  if (s >= 0) offer(s, ret, 0, K_ACT_MALLOC);
+}
+
+void ch_direct_offer_cold(uintptr_t ret) {
+  if (rest_group < 0 || offered_lately(ret)) return;
+  int s = entry_site(ret, CH_ENTRY_COLD);
+  if (s >= 0) offer(s, ret, (unsigned)rest_group, K_REST_MALLOC);
 }
 
 void ch_direct_init(const struct ch_direct_entries *e) {
@@ -260,5 +291,9 @@ void ch_direct_init(const struct ch_direct_entries *e) {
     return;
   entries = *e;
   ch_direct_max = ch_max_size;
+  if (ch_plan->rest >= 0 && ch_plan->rest < CH_MAX_GROUPS) {
+    rest_group = ch_plan->rest;
+    ch_direct_rest_max = ch_plan->rest_max;
+  }
   ch_direct_enabled = true;
 }

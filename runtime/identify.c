@@ -252,7 +252,13 @@ int ch_identify_act_direct(size_t size, uintptr_t slot) {
 /* A plan's quick test did not decide alone (q): a cold or next entry, the
  * patched sites' activations, or the walk. */
 static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
-  if (q == CH_QUICK_COLD) { count(CH_PATH_COLD); tframes[0]++; return ch_in_runtime ? -1 : rest_for(size); }
+  if (q == CH_QUICK_COLD) {
+    count(CH_PATH_COLD);
+    tframes[0]++;
+    if (ch_in_runtime) return -1;
+    if (rest >= 0 && ch_direct_enabled) ch_direct_offer_cold(fp[1]);
+    return rest_for(size);
+  }
   if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
   if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
     int g = ch_act_decide(fp);

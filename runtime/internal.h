@@ -431,6 +431,9 @@ struct ch_direct_entries {
    * slot holding the call's return address in the second argument. */
   void *(*act_malloc)(size_t size, uintptr_t slot);
   void *(*act_new)(size_t size, uintptr_t slot);
+  /* For a cold entry site under a plan with a rest group. */
+  void *(*rest_malloc)(size_t size, unsigned group);
+  void *(*rest_new)(size_t size, unsigned group);
 };
 void ch_direct_init(const struct ch_direct_entries *e);   /* after ch_patch_init */
 extern bool ch_direct_enabled;
@@ -443,6 +446,12 @@ void ch_direct_offer(uintptr_t ret, unsigned group);
 /* An allocation whose entry site said `walk` and whose patched activations
  * decided: patch that call to skip the quick test, once per site. */
 void ch_direct_offer_walk(uintptr_t ret);
+/* An allocation whose entry site the plan marks cold, under a plan with a
+ * rest group: patch that call to reach the rest group directly, once per
+ * site. */
+void ch_direct_offer_cold(uintptr_t ret);
+/* The largest request a cold site's stub puts in the rest group. */
+extern size_t ch_direct_rest_max;
 /* What a direct site's allocation decided from activations goes to: a
  * group, or -1 (the next allocator), or CH_ACT_WALK (the ordinary path). */
 int ch_identify_act_direct(size_t size, uintptr_t slot);
