@@ -228,12 +228,16 @@ static bool patch_site(uintptr_t ret, unsigned group, const struct ch_module *m,
 static void offer(int s, uintptr_t ret, unsigned group, int base) {
   uint8_t expect = S_UNTRIED;
   if (!atomic_compare_exchange_strong(&state[s], &expect, S_BUSY)) return;
+  /* Registering the stubs' unwind table may allocate (libgcc): that goes
+   * to the next allocator, as the runtime's own allocations do. */
+  ch_in_runtime++;
   const struct ch_module *m = NULL;
   int k = -1;
   bool live = true, ok = stub_kind(ret, &m, &k, &live);
   if (ok) {
     if (!ch_patch_trylock()) {   /* another thread is writing code: a later allocation offers again */
       atomic_store(&state[s], S_UNTRIED);
+      ch_in_runtime--;
       return;
     }
     ok = patch_site(ret, group, m, base + k, live);
@@ -241,6 +245,7 @@ static void offer(int s, uintptr_t ret, unsigned group, int base) {
   }
   atomic_fetch_add(ok ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
   atomic_store(&state[s], ok ? S_PATCHED : S_LEFT);
+  ch_in_runtime--;
 }
 
 void ch_direct_offer(uintptr_t ret, unsigned group) {
@@ -254,7 +259,7 @@ void ch_direct_offer(uintptr_t ret, unsigned group) {
 }
 
 /* Return addresses offered lately: most allocations that reach the offer
- * come from sites tried already, and the plan's site list is a linear scan. */
+ * come from sites tried already (or from sites the plan does not list). */
 static _Atomic uintptr_t offered[256];
 
 static bool offered_lately(uintptr_t ret) {

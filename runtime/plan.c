@@ -312,6 +312,25 @@ static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m)
           m->build_id_len ? have : "none");
 }
 
+/* Bound sites by address: open addressing, filled as modules bind and
+ * never emptied, so readers need no lock (a key is published after its
+ * value). Four slots per site keep probes short. */
+#define SITE_SLOTS (4 * CH_MAX_SITES)
+static _Atomic uintptr_t site_key[SITE_SLOTS];
+static int16_t site_val[SITE_SLOTS];
+static size_t site_slot(uintptr_t addr) { return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 54) % SITE_SLOTS; }
+
+static void index_site(uintptr_t addr, unsigned s) {
+  for (size_t h = site_slot(addr), n = 0; n < SITE_SLOTS; h = (h + 1) % SITE_SLOTS, n++) {
+    uintptr_t k = atomic_load_explicit(&site_key[h], memory_order_relaxed);
+    if (k == addr) return;   /* two sites at one address: the first is found, as before */
+    if (k) continue;
+    site_val[h] = (int16_t)s;
+    atomic_store_explicit(&site_key[h], addr, memory_order_release);
+    return;
+  }
+}
+
 /* Called for every module as it becomes known. */
 void ch_plan_bind_module(struct ch_module *m) {
   struct ch_plan *pl = ch_plan;
@@ -323,7 +342,10 @@ void ch_plan_bind_module(struct ch_module *m) {
       pm->resolved = true;
       m->plan_module = (int)i;
       for (unsigned s = 0; s < pl->nsites; s++)
-        if (pl->sites[s].module == i) pl->sites[s].addr = m->bias + pl->sites[s].offset;
+        if (pl->sites[s].module == i) {
+          pl->sites[s].addr = m->bias + pl->sites[s].offset;
+          index_site(pl->sites[s].addr, s);
+        }
       return;
     }
     /* Same program or library, different build: the plan does not describe it. */
@@ -364,9 +386,11 @@ bool ch_plan_check_binary(void) {
 }
 
 int ch_plan_site_at(uintptr_t addr) {
-  struct ch_plan *pl = ch_plan;
-  if (!pl) return -1;
-  for (unsigned s = 0; s < pl->nsites; s++)
-    if (pl->sites[s].addr == addr) return (int)s;
+  if (!ch_plan || !addr) return -1;
+  for (size_t h = site_slot(addr), n = 0; n < SITE_SLOTS; h = (h + 1) % SITE_SLOTS, n++) {
+    uintptr_t k = atomic_load_explicit(&site_key[h], memory_order_acquire);
+    if (k == addr) return site_val[h];
+    if (!k) return -1;
+  }
   return -1;
 }
