@@ -4,6 +4,7 @@ allocation grouped, must produce byte-identical output."""
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
-from cohort.handplan import direct_call_sites, write_plan
+from cohort.handplan import calls, direct_call_sites, write_plan
 
 MODES = [{}, {"mode": "off"}, {"mode": "all"}, {"mode": "random:4"}]
 IDS = ["preload", "off", "all", "random"]
@@ -58,14 +59,29 @@ def patched_plan(exe, tmp_path):
     return write_plan(tmp_path / "patched.plan", [exe], sites, ["g0", "g1", "g2", "g3"], selects, version=3)
 
 
+def direct_plan(exe, tmp_path):
+    """A plan whose sites are the executable's own direct calls of malloc and
+    operator new (up to 200), each with a verdict that decides alone: a
+    group (group=G) or, one in three, cold with a rest group. The runtime
+    patches them to reach their groups directly while the program runs."""
+    callees = re.compile(r"<(malloc|_Znwm|_Znam)(@plt)?>")
+    rets = sorted({ret for _, mnemonic, operand, ret in calls(exe)
+                   if mnemonic.startswith("call") and callees.search(operand)})[:200]
+    sites = [(0, ret, "cold" if i % 3 == 2 else f"group={i % 4}") for i, ret in enumerate(rets)]
+    return write_plan(tmp_path / "direct.plan", [exe], sites, ["g0", "g1", "g2", "g3", "rest"], [],
+                      version=4, rest="4 max=256")
+
+
 def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
     env0 = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
     base = subprocess.run([str(a) for a in argv], env=env0, capture_output=True, cwd=cwd, input=stdin, timeout=300)
     assert base.returncode == 0, base.stderr
     exe = executable(argv)
-    plans = [{"plan": walk_plan(exe, tmp_path), "patch": 0}, {"plan": patched_plan(exe, tmp_path)}] if exe else []
+    plans = [{"plan": walk_plan(exe, tmp_path), "patch": 0}, {"plan": patched_plan(exe, tmp_path)},
+             {"plan": direct_plan(exe, tmp_path), "direct": True}] if exe else []
     for settings in MODES + plans:
         stats = tmp_path / "stats.json"
+        direct = settings.pop("direct", False)
         r = subprocess.run([str(a) for a in argv], env=cohort_env(allocator, stats=stats, **settings),
                            capture_output=True, cwd=cwd, input=stdin, timeout=300)
         assert r.returncode == base.returncode, (settings, r.stderr)
@@ -79,6 +95,10 @@ def same_everywhere(argv, tmp_path, allocator="glibc", cwd=None, stdin=None):
             ident = st["identification"]
             assert st["plan_active"] and ident["walk_group"] == 0
             assert ident["walk_none"] + ident["truncated"] > 100, "the program's allocations should be walked"
+        elif direct:
+            st = json.loads(stats.read_text())
+            assert st["plan_active"] and st["patch"]["direct_sites"] >= 1, st["patch"]
+            assert st["identification"]["direct"] > 0, st["identification"]
         elif "plan" in settings:
             st = json.loads(stats.read_text())
             wanted = sum(1 for line in settings["plan"].read_text().splitlines() if line.startswith("site "))
