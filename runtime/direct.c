@@ -198,9 +198,10 @@ static int kind_of_target(const struct ch_module *m, uintptr_t target) {
   return kind_of_entry(__atomic_load_n((const uintptr_t *)(uintptr_t)slot, __ATOMIC_RELAXED));
 }
 
-/* The stub a call at ret should reach instead, 0 if it cannot be patched.
- * Looks modules up (which may refresh them and patch new ones under the
- * patch lock), so it runs before that lock is taken. */
+/* Whether the call at ret can be patched, and which entry point it reaches
+ * (*kp: K_MALLOC or K_NEW, to which the caller adds the kind of site). Looks
+ * modules up (which may refresh them and patch new ones under the patch
+ * lock), so it runs before that lock is taken. */
 static bool stub_kind(uintptr_t ret, const struct ch_module **mp, int *kp, bool *live) {
   const struct ch_module *m = ch_module_for(ret);
   uintptr_t target;
