@@ -138,19 +138,17 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   return act_read(a, r);
 }
 
+/* Is the thread armed for an allocation whose return address is at slot:
+ * seeded under the current patched set, and on its own stack? */
+static inline bool armed(const struct ch_act *a, uintptr_t slot) {
+  return a->gen == atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && slot < a->hi && slot >= a->lo;
+}
+
 int ch_act_decide_armed(uintptr_t slot) {
-  struct ch_act *a = &act;
-  if (CH_UNLIKELY(a->gen != atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) ||
-                  slot >= a->hi || slot < a->lo))
-    return CH_ACT_WALK;
-  return act_read(a, slot);
+  return CH_LIKELY(armed(&act, slot)) ? act_read(&act, slot) : CH_ACT_WALK;
 }
 
 int ch_act_decide(const uintptr_t *fp) {
-  struct ch_act *a = &act;
   uintptr_t r = (uintptr_t)(fp + 1);
-  if (CH_UNLIKELY(a->gen != atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) ||
-                  r >= a->hi || r < a->lo))
-    return act_slow(fp);
-  return act_read(a, r);
+  return CH_LIKELY(armed(&act, r)) ? act_read(&act, r) : act_slow(fp);
 }

@@ -123,11 +123,7 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned 
  * (direct.c): requests up to the rest group's limit go there; the rest take
  * the ordinary path, which sends them to the next allocator. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_malloc(size_t size, unsigned group) {
-  if (CH_LIKELY(size <= ch_direct_rest_max) && CH_LIKELY(size <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_malloc_flush(size, group);
-    return ch_group_malloc_or_next(group, size);
-  }
-  return ch_malloc_entry(size);
+  return CH_LIKELY(size <= ch_direct_rest_max) ? ch_direct_malloc(size, group) : ch_malloc_entry(size);
 }
 
 /* A `walk` entry site patched to skip the quick test (direct.c): the

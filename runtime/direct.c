@@ -228,7 +228,11 @@ static bool patch_site(uintptr_t ret, unsigned group, const struct ch_module *m,
  * (K_MALLOC, K_ACT_MALLOC or K_REST_MALLOC) starts, once. */
 static void offer(int s, uintptr_t ret, unsigned group, int base) {
   uint8_t expect = S_UNTRIED;
-  if (!atomic_compare_exchange_strong(&state[s], &expect, S_BUSY)) return;
+  /* A plain load first: a site left as it was is offered by every allocation
+   * through it, and the exchange would bounce its line between threads. */
+  if (atomic_load_explicit(&state[s], memory_order_relaxed) != S_UNTRIED ||
+      !atomic_compare_exchange_strong(&state[s], &expect, S_BUSY))
+    return;
   /* Registering the stubs' unwind table may allocate (libgcc): that goes
    * to the next allocator, as the runtime's own allocations do. */
   ch_in_runtime++;
@@ -249,43 +253,26 @@ static void offer(int s, uintptr_t ret, unsigned group, int base) {
   ch_in_runtime--;
 }
 
-void ch_direct_offer(uintptr_t ret, unsigned group) {
-  const struct ch_plan *pl = ch_plan;
-  int s = ch_plan_site_at(ret);
-  if (s < 0 || group >= CH_MAX_GROUPS) return;
-  const struct ch_plan_site *st = &pl->sites[s];
-  /* Exactly the sites whose quick test answers alone, with this group. */
-  if (st->entry != CH_ENTRY_GROUP || st->stop || st->quick != (int)group) return;
-  offer(s, ret, group, K_MALLOC);
-}
-
-/* Return addresses offered lately: most allocations that reach the offer
- * come from sites tried already (or from sites the plan does not list). */
-static _Atomic uintptr_t offered[256];
-
-static bool offered_lately(uintptr_t ret) {
-  _Atomic uintptr_t *o = &offered[(ret * 0x9e3779b97f4a7c15ull) >> 56];
-  if (atomic_load_explicit(o, memory_order_relaxed) == ret) return true;
-  atomic_store_explicit(o, ret, memory_order_relaxed);
-  return false;
-}
-
-/* An entry site of this verdict, not a stop site, or -1. */
+/* The plan's entry site at ret with this verdict, not a stop site, or -1. */
 static int entry_site(uintptr_t ret, enum ch_entry_verdict verdict) {
   int s = ch_plan_site_at(ret);
   if (s < 0 || ch_plan->sites[s].entry != verdict || ch_plan->sites[s].stop) return -1;
   return s;
 }
 
+void ch_direct_offer(uintptr_t ret, unsigned group) {
+  int s = entry_site(ret, CH_ENTRY_GROUP);
+  /* Exactly the sites whose quick test answers alone, with this group. */
+  if (s >= 0 && group < CH_MAX_GROUPS && ch_plan->sites[s].quick == (int)group) offer(s, ret, group, K_MALLOC);
+}
+
 void ch_direct_offer_walk(uintptr_t ret) {
-  if (offered_lately(ret)) return;
   int s = entry_site(ret, CH_ENTRY_WALK);   /* whose allocations the activations decide */
   if (s >= 0) offer(s, ret, 0, K_ACT_MALLOC);
 }
 
 void ch_direct_offer_cold(uintptr_t ret) {
-  if (rest_group < 0 || offered_lately(ret)) return;
-  int s = entry_site(ret, CH_ENTRY_COLD);
+  int s = rest_group < 0 ? -1 : entry_site(ret, CH_ENTRY_COLD);
   if (s >= 0) offer(s, ret, (unsigned)rest_group, K_REST_MALLOC);
 }
 

@@ -496,6 +496,12 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
+/* After a free: the live-byte count to pass on, or the chunk at its threshold. */
+static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c, unsigned group) {
+  if (gh->pending_live <= -STATS_BATCH) flush_live(gh, group);
+  if (c->live_bytes < c->low) after_free(gh, c);
+}
+
 /* The owner's free of a block whose size is known, then whatever the
  * chunk's new state calls for. */
 static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
@@ -504,8 +510,8 @@ static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, uns
   bin_push(c, p, size);
   c->live_bytes -= size;
   gh->frees++;
-  if ((gh->pending_live -= (long)size) <= -STATS_BATCH) flush_live(gh, group);
-  if (c->live_bytes < c->low) after_free(gh, c);
+  gh->pending_live -= (long)size;
+  free_check(gh, c, group);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -597,11 +603,6 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigne
   if (holds_key(c, p) && (freed_bit(p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, group, p, size);
-}
-/* After a fast free: the live-byte count to pass on, or the chunk at its threshold. */
-static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c, unsigned group) {
-  if (gh->pending_live <= -STATS_BATCH) flush_live(gh, group);
-  if (c->live_bytes < c->low) after_free(gh, c);
 }
 
 /* The owner's free of a block of an exact bin's size, not in a bin. */

@@ -113,6 +113,16 @@ void ch_identify_flush_thread(void) { flush_counts(); }
  * does out of line, so that its own path needs no frame. */
 bool ch_identify_count_direct(void) { return --tbudget >= 0; }
 void ch_identify_flush_due(void) { count_flush(); }
+/* An allocation decided without stepping past its entry frame. */
+static inline void count_unwalked(enum ch_path p) {
+  count(p);
+  tframes[0]++;
+}
+/* What the patched sites' activations decided (not CH_ACT_WALK), counted. */
+static inline int bits_verdict(size_t size, int g) {
+  count_unwalked(CH_PATH_PATCHED);
+  return g == CH_ACT_REST ? rest_for(size) : g;
+}
 static inline void count_frames(unsigned n) {
   tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
 }
@@ -172,7 +182,7 @@ void ch_identify_init(void) {
 static int decide_plan(const uintptr_t *fp) {
   if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ch_walk_entry(fp) == CH_QUICK_WALK) {
     int g = ch_act_decide(fp);   /* the patched sites' activations */
-    if (g != CH_ACT_WALK) { count(CH_PATH_PATCHED); count_frames(0); return g == CH_ACT_REST ? CH_REST : g; }
+    if (g != CH_ACT_WALK) { count_unwalked(CH_PATH_PATCHED); return g == CH_ACT_REST ? CH_REST : g; }
   }
   struct ch_walk w;
   ch_walk_stack(&w, fp);
@@ -243,30 +253,24 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
 int ch_identify_act_direct(size_t size, uintptr_t slot) {
   if (CH_UNLIKELY(ch_in_runtime)) return CH_ACT_WALK;
   int g = ch_act_decide_armed(slot);
-  if (CH_UNLIKELY(g == CH_ACT_WALK)) return g;
-  count(CH_PATH_PATCHED);
-  tframes[0]++;
-  return g == CH_ACT_REST ? rest_for(size) : g;
+  return CH_UNLIKELY(g == CH_ACT_WALK) ? g : bits_verdict(size, g);
 }
 
 /* A plan's quick test did not decide alone (q): a cold or next entry, the
  * patched sites' activations, or the walk. */
 static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
   if (q == CH_QUICK_COLD) {
-    count(CH_PATH_COLD);
-    tframes[0]++;
+    count_unwalked(CH_PATH_COLD);
     if (ch_in_runtime) return -1;
     if (rest >= 0 && ch_direct_enabled) ch_direct_offer_cold(fp[1]);
     return rest_for(size);
   }
-  if (q == CH_QUICK_NEXT) { count(CH_PATH_COLD); tframes[0]++; return -1; }
+  if (q == CH_QUICK_NEXT) { count_unwalked(CH_PATH_COLD); return -1; }
   if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
     int g = ch_act_decide(fp);
     if (g != CH_ACT_WALK) {
       if (ch_direct_enabled) ch_direct_offer_walk(fp[1]);
-      count(CH_PATH_PATCHED);
-      tframes[0]++;
-      return g == CH_ACT_REST ? rest_for(size) : g;
+      return bits_verdict(size, g);
     }
   }
   return identify_slow(size, fp);
@@ -281,12 +285,11 @@ int ch_identify(size_t size, const uintptr_t *fp) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
       if (CH_UNLIKELY(rest_only)) {
         if (ch_in_runtime) return identify_slow(size, fp);
-        count(CH_PATH_COLD);
-        tframes[0]++;
+        count_unwalked(CH_PATH_COLD);
         return rest_for(size);
       }
       int q = ch_walk_quick(fp);
-      if (CH_LIKELY(q >= 0)) { count(CH_PATH_ENTRY); tframes[0]++; return q; }
+      if (CH_LIKELY(q >= 0)) { count_unwalked(CH_PATH_ENTRY); return q; }
       return identify_plan(size, fp, q);
     }
     if (!ch_in_runtime) {

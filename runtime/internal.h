@@ -58,6 +58,7 @@ size_t ch_page_size(void);
 /* A lock that never allocates and is safe to hold across fork handlers. */
 typedef struct { atomic_int v; } ch_lock_t;
 void ch_lock(ch_lock_t *l);
+bool ch_trylock(ch_lock_t *l);   /* true: taken */
 void ch_unlock(ch_lock_t *l);
 void ch_lock_init(ch_lock_t *l);
 
@@ -410,7 +411,7 @@ void ch_patch_modules(unsigned from, unsigned to);   /* modules [from, to) loade
  * ch_patch_live_ok). Code is written only under the patch lock. */
 int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target);
 void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size);   /* read-write, within +-2 GiB */
-void ch_patch_stub_unwind(uint8_t *eh, uintptr_t code, size_t len); /* .eh_frame for frameless stubs */
+void ch_patch_stub_unwind(uint8_t *p, uintptr_t code, size_t len);  /* .eh_frame for frameless stubs */
 void ch_patch_register_unwind(uint8_t *eh);                        /* once the stubs are final */
 bool ch_patch_live_ok(uintptr_t at);
 bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live);

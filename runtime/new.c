@@ -96,12 +96,7 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group)
 
 /* The same for a cold site and the plan's rest group (ch_direct_rest_malloc). */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_new(size_t n, unsigned group) {
-  if (CH_LIKELY(n <= ch_direct_rest_max) && CH_LIKELY(n <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_new_slow(n, group);
-    void *p = ch_group_malloc_or_next(group, n);
-    if (CH_LIKELY(p != NULL)) return p;
-  }
-  return ch_new_entry(n);
+  return CH_LIKELY(n <= ch_direct_rest_max) ? ch_direct_new(n, group) : ch_new_entry(n);
 }
 
 /* The same for a `walk` site decided from activations (ch_direct_act_malloc). */

@@ -21,11 +21,14 @@ size_t ch_page_size(void) {
 
 void ch_lock_init(ch_lock_t *l) { atomic_store(&l->v, 0); }
 
+bool ch_trylock(ch_lock_t *l) {
+  return !atomic_load_explicit(&l->v, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&l->v, 1, memory_order_acquire);
+}
+
 void ch_lock(ch_lock_t *l) {
   for (unsigned spins = 0;; spins++) {
-    if (!atomic_load_explicit(&l->v, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
-      return;
+    if (ch_trylock(l)) return;
     if (spins > 64) sched_yield();
     else __builtin_ia32_pause();
   }

@@ -256,7 +256,7 @@ void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size) {
 /* .eh_frame for the stubs: one CIE whose initial rule (CFA = %rsp + 8, return
  * address at CFA - 8) holds at every instruction of a stub, and one FDE
  * covering them all. */
-static void write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
+void ch_patch_stub_unwind(uint8_t *p, uintptr_t code, size_t len) {
   static const uint8_t cie[] = {
     20, 0, 0, 0,  0, 0, 0, 0,          /* length, CIE id */
     1, 'z', 'R', 0,                     /* version, augmentation */
@@ -280,15 +280,11 @@ static void write_eh_frame(uint8_t *p, uintptr_t code, size_t len) {
 
 static void (*register_frame)(void *);
 
-void ch_patch_stub_unwind(uint8_t *eh, uintptr_t code, size_t len) { write_eh_frame(eh, code, len); }
 void ch_patch_register_unwind(uint8_t *eh) { if (register_frame) register_frame(eh); }
 
 /* Held while code is written (pages change protection meanwhile). */
 static ch_lock_t patch_lock;
-bool ch_patch_trylock(void) {
-  return !atomic_load_explicit(&patch_lock.v, memory_order_relaxed) &&
-         !atomic_exchange_explicit(&patch_lock.v, 1, memory_order_acquire);
-}
+bool ch_patch_trylock(void) { return ch_trylock(&patch_lock); }
 void ch_patch_unlock(void) { ch_unlock(&patch_lock); }
 
 /* ------------------------------------------------------------- patching */
@@ -373,7 +369,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
         memcpy(stub + (cohort_stub_consts - cohort_stub_template), &c, sizeof c);
       }
       uint8_t *eh = region + code;
-      write_eh_frame(eh, (uintptr_t)region, code);
+      ch_patch_stub_unwind(eh, (uintptr_t)region, code);
       if (mprotect(region, size, PROT_READ | PROT_EXEC) != 0) {
         for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
         munmap(region, size);
