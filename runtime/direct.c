@@ -277,7 +277,9 @@ void ch_direct_offer_cold(uintptr_t ret) {
 }
 
 void ch_direct_init(const struct ch_direct_entries *e) {
-  if (!ch_opt.patch || !ch_plan || atomic_load(&ch_plan_disabled)) return;
+  /* It patches with patch.c's means (its decoder among them): only where
+   * patch.c is at work. */
+  if (!ch_patch_enabled()) return;
   if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ||
       !read_template(cohort_direct_template, cohort_direct_end, ZYDIS_MNEMONIC_MOV, &imm_at, &slot_disp_at) ||
       !read_template(cohort_direct_act_template, cohort_direct_act_end, ZYDIS_MNEMONIC_MOV, NULL, &act_slot_disp_at))

@@ -417,6 +417,7 @@ bool ch_patch_live_ok(uintptr_t at);
 bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live);
 bool ch_patch_one_thread(void);
 bool ch_patch_trylock(void);
+bool ch_patch_enabled(void);   /* ch_patch_init found a plan to patch for, and a decoder */
 void ch_patch_unlock(void);
 
 /* -------------------------------------------------------------- direct.c */

@@ -402,6 +402,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
 }
 
 static bool enabled;
+bool ch_patch_enabled(void) { return enabled; }
 
 /* Patch modules [from, to) and publish what the bits can decide. Threads
  * seed again whenever something changed: sites were patched, or (once
