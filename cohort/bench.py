@@ -31,9 +31,9 @@ from pathlib import Path
 from cohort import __version__
 from cohort.cgfile import runtime_share
 from cohort.errors import CohortError
-from cohort.files import write_atomically
+from cohort.files import claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library
-from cohort.runner import check_input, check_plan_fits, environment, open_input, resolve_program
+from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
 
 FORMAT = "cohort-results"
 VERSION = 1
@@ -331,8 +331,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
-    if results_path.exists() and not force:
-        raise CohortError(f"{results_path} exists (use --force to replace it)")
+    if os.path.lexists(outdir) and not outdir.is_dir():
+        raise CohortError(f"{outdir} exists and is not a directory")
     if trials < 1 or warmup < 0:
         raise CohortError("--trials must be at least 1 and --warmup at least 0")
     if (plan is None) == (train is None):
@@ -361,17 +361,33 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if cachegrind_args is not None:
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
-    outdir.mkdir(parents=True, exist_ok=True)
-    try:
-        return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
-                      cachegrind_args, random_control, log, inputs, stdin_records, output_file, all_control)
-    finally:
-        if output_file is not None:
-            output_file.done()
+    stats_names = [f"cohort+{a}" for a in allocators] + ["random"] * random_control + ["all"] * all_control
+    for path, kind in products(outdir, train is not None, stats_names):
+        if os.path.lexists(path):
+            claim(path, kind, force)
+    with made_dirs(outdir):
+        try:
+            return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
+                          cachegrind_args, random_control, log, inputs, stdin_records, output_file,
+                          all_control, force)
+        finally:
+            if output_file is not None:
+                output_file.done()
+
+
+def products(outdir, trained, stats_names):
+    """[(path, kind)] of every file a bench writes into outdir."""
+    out = [(outdir / "results.json", "results")]
+    if trained:
+        out += [(outdir / "profile.json", "profile"), (outdir / "plan", "plan"),
+                (outdir / "explain.txt", "explain"), (outdir / "graph.svg", "graph")]
+    out += [(outdir / "speedup.png", "plot"), (outdir / "misses.png", "plot")]
+    out += [(outdir / "stats" / f"{n}.json", "stats") for n in stats_names]
+    return out
 
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
-           random_control, log, inputs, stdin_records, output_file, all_control=True):
+           random_control, log, inputs, stdin_records, output_file, all_control=True, force=False):
     commands = {"ref": target}
     if train is not None:
         from cohort.planner import PLAN_DEFAULTS, plan_command
@@ -384,17 +400,31 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         log(f"cohort bench: profiling {' '.join(train_argv)}")
         if output_file is not None:
             output_file.clear()
-        profile(train_argv, outdir / "profile.json", force=True, stdin=inputs["train"] or os.devnull)
+        _, rc = profile(train_argv, outdir / "profile.json", force=force, stdin=inputs["train"] or os.devnull)
         if output_file is not None:
             output_file.collect()   # not checked; removed before the next run
-        plan_command(outdir / "profile.json", outdir / "plan", force=True, **PLAN_DEFAULTS)
+        if rc != 0:
+            raise CohortError(f"the training run {' '.join(train_argv)} failed ({exit_words(rc)}); "
+                              f"its profile is in {outdir / 'profile.json'}; fix the training arguments, "
+                              "or plan from it by hand (cohort plan) and pass --plan")
+        made, prof = plan_command(outdir / "profile.json", outdir / "plan", force=force, **PLAN_DEFAULTS)
         plan = outdir / "plan"
+        from cohort.explain import explain
+        text = explain(outdir / "profile.json", plan, graph_path=outdir / "graph.svg", force=force)
+        write_output(outdir / "explain.txt", text, "explain", force)
+        log(f"cohort bench: wrote {outdir / 'profile.json'}, {plan}, {outdir / 'explain.txt'}, "
+            f"{outdir / 'graph.svg'}")
     plan = Path(plan).resolve()
     check_plan_fits(plan, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
+    if force:   # the runtime replaces only statistics it wrote (runtime/stats.c)
+        for name in names:
+            p = stats_dir / f"{name}.json"
+            if p.is_file() and kind_of(p) != "stats":
+                p.unlink()
     trial_log, reference = [], None
     with tempfile.TemporaryDirectory(prefix="cohort-bench.") as work:
         for rnd in range(warmup + trials):
@@ -484,10 +514,12 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
     }
-    write_atomically(results_path, json.dumps(results, indent=1) + "\n")
+    write_output(results_path, json.dumps(results, indent=1) + "\n", "results", force)
     try:
         from cohort.plots import bench_plots
-        bench_plots(results, outdir)
+        drawn = bench_plots(results, outdir, force)
+        if drawn:
+            log(f"cohort bench: drew {', '.join(str(p) for p in drawn)}")
     except ImportError:
         log("cohort bench: matplotlib is missing; no plots (pip install matplotlib)")
     return results
@@ -514,21 +546,36 @@ def load_results(path):
 
 
 def console_table(results):
-    s, r, cg = results["summary"], results["ratios"], results["cachegrind"] or {}
-    lines = [f"{'config':<18} {'ok':>3} {'median s':>9} {'p25':>8} {'p75':>8} {'time vs':>14} {'D1 misses':>12} {'D1 vs':>7} {'rt D1':>6}"]
+    """The terminal's table: one row per configuration, columns aligned."""
+    s, r, cg = results["summary"], results["ratios"], results["cachegrind"]
+    head = ["config", "ok", "median s", "p25", "p75", "time vs", "peak RSS MiB"]
+    head += ["D1 misses", "D1 vs", "LL misses", "LL vs", "rt D1"] if cg is not None else ["D1 misses"]
+    rows = [head]
+
+    def num(v, f="{:.3f}"):
+        return f.format(v) if v is not None else "-"
     for name in results["parameters"]["order"]:
-        x = s[name]
-        ratio = r.get(name)
-        tv = f"{ratio['time_ratio']:.3f} {ratio['vs']}" if ratio else ""
-        d1 = cg.get(name, {}).get("D1_misses")
-        dv = f"{ratio['d1_ratio']:.3f}" if ratio and "d1_ratio" in ratio else ""
-        rt = cg.get(name, {}).get("runtime_D1_misses")
-        rs = f"{rt / d1:.1%}" if rt is not None and d1 else ""
-        med = f"{x['wall_median_s']:.3f}" if x["wall_median_s"] is not None else "-"
-        p25 = f"{x['wall_p25_s']:.3f}" if x["wall_p25_s"] is not None else "-"
-        p75 = f"{x['wall_p75_s']:.3f}" if x["wall_p75_s"] is not None else "-"
-        lines.append(f"{name:<18} {x['ok_trials']:>3} {med:>9} {p25:>8} {p75:>8} {tv:>14} "
-                     f"{(f'{d1:,}' if d1 is not None else '-'):>12} {dv:>7} {rs:>6}")
+        x, ratio = s[name], r.get(name) or {}
+        rss = x.get("max_rss_median_kb")
+        row = [name, str(x["ok_trials"]), num(x["wall_median_s"]), num(x["wall_p25_s"]), num(x["wall_p75_s"]),
+               f"{ratio['time_ratio']:.3f} {ratio['vs']}" if ratio else "",
+               f"{rss / 1024:.1f}" if rss else "-"]
+        if cg is None:
+            row.append("no cachegrind input given")
+        else:
+            c = cg.get(name, {})
+            d1, ll, rt = c.get("D1_misses"), c.get("LLd_misses"), c.get("runtime_D1_misses")
+            row += [f"{d1:,}" if d1 is not None else c.get("error", "-")[:30],
+                    num(ratio.get("d1_ratio")) if ratio else "",
+                    f"{ll:,}" if ll is not None else "-",
+                    num(ratio.get("lld_ratio")) if ratio else "",
+                    f"{rt / d1:.1%}" if rt is not None and d1 else ""]
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             .rstrip() for row in rows]
+    if cg is None:
+        lines.append("(cache misses: give --cachegrind-args 'ARGS' to measure them with cachegrind)")
     for p in results["problems"]:
         lines.append(f"PROBLEM: {p}")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """The `cohort` command line."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,28 +27,68 @@ def split_command(argv):
     return argv, None
 
 
+def note(message):
+    print(f"cohort: {message}", file=sys.stderr)
+
+
+def plan_option(path, what="--plan"):
+    """A --plan argument: a plan file, or a directory holding one (said so)."""
+    from cohort.planfile import plan_argument
+    if path is None:
+        return None
+    plan, said = plan_argument(path, what)
+    if said:
+        note(said)
+    return plan
+
+
 def cmd_run(args, target):
+    from cohort.files import claim
     from cohort.runner import check_plan_fits, environment, exec_program, resolve_program
     if not target:
-        raise CohortError("no program given (usage: cohort run [options] -- ./prog args...)")
-    if args.plan:
-        check_plan_fits(args.plan, resolve_program(target))
-    env = environment(plan=args.plan, allocator=args.allocator, mode=args.mode, stats=args.stats)
-    if args.plan and "COHORT_PLAN" not in env:
-        print(f"cohort: plan {args.plan} places no object (it has no group): running without the runtime"
-              + (f"; no statistics in {args.stats}" if args.stats else ""), file=sys.stderr)
+        raise CohortError("no program given (usage: cohort run [options] -- PROG ARGS...)")
+    plan = plan_option(args.plan)
+    if plan:
+        check_plan_fits(plan, resolve_program(target))
+    elif not args.mode:
+        late = [a for a in target[1:] if a.split("=")[0] in ("--plan", "--mode", "--allocator", "--stats")]
+        note(f"no --plan and no --mode: running {target[0]} in pass-through (nothing is grouped)"
+             + (f"; {late[0].split('=')[0]} after `--` is the program's own argument (cohort's options "
+                "go before `--`)" if late else ""))
+    if args.stats and "%p" not in args.stats:
+        claim(args.stats, "stats", args.force)
+    env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats)
+    if args.stats and args.force:
+        env["COHORT_STATS_FORCE"] = "1"
+    if plan and "COHORT_PLAN" not in env:
+        note(f"plan {plan} places no object (it has no group): running without the runtime"
+             + (f"; no statistics in {args.stats}" if args.stats else ""))
     exec_program(target, env)
+
+
+def training_failed(target, rc, allow, then):
+    """After a training run that failed: a loud warning; the exit status
+    (1, or 0 with --allow-failure)."""
+    from cohort.runner import exit_words
+    if rc == 0:
+        return 0
+    note(f"WARNING: the training run {' '.join(target)} failed ({exit_words(rc)}); "
+         "its profile covers the run up to then, which may not be the behaviour you want to optimise")
+    if allow:
+        return 0
+    note(f"{then} (fix the run, or give --allow-failure to use a failed run's profile)")
+    return 1
 
 
 def cmd_profile(args, target):
     from cohort.profile import profile, summary
     if not target:
-        raise CohortError("no program given (usage: cohort profile [options] -o profile.json -- ./prog args...)")
+        raise CohortError("no program given (usage: cohort profile [options] -o profile.json -- PROG ARGS...)")
     data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
                        max_size=args.max_size, coverage=args.coverage, stdin=args.stdin)
     print(summary(data, rc), file=sys.stderr)
-    print(f"cohort: wrote {args.output}", file=sys.stderr)
-    return 0
+    note(f"wrote {args.output}")
+    return training_failed(target, rc, args.allow_failure, "exiting with status 1")
 
 
 def cmd_plan(args, target):
@@ -67,7 +108,7 @@ def cmd_explain(args, target):
     graph = args.graph
     if graph is None:
         graph = str(Path(args.profile).with_suffix(".svg"))
-    text = explain(args.profile, args.plan, graph_path=None if graph == "-" else graph,
+    text = explain(args.profile, plan_option(args.plan, "plan"), graph_path=None if graph == "-" else graph,
                    top=args.top, force=args.force)
     sys.stdout.write(text)
     if graph != "-":
@@ -80,24 +121,30 @@ def cmd_optimize(args, target):
     from cohort.planner import plan_command, report
     from cohort.profile import profile, summary
     from cohort.runner import check_input
+    from cohort.files import claim, made_dirs, write_output
     if not target:
-        raise CohortError("no program given (usage: cohort optimize -o DIR -- ./prog train-args...)")
+        raise CohortError("no program given (usage: cohort optimize [options] -o DIR -- PROG TRAIN-ARGS...)")
     stdin = check_input(args.stdin) if args.stdin is not None else None
     out = Path(args.output)
-    if out.exists() and not out.is_dir():
+    if os.path.lexists(out) and not out.is_dir():
         raise CohortError(f"{out} exists and is not a directory")
-    products = [out / n for n in ("profile.json", "plan", "explain.txt", "graph.svg")]
-    if not args.force and any(p.exists() for p in products):
-        raise CohortError(f"{out} already holds a profile or plan (use --force to replace them)")
-    out.mkdir(parents=True, exist_ok=True)
-    data, rc = profile(target, products[0], force=True, affinity_distance=args.affinity_distance,
-                       max_size=args.max_size, coverage=args.coverage, stdin=stdin)
+    kinds = {"profile.json": "profile", "plan": "plan", "explain.txt": "explain", "graph.svg": "graph"}
+    products = [out / n for n in kinds]
+    for p in products:
+        if os.path.lexists(p):
+            claim(p, kinds[p.name], args.force)
+    with made_dirs(out):
+        data, rc = profile(target, products[0], force=args.force, affinity_distance=args.affinity_distance,
+                           max_size=args.max_size, coverage=args.coverage, stdin=stdin)
     print(summary(data, rc), file=sys.stderr)
-    plan, prof = plan_command(products[0], products[1], force=True, **plan_params(args))
+    status = training_failed(target, rc, args.allow_failure, f"wrote {products[0]}; not planning")
+    if status:
+        return status
+    plan, prof = plan_command(products[0], products[1], force=args.force, **plan_params(args))
     print(report(plan, prof))
-    text = explain(products[0], products[1], graph_path=products[3], force=True)
-    products[2].write_text(text)
-    print(f"cohort: wrote {', '.join(str(p) for p in products)}", file=sys.stderr)
+    text = explain(products[0], products[1], graph_path=products[3], force=args.force)
+    write_output(products[2], text, "explain", args.force)
+    note(f"wrote {', '.join(str(p) for p in products)}")
     return 0
 
 
@@ -107,7 +154,7 @@ def cmd_bench(args, target):
         raise CohortError("no program given (usage: cohort bench [options] -o DIR -- ./prog ref-args...)")
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
-                    plan=args.plan, train=args.train, cachegrind_args=args.cachegrind_args,
+                    plan=plan_option(args.plan), train=args.train, cachegrind_args=args.cachegrind_args,
                     random_control=not args.no_random, force=args.force,
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
@@ -121,8 +168,8 @@ def cmd_report(args, target):
     from cohort.report import report
     if target:
         raise CohortError("cohort report takes results directories, not a program")
-    out = report(args.results, args.output)
-    print(f"cohort: wrote {out}", file=sys.stderr)
+    written = report(args.results, args.output, force=args.force)
+    print(f"cohort: wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 0
 
 
@@ -190,35 +237,46 @@ def build_parser():
     sub = p.add_subparsers(dest="command", parser_class=Parser)
 
     r = sub.add_parser("run", help="run a program with the Cohort runtime preloaded",
+                       usage="%(prog)s [--plan PLAN] [options] -- PROG ARGS...",
                        description="Run PROG with libcohort.so preloaded in front of an allocator. "
-                                   "Usage: cohort run [options] -- PROG ARGS...")
-    r.add_argument("--plan", help="plan file made by `cohort plan` (default: no grouping)")
+                                   "Cohort's options go before `--`, the program and its own "
+                                   "arguments after it.")
+    r.add_argument("--plan", help="plan made by `cohort plan`, or a directory `cohort optimize` "
+                                  "filled (default: no grouping)")
     r.add_argument("--allocator", default="glibc", choices=sorted(ALLOCATORS),
                    help="the allocator behind Cohort for everything not grouped (default: glibc)")
     r.add_argument("--mode", help="runtime mode: plan, off, all (group every small object) "
                                   "or random[:N] (HALO's random control)")
-    r.add_argument("--stats", help="write the runtime's statistics (JSON) to this file at exit")
+    r.add_argument("--stats", help="write the runtime's statistics (JSON) to this file at exit "
+                                   "(%%p: the process id)")
+    r.add_argument("--force", action="store_true",
+                   help="let --stats replace a file that is not Cohort statistics")
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="profile a program: HALO's affinity graph of its heap contexts",
+                        usage="%(prog)s [options] -o profile.json -- PROG TRAIN-ARGS...",
                         description="Run PROG under Cohort's Valgrind tool and write a profile "
-                                    "(docs/profile-format.md). Usage: cohort profile [options] "
-                                    "-o profile.json -- PROG ARGS...")
+                                    "(docs/profile-format.md). Cohort's options go before `--`, the "
+                                    "program and its own arguments after it.")
     pr.add_argument("-o", "--output", default="profile.json", help="profile to write (default: profile.json)")
-    pr.add_argument("--force", action="store_true", help="overwrite an existing profile")
+    pr.add_argument("--force", action="store_true", help="overwrite a file that is not a Cohort profile")
     add_profile_options(pr)
+    pr.add_argument("--allow-failure", action="store_true",
+                    help="exit 0 even if the training run exits non-zero or is killed")
     pr.set_defaults(func=cmd_profile)
 
     pl = sub.add_parser("plan", help="group a profile's contexts and write a plan for the runtime",
+                        usage="%(prog)s [options] profile.json -o plan",
                         description="HALO's grouping (weighted density) and identification (selectors) "
                                     "on a profile; writes the runtime's plan (docs/plan-format.md).")
     pl.add_argument("profile", help="profile.json from cohort profile")
     pl.add_argument("-o", "--output", default="plan", help="plan to write (default: plan)")
-    pl.add_argument("--force", action="store_true", help="overwrite an existing plan")
+    pl.add_argument("--force", action="store_true", help="overwrite a file that is not a Cohort plan")
     add_plan_options(pl)
     pl.set_defaults(func=cmd_plan)
 
     ex = sub.add_parser("explain", help="show a profile (and plan) for people, and draw the graph",
+                        usage="%(prog)s [options] profile.json [plan]",
                         description="Print the hottest contexts with their call stacks and the groups "
                                     "with their members and selectors; draw the affinity graph "
                                     "coloured by group as SVG.")
@@ -231,20 +289,26 @@ def build_parser():
     ex.set_defaults(func=cmd_explain)
 
     op = sub.add_parser("optimize", help="profile + plan + explain in one step",
+                        usage="%(prog)s [options] -o DIR -- PROG TRAIN-ARGS...",
                         description="Profile PROG on a training input, plan, and explain; "
                                     "products go to DIR (profile.json, plan, explain.txt, graph.svg). "
-                                    "Usage: cohort optimize -o DIR [options] -- PROG TRAIN-ARGS...")
+                                    "Cohort's options go before `--`, the program and its own "
+                                    "arguments after it.")
     op.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the products")
-    op.add_argument("--force", action="store_true", help="replace products already in DIR")
+    op.add_argument("--force", action="store_true",
+                    help="replace files in DIR that Cohort did not write")
     add_profile_options(op)
     add_plan_options(op)
+    op.add_argument("--allow-failure", action="store_true",
+                    help="plan even if the training run exits non-zero or is killed")
     op.set_defaults(func=cmd_optimize)
 
     be = sub.add_parser("bench", help="baseline vs optimised, side by side",
+                        usage="%(prog)s (--plan PLAN | --train 'ARGS') [options] -o DIR -- PROG REF-ARGS...",
                         description="Run PROG under each baseline allocator and under Cohort, in "
                                     "interleaved trials; measure cache misses with cachegrind; write "
-                                    "DIR/results.json (docs/results-format.md) and plots. "
-                                    "Usage: cohort bench [options] -o DIR -- PROG REF-ARGS...")
+                                    "DIR/results.json (docs/results-format.md) and plots. Cohort's "
+                                    "options go before `--`, the program and its own arguments after it.")
     be.add_argument("-o", "--output", required=True, metavar="DIR", help="results directory")
     be.add_argument("--trials", type=int, default=10, help="measured rounds (default: 10)")
     be.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default: 1)")
@@ -274,12 +338,36 @@ def build_parser():
     be.set_defaults(func=cmd_bench)
 
     rp = sub.add_parser("report", help="a Markdown report from bench results",
+                        usage="%(prog)s [options] RESULTS-DIR... -o report.md",
                         description="Turn one or more results directories into one Markdown report "
                                     "with tables and plots.")
     rp.add_argument("results", nargs="+", help="results directories (or results.json files)")
-    rp.add_argument("-o", "--output", default="report.md", help="report to write (default: report.md)")
+    rp.add_argument("-o", "--output", default="report.md",
+                    help="report to write (default: report.md); its plots go beside it as "
+                         "NAME-speedup.png and NAME-misses.png")
+    rp.add_argument("--force", action="store_true",
+                    help="replace files at those paths that cohort did not write")
     rp.set_defaults(func=cmd_report)
     return p
+
+
+TAKES_PROGRAM = ("run", "profile", "optimize", "bench")
+
+
+def misplaced(args, ours, extra):
+    """What to say about arguments no option took: the first line a user
+    reads after a mistake says what to type instead."""
+    cmd = getattr(args, "command", None)
+    if cmd in TAKES_PROGRAM:
+        opts = [a for a in ours if a not in extra]
+        if not extra[0].startswith("-"):
+            return (f"the program and its arguments go after `--`: cohort {' '.join(opts)} -- "
+                    f"{' '.join(extra)}")
+        return (f"cohort {cmd} has no option {extra[0]} (see cohort {cmd} --help); the program's own "
+                f"options go after `--`: cohort {cmd} [options] -- PROG ARGS...")
+    if cmd:
+        return f"unrecognized arguments for cohort {cmd}: {' '.join(extra)} (see cohort {cmd} --help)"
+    return f"unrecognized arguments: {' '.join(extra)} (see cohort --help)"
 
 
 def default_signals():
@@ -309,7 +397,9 @@ def main(argv=None):
         default_signals()
     ours, target = split_command(argv)
     parser = build_parser()
-    args = parser.parse_args(ours)
+    args, extra = parser.parse_known_args(ours)
+    if extra:
+        parser.error(misplaced(args, ours, extra))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from cohort import planner
 from cohort.errors import CohortError
-from cohort.files import write_atomically
-from cohort.graphsvg import MARK, render
+from cohort.files import claim, write_output
+from cohort.graphsvg import render
 from cohort.planfile import decide, read_plan, walk_length
 from cohort.profile import load_profile
 
@@ -168,18 +168,12 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
 
     if graph_path:
         graph_path = Path(graph_path)
-        if graph_path.exists() and not force:
-            try:
-                ours = MARK in graph_path.read_text(errors="replace")[:400]
-            except OSError:
-                ours = False
-            if not ours:
-                raise CohortError(f"{graph_path} exists and was not drawn by cohort (use --force)")
+        claim(graph_path, "graph", force)
         nodes = profile["graph"]["nodes"]
         edges = {(x, y): w for x, y, w in profile["graph"]["edges"]}
         acc = {n: profile["contexts"][n]["accesses"] for n in nodes}
         labels = {n: context_label(profile, n) for n in nodes}
         svg = render(nodes, edges, acc, {n: group_of.get(n) for n in nodes}, labels,
                      f"Affinity graph of {os.path.basename(profile['target']['argv'][0])}, coloured by group")
-        write_atomically(graph_path, svg)
+        write_output(graph_path, svg, "graph", force)
     return text

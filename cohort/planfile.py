@@ -12,6 +12,20 @@ MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 
 
+def plan_argument(path, what="--plan"):
+    """The plan file a command-line argument names: the file itself, or, for
+    a directory that `cohort optimize` or `cohort bench --train` filled, its
+    plan (returns (path, note about that or None))."""
+    path = Path(path)
+    if path.is_dir():
+        inner = path / "plan"
+        if inner.is_file():
+            return inner, f"{what} {path} is a directory: using {inner}"
+        raise CohortError(f"{what} {path} is a directory with no plan in it "
+                          "(name the plan file, e.g. DIR/plan from cohort optimize -o DIR)")
+    return path, None
+
+
 def check_plan_header(path):
     path = Path(path)
     try:

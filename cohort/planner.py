@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cohort import grouping, identification, planfile
 from cohort.errors import CohortError
-from cohort.files import write_atomically
+from cohort.files import claim, write_output
 
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
@@ -54,6 +54,7 @@ class Plan:
     rest_max: int = None                        # the largest request it takes
     paths: dict = field(default_factory=dict)   # (site id, ...) -> "cold" | "group=G": decision paths
     frames: dict = field(default_factory=dict)  # context id -> frames its walk looks at, if walked
+    why_none: str = None                        # why there is no group, if there is none
 
 
 def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
@@ -300,15 +301,6 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
     notes = []
-    if not accesses:
-        notes.append("no groups: the profile's graph is empty (no context was hot enough to keep; "
-                     "the program made few accesses to small heap objects)")
-    elif not formed:
-        notes.append("no groups: no two hot contexts are affinitive and no hot context's objects "
-                     "are used together (the graph has no edge above --min-weight)")
-    elif not kept:
-        notes.append(f"no groups: none of the {len(formed)} candidates carries --group-threshold "
-                     f"{group_threshold} of all accesses as internal affinity")
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
         kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]
@@ -340,7 +332,85 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     if rest == "pool":
         add_rest(plan, contexts, entry_purity)
+    if not plan.groups:
+        plan.why_none = why_no_groups(profile, accesses, formed, kept, group_threshold)
+    hint = runtime_hint(profile)
+    if hint:
+        plan.notes.append(hint)
     return plan
+
+
+def own_allocator(profile):
+    """(share of heap bytes in blocks over the profile's max size, remedy or
+    None) when the program looks like it carves its objects out of big
+    blocks with an allocator of its own, else None."""
+    p = profile["parameters"]["max_size"]
+    contexts = profile["contexts"]
+    total = sum(c["bytes"] for c in contexts)
+    big = sum(c["bytes"] for c in contexts if c["min_size"] > p)
+    if is_cpython(profile):
+        return big / total if total else 0.0, RUNTIMES["cpython"]
+    if total and big > total / 2:
+        return big / total, None
+    return None
+
+
+# Runtimes known to keep small objects in an allocator of their own, and the
+# switch that hands them to malloc instead, where Cohort can place them.
+RUNTIMES = {
+    "cpython": "CPython: it takes its small objects from its own allocator (pymalloc) unless "
+               "PYTHONMALLOC=malloc is set: set it for the profile and for every run "
+               "(PYTHONMALLOC=malloc cohort optimize ..., and the same for cohort run)",
+}
+CPYTHON_MODULE = re.compile(r"^(lib)?python3(\.\d+)?[a-z]*(\.so.*)?$")
+
+
+def is_cpython(profile):
+    return any(CPYTHON_MODULE.match(os.path.basename(m["path"])) for m in profile["modules"])
+
+
+def runtime_hint(profile):
+    """A note for programs whose runtime hides their objects from Cohort."""
+    if is_cpython(profile):
+        return "this is " + RUNTIMES["cpython"]
+    return None
+
+
+def why_no_groups(profile, accesses, formed, kept, group_threshold):
+    """Why a plan has no group, in words, with what to do about it."""
+    t = profile["totals"]
+    p = profile["parameters"]["max_size"]
+    small = sum(c["allocations"] for c in profile["contexts"] if c["min_size"] <= p)
+    own = own_allocator(profile)
+    if own and own[1]:
+        return f"no groups: this is {own[1]}"
+    if small == 0:
+        return (f"no groups: the program made no heap allocation of up to {p} bytes "
+                f"({sum(c['allocations'] for c in profile['contexts'])} allocations in all); Cohort "
+                "places small objects")
+    if own:
+        return (f"no groups: {own[0]:.0%} of the heap bytes it allocates are in blocks over {p} bytes: "
+                "the program probably carves its objects out of them with an allocator of its own "
+                "(an arena, pool or slab), where Cohort cannot see them; if it can be told to use "
+                "malloc for each object, profile and run it that way")
+    if not accesses:
+        return (f"no groups: too few accesses to small heap objects to place ({t['accesses']} to "
+                f"{small} allocations); profile on an input that runs longer, or give the program "
+                "more work")
+    if not formed:
+        return ("no groups: no two hot contexts' objects are used together within the affinity "
+                "distance (the graph has no edge above --min-weight): the heap is not walked in a "
+                "way that placement helps")
+    if not kept:
+        best = max(g.weight for g in formed)
+        share = best / max(t["accesses"], 1)
+        return (f"no groups: everything is cold: the best of the {len(formed)} candidate groups "
+                f"carries {share:.2%} of heap accesses as internal affinity, under --group-threshold "
+                f"{group_threshold:g}; if the training run is much shorter than real runs, lower it "
+                f"(e.g. --group-threshold {group_threshold / 10:g})")
+    return (f"no groups: all {len(kept)} candidate groups were dropped (the notes below say "
+            "why): grouping them would cost more than it saves; small objects still share the rest "
+            "pool, and `cohort run --mode all` pools them all, for comparison")
 
 
 def short_lived(contexts):
@@ -556,6 +626,8 @@ def report(plan, profile):
     else:
         hot = f"{len(profile['graph']['nodes'])} hot contexts"
     out = [f"{len(plan.groups)} groups from {hot} ({len(plan.rejected)} more under the weight threshold)"]
+    if plan.why_none:
+        out.append(f"  {plan.why_none}")
     for i, g in enumerate(plan.groups):
         out.append(f"  group {i} {g.name}: {len(g.members)} contexts, {g.allocations} allocations, "
                    f"{g.accesses} accesses, internal weight {g.weight}, score {g.score:.0f}, "
@@ -595,10 +667,7 @@ def worth_text(w):
 def plan_command(profile_path, output, force=False, **params):
     from cohort.profile import load_profile
     output = Path(output)
-    if output.exists() and not force:
-        raise CohortError(f"{output} exists (use --force to overwrite it)")
-    if not output.parent.is_dir():
-        raise CohortError(f"cannot write {output}: no directory {output.parent}")
+    claim(output, "plan", force)
     if params.get("unknown_entry") not in ("walk", "cold", "auto"):
         raise CohortError("--unknown-entry must be walk, cold or auto")
     if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1 or \
@@ -610,5 +679,5 @@ def plan_command(profile_path, output, force=False, **params):
         raise CohortError("--walk-cost, --frame-cost and --miss-cost must be finite and not negative")
     profile = load_profile(profile_path)
     plan = make_plan(profile, **params)
-    write_atomically(output, render(plan, profile, source=os.path.basename(str(profile_path))))
+    write_output(output, render(plan, profile, source=os.path.basename(str(profile_path))), "plan", force)
     return plan, profile

@@ -1,9 +1,24 @@
-"""PNG plots of bench results (matplotlib, no display needed)."""
+"""PNG plots of bench results (matplotlib, no display needed). Each PNG
+carries Software=cohort in a text chunk, so that a later run knows it may
+replace it (cohort/files.py)."""
+
+import io
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from cohort import __version__  # noqa: E402
+from cohort.files import PLOT_SOFTWARE, write_output  # noqa: E402
+
+
+def _save(fig, path, force):
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": f"{PLOT_SOFTWARE} {__version__}"})
+    plt.close(fig)
+    write_output(path, buf.getvalue(), "plot", force)
 
 
 def _bars(ax, labels, values, lows=None, highs=None, title="", ylabel=""):
@@ -20,31 +35,31 @@ def _bars(ax, labels, values, lows=None, highs=None, title="", ylabel=""):
     ax.set_ylabel(ylabel)
 
 
-def bench_plots(results, outdir):
-    """speedup.png and misses.png for one results.json."""
+def bench_plots(results, outdir, force=False):
+    """speedup.png and misses.png for one results.json; returns the paths drawn."""
     ratios = results["ratios"]
     names = [n for n in results["parameters"]["order"] if n in ratios]
+    drawn = []
     if not names:
-        return
+        return drawn
     labels = [f"{n}\nvs {ratios[n]['vs']}" for n in names]
     fig, ax = plt.subplots(figsize=(6, 4))
     _bars(ax, labels, [ratios[n]["time_ratio"] for n in names], [ratios[n]["time_ratio_p25"] for n in names],
           [ratios[n]["time_ratio_p75"] for n in names],
           f"{results['workload']}: time / baseline (median, p25-p75)", "ratio (lower is faster)")
-    fig.tight_layout()
-    fig.savefig(f"{outdir}/speedup.png", dpi=100)
-    plt.close(fig)
+    _save(fig, f"{outdir}/speedup.png", force)
+    drawn.append(f"{outdir}/speedup.png")
     d1 = [n for n in names if "d1_ratio" in ratios[n]]
     if d1:
         fig, ax = plt.subplots(figsize=(6, 4))
         _bars(ax, [f"{n}\nvs {ratios[n]['vs']}" for n in d1], [ratios[n]["d1_ratio"] for n in d1],
               title=f"{results['workload']}: D1 misses / baseline (cachegrind)", ylabel="ratio (lower is better)")
-        fig.tight_layout()
-        fig.savefig(f"{outdir}/misses.png", dpi=100)
-        plt.close(fig)
+        _save(fig, f"{outdir}/misses.png", force)
+        drawn.append(f"{outdir}/misses.png")
+    return drawn
 
 
-def suite_plot(rows, path, key, title, ylabel):
+def suite_plot(rows, path, key, title, ylabel, force=False):
     """One grouped bar chart over workloads: rows = [(workload, {config: (v, lo, hi)})]."""
     configs = sorted({c for _, d in rows for c in d})
     if not rows or not configs:
@@ -63,7 +78,5 @@ def suite_plot(rows, path, key, title, ylabel):
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, force)
     return True

@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from cohort import __version__, elf, families
 from cohort.errors import CohortError
-from cohort.files import write_atomically
+from cohort.files import claim, write_output
 from cohort.paths import profiler_lib
-from cohort.runner import check_input, open_input, resolve_program
+from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 FORMAT = "cohort-profile"
 VERSION = 2          # written; 1 (no context families) is still read
@@ -37,7 +38,9 @@ def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
     process, valgrind log path)."""
     path = resolve_program(argv)
     what = elf.kind(path)
-    if what not in ("x86-64", "script"):
+    if what == "script":
+        raise CohortError(script_advice(argv, path))
+    if what != "x86-64":
         raise CohortError(f"cannot profile {argv[0]}: {what} (Cohort profiles x86-64 ELF programs)")
     valgrind = shutil.which("valgrind")
     if not valgrind:
@@ -45,7 +48,8 @@ def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
     lib = profiler_lib()
     log = Path(workdir) / "valgrind.log"
     raw = Path(workdir) / "raw.%p"
-    cmd = [valgrind, "--tool=cohort", "-q", f"--log-file={log}",
+    progress = Path(workdir) / "progress"
+    cmd = [valgrind, "--tool=cohort", "-q", f"--log-file={log}", f"--cohort-progress={progress}",
            f"--cohort-out={raw}", f"--cohort-main={os.path.realpath(path)}",
            f"--affinity-distance={affinity_distance}", f"--max-size={max_size}",
            path, *argv[1:]]
@@ -58,7 +62,7 @@ def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
         except OSError as e:
             raise CohortError(f"cannot run valgrind: {e.strerror}") from e
         try:
-            rc = proc.wait()
+            rc = wait_reporting(proc, progress)
         except KeyboardInterrupt:
             proc.wait()
             raise
@@ -66,6 +70,59 @@ def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
         if source is not None:
             source.close()
     return rc, Path(workdir) / f"raw.{proc.pid}", log
+
+
+def progress_interval(tty):
+    """Seconds between progress reports: every second on a terminal (one line
+    rewritten in place), else a line every COHORT_PROGRESS_SECONDS (default
+    60; 0 for none)."""
+    if tty:
+        return 1.0
+    try:
+        return max(float(os.environ.get("COHORT_PROGRESS_SECONDS", "60")), 0.0)
+    except ValueError:
+        return 60.0
+
+
+def wait_reporting(proc, progress, out=None):
+    """Wait for the profiled program, telling the user on stderr how far it
+    has got: elapsed time, allocations and accesses (the tool's progress file)."""
+    out = out or sys.stderr
+    tty = out.isatty()
+    interval = progress_interval(tty)
+    if interval <= 0:
+        return proc.wait()
+    start = time.monotonic()
+    shown = False
+    while True:
+        try:
+            rc = proc.wait(timeout=interval)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        line = progress_line(progress, time.monotonic() - start)
+        if line:
+            out.write(f"\r{line}\033[K" if tty else line + "\n")
+            out.flush()
+            shown = True
+    if shown and tty:
+        out.write("\r\033[K")
+        out.flush()
+    return rc
+
+
+def progress_line(progress, elapsed):
+    try:
+        words = Path(progress).read_text(errors="replace").split()
+    except OSError:
+        words = []
+    m, s = divmod(int(elapsed), 60)
+    h, m = divmod(m, 60)
+    when = f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+    if len(words) >= 5 and words[0] == "progress" and all(w.isdigit() for w in words[1:5]):
+        allocs, tracked = int(words[2]), int(words[3])
+        return f"cohort: profiling, {when}: {allocs:,} allocations, {tracked:,} accesses to them"
+    return f"cohort: profiling, {when}: starting"
 
 
 def log_tail(log, lines=3):
@@ -202,19 +259,12 @@ def build_profile(raw, target, params, returncode):
     }
 
 
-def write_json(path, data):
-    write_atomically(path, json.dumps(data, indent=1) + "\n")
-
-
 def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None):
     """The whole `cohort profile`. stdin: a file the target reads as its
     standard input (default: cohort's own). Returns (profile dict, target's
     return code)."""
     output = Path(output)
-    if output.exists() and not force:
-        raise CohortError(f"{output} exists (use --force to overwrite it)")
-    if not output.parent.is_dir():
-        raise CohortError(f"cannot write {output}: no directory {output.parent}")
+    claim(output, "profile", force)
     if affinity_distance < 1 or max_size < 1 or not 0 < coverage <= 1:
         raise CohortError("affinity distance and max size must be positive, coverage in (0, 1]")
     if stdin is not None:
@@ -231,7 +281,7 @@ def profile(target, output, force=False, affinity_distance=128, max_size=4096, c
         except ValueError as e:
             raise CohortError(f"the profiler's output is unusable: {e}") from e
     data = build_profile(raw, target, params, rc)
-    write_json(output, data)
+    write_output(output, json.dumps(data, indent=1) + "\n", "profile", force)
     return data, rc
 
 
@@ -536,7 +586,4 @@ def summary(data, rc):
              f"{len(data['contexts'])} contexts, {t['accesses']} accesses to tracked objects; "
              f"graph of {len(g['nodes'])} contexts ({g['coverage']:.0%} of accesses), "
              f"{len(g['edges'])} edges"]
-    if rc != 0:
-        how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
-        lines.append(f"cohort: note: the target {how}; the profile covers the run up to then")
     return "\n".join(lines)

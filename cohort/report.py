@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cohort.bench import load_results
 from cohort.errors import CohortError
-
+from cohort.files import REPORT_MARK, claim, write_output
 
 
 def short_walk_share(frames_walked):
@@ -35,18 +35,51 @@ def fmt(v, digits=3):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def report(paths, output, title="Cohort benchmark report"):
+def labels(paths, runs):
+    """A row label per run: its workload, and where two runs share one, the
+    results directory as given (its last component if that tells them apart)."""
+    names = [r["workload"] for r in runs]
+    dirs = [Path(p).parent if Path(p).name == "results.json" else Path(p) for p in paths]
+    out = []
+    for i, (n, d) in enumerate(zip(names, dirs)):
+        same = [j for j, m in enumerate(names) if m == n]
+        if len(same) == 1:
+            out.append(n)
+            continue
+        tails = [dirs[j].resolve().name for j in same]
+        tag = d.resolve().name if tails.count(d.resolve().name) == 1 else str(d)
+        out.append(f"{n} ({tag})")
+    # still equal (the same directory given twice): number them
+    for i, lab in enumerate(out):
+        if out.count(lab) > 1:
+            out[i] = f"{lab} #{out[:i + 1].count(lab)}"
+    return out
+
+
+def plot_paths(output):
+    """The plots a report at output draws beside it, named after it."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}-speedup.png"), output.with_name(f"{output.stem}-misses.png")
+
+
+def report(paths, output, title="Cohort benchmark report", force=False):
+    """Write the report; returns the paths written (the report first)."""
     runs = [load_results(p) for p in paths]
     if not runs:
         raise CohortError("no results given")
     output = Path(output)
-    out_dir = output.parent
+    speed_png, miss_png = plot_paths(output)
+    for p, kind in ((output, "report"), (speed_png, "plot"), (miss_png, "plot")):
+        claim(p, kind, force)
+    for r, lab in zip(runs, labels(paths, runs)):
+        r["label"] = lab
+    written = [output]
     allocs = []
     for r in runs:
         for a in r["parameters"]["allocators"]:
             if a not in allocs:
                 allocs.append(a)
-    lines = [f"# {title}", ""]
+    lines = [REPORT_MARK, f"# {title}", ""]
     m = runs[0]["machine"]
     lines.append(f"Machine: {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, "
                  f"{round(m.get('memory_kb', 0) / 2**20)} GiB; kernel {m.get('kernel', '?')}. "
@@ -64,7 +97,7 @@ def report(paths, output, title="Cohort benchmark report"):
     lines.append("|" + "---|" * len(head))
     speed_rows, miss_rows = [], []
     for r in runs:
-        row = [r["workload"], str(r["parameters"]["trials"])]
+        row = [r["label"], str(r["parameters"]["trials"])]
         srow, mrow = {}, {}
         for a in allocs:
             name = f"cohort+{a}"
@@ -86,17 +119,19 @@ def report(paths, output, title="Cohort benchmark report"):
                    if st else "-")
         row.append("; ".join(r["problems"]) if r["problems"] else "none")
         lines.append("| " + " | ".join(row) + " |")
-        speed_rows.append((r["workload"], srow))
-        miss_rows.append((r["workload"], mrow))
+        speed_rows.append((r["label"], srow))
+        miss_rows.append((r["label"], mrow))
     lines.append("")
     try:
         from cohort.plots import suite_plot
-        if suite_plot(speed_rows, out_dir / "speedup.png", "time", "Time / baseline (median, p25-p75)",
-                      "ratio (lower is faster)"):
-            lines += ["![time ratios](speedup.png)", ""]
-        if any(m for _, m in miss_rows) and suite_plot(miss_rows, out_dir / "misses.png", "d1",
-                                                       "D1 misses / baseline (cachegrind)", "ratio"):
-            lines += ["![D1 miss ratios](misses.png)", ""]
+        if suite_plot(speed_rows, speed_png, "time", "Time / baseline (median, p25-p75)",
+                      "ratio (lower is faster)", force):
+            lines += [f"![time ratios]({speed_png.name})", ""]
+            written.append(speed_png)
+        if any(m for _, m in miss_rows) and suite_plot(miss_rows, miss_png, "d1",
+                                                       "D1 misses / baseline (cachegrind)", "ratio", force):
+            lines += [f"![D1 miss ratios]({miss_png.name})", ""]
+            written.append(miss_png)
     except ImportError:
         lines += ["(matplotlib is missing: no plots)", ""]
     ident_lines = []
@@ -106,7 +141,7 @@ def report(paths, output, title="Cohort benchmark report"):
             continue
         paths = ", ".join(f"{k} {v:,}" for k, v in st.get("identification", {}).items() if v)
         share = short_walk_share(st.get("frames_walked"))
-        ident_lines.append(f"| {r['workload']} | {paths or '-'} | "
+        ident_lines.append(f"| {r['label']} | {paths or '-'} | "
                            + (f"{100 * share:.1f}%" if share is not None else "-") + " |")
     if ident_lines:
         lines += ["## Identification", "",
@@ -117,12 +152,12 @@ def report(paths, output, title="Cohort benchmark report"):
     lines.append("")
     for r in runs:
         c = r["commands"]
-        lines.append(f"- **{r['workload']}**: ref `{' '.join(map(str, c['ref']))}`"
+        lines.append(f"- **{r['label']}**: ref `{' '.join(map(str, c['ref']))}`"
                      + (f"; train `{' '.join(map(str, c['train']))}`" if "train" in c else f"; plan `{r['plan']}`")
                      + (f"; cachegrind `{' '.join(map(str, c['cachegrind']))}`" if "cachegrind" in c else ""))
     lines.append("")
     for r in runs:
-        lines.append(f"### {r['workload']}: medians")
+        lines.append(f"### {r['label']}: medians")
         lines.append("")
         lines.append("| config | ok trials | median s | p25 | p75 | user s | max RSS KiB | D1 misses |")
         lines.append("|---|---|---|---|---|---|---|---|")
@@ -134,5 +169,5 @@ def report(paths, output, title="Cohort benchmark report"):
                          f"{int(s['max_rss_median_kb']) if s['max_rss_median_kb'] else '-'} | "
                          f"{f'{d1:,}' if d1 is not None else '-'} |")
         lines.append("")
-    output.write_text("\n".join(lines) + "\n")
-    return output
+    write_output(output, "\n".join(lines) + "\n", "report", force)
+    return written

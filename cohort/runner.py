@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import stat
 from pathlib import Path
 
@@ -9,6 +10,16 @@ from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
 from cohort import elf
 from cohort.planfile import check_plan_header, places_nothing, read_plan
+
+
+def exit_words(rc):
+    """A return code in words: 'exit status 3', 'killed by SIGSEGV'."""
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit status {rc}"
 
 MODES = ("plan", "off", "all", "random")
 
@@ -24,6 +35,43 @@ def resolve_program(argv):
     if os.path.isdir(path) or not os.access(path, os.X_OK):
         raise CohortError(f"cannot run {prog}: not an executable file", status=126)
     return path
+
+
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox"}
+
+
+def script_advice(argv, path):
+    """What to say when asked to profile a '#!' script: Cohort's profiler
+    follows one program, so name the interpreter to profile, or, for a
+    shell script (a wrapper or version-manager shim), say to profile the
+    program it starts."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        first = "#!"
+    words = first[2:].split()
+    interp = words[0] if words else ""
+    rest = words[1:]
+    if os.path.basename(interp) == "env":     # #!/usr/bin/env [-S] [VAR=x] python3 -u
+        rest = [w for w in rest if not w.startswith("-") and "=" not in w]
+        interp = shutil.which(rest[0]) or rest[0] if rest else ""
+        rest = rest[1:]
+    name = os.path.basename(interp)
+    if not interp:
+        return f"{argv[0]} is a script with no interpreter on its first line ({first}); profile a program"
+    if name in SHELLS:
+        return (f"{argv[0]} is a shell script ({first}), not a program: profile the program it "
+                f"starts, directly (for a shim such as pyenv's, `pyenv which python3` names it)")
+    if os.path.isfile(interp) and elf.kind(interp) == "script":   # a shim in front of the interpreter
+        real = f"$(pyenv which {name})" if "pyenv" in interp else f"/path/to/the/real/{name}"
+        cmd = " ".join([real, *rest, argv[0], *argv[1:]])
+        return (f"{argv[0]} is a script run by {name} ({first}), and {interp} is itself a script "
+                f"(a shim): profile the real interpreter with the script as its argument, "
+                f"e.g. cohort profile [options] -- {cmd}")
+    cmd = " ".join([interp, *rest, argv[0], *argv[1:]])
+    return (f"{argv[0]} is a script run by {interp} ({first}): profile the interpreter with the "
+            f"script as its argument: cohort profile [options] -- {cmd}")
 
 
 def check_input(path, option="--stdin", rereadable=False):

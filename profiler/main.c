@@ -3,17 +3,20 @@
  * profile into profile.json (docs/profile-format.md). */
 #include "profiler.h"
 #include "pub_tool_libcfile.h"
+#include "pub_tool_libcproc.h"
 #include "pub_tool_options.h"
 #include "pub_tool_vki.h"
 
 const HChar *ch_clo_out = "cohort.raw";
 const HChar *ch_clo_main = NULL;
+const HChar *ch_clo_progress = NULL;
 Long ch_clo_affinity = 128;
 Long ch_clo_max_size = 4096;
 
 static Bool process_option(const HChar *arg) {
   if VG_STR_CLO(arg, "--cohort-out", ch_clo_out) {}
   else if VG_STR_CLO(arg, "--cohort-main", ch_clo_main) {}
+  else if VG_STR_CLO(arg, "--cohort-progress", ch_clo_progress) {}
   else if VG_BINT_CLO(arg, "--affinity-distance", ch_clo_affinity, 1, 1 << 20) {}
   else if VG_BINT_CLO(arg, "--max-size", ch_clo_max_size, 1, 1 << 30) {}
   else return False;
@@ -24,17 +27,52 @@ static void print_usage(void) {
   VG_(printf)(
     "    --cohort-out=FILE          raw profile to write, %%p is the pid [cohort.raw]\n"
     "    --cohort-main=PATH         resolved path of the main executable\n"
+    "    --cohort-progress=FILE     rewrite FILE about once a second with the counts so far\n"
     "    --affinity-distance=N      HALO's affinity distance A, bytes [128]\n"
     "    --max-size=N               largest object whose accesses count [4096]\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
 
-static void start_client_code(ThreadId tid, ULong blocks) { ch_set_thread(tid); }
+/* Progress for `cohort profile`, which polls the file: one fixed-width line,
+ * rewritten in place at most once a second from the scheduler's hook (it runs
+ * at every time slice, so a busy program reports on time). Only the process
+ * that opened the file writes it: a forked child keeps quiet. */
+static Int progress_fd = -1, progress_pid;
+static UInt progress_last;
+
+static void open_progress(void) {
+  if (!ch_clo_progress) return;
+  SysRes r = VG_(open)(ch_clo_progress, VKI_O_CREAT | VKI_O_TRUNC | VKI_O_WRONLY,
+                       VKI_S_IRUSR | VKI_S_IWUSR);
+  if (sr_isError(r)) return;
+  progress_fd = (Int)sr_Res(r);
+  progress_pid = VG_(getpid)();
+}
+
+static void report_progress(void) {
+  UInt now = VG_(read_millisecond_timer)();
+  if (progress_fd < 0 || (progress_last && now - progress_last < 1000) || VG_(getpid)() != progress_pid)
+    return;
+  progress_last = now ? now : 1;
+  HChar line[96];
+  Int n = VG_(snprintf)(line, sizeof line, "progress %u %llu %llu %llu", now, ch_seq,
+                        ch_tracked_accesses, ch_total_accesses);
+  while (n < (Int)sizeof line - 1) line[n++] = ' ';
+  line[sizeof line - 1] = '\n';
+  VG_(lseek)(progress_fd, 0, VKI_SEEK_SET);
+  VG_(write)(progress_fd, line, sizeof line);
+}
+
+static void start_client_code(ThreadId tid, ULong blocks) {
+  ch_set_thread(tid);
+  report_progress();
+}
 
 static void post_clo_init(void) {
   ch_contexts_init();
   ch_affinity_init();
+  open_progress();
 }
 
 /* The raw profile: a line-oriented dump that cohort/profile.py reads. */

@@ -508,7 +508,7 @@ extern atomic_ulong ch_path_count[CH_PATH_COUNT];
 extern atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;
 void ch_stats_live(unsigned g, long delta);         /* live bytes, process-wide */
 void ch_stats_resident(unsigned g, long delta);
-int ch_stats_write(const char *path);
+int ch_stats_write(const char *path);  /* 0; -1 cannot write; -2 refused (not ours) */
 
 /* ---------------------------------------------------------------- init.c */
 extern atomic_int ch_init_state;   /* 0 none, 1 running, 2 done */

@@ -4,9 +4,12 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
@@ -106,22 +109,60 @@ static void expand_path(const char *path, char *dst, size_t cap) {
   dst[n] = 0;
 }
 
+#define STATS_HEAD "{\n  \"format\": \"cohort-stats\""
+
+/* The rule every Cohort writer follows (cohort/files.py): replace only a
+ * file of the same kind that Cohort wrote, unless forced. True if path may
+ * be written: it does not exist, or holds Cohort statistics, or
+ * COHORT_STATS_FORCE=1 and it is a regular file. */
+static bool may_replace(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT;
+  if (S_ISLNK(st.st_mode) && stat(path, &st) != 0) return false;
+  if (!S_ISREG(st.st_mode)) return false;
+  const char *force = getenv("COHORT_STATS_FORCE");
+  if (force && !strcmp(force, "1")) return true;
+  char head[sizeof STATS_HEAD - 1];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, head, sizeof head);
+  close(fd);
+  return n == (ssize_t)sizeof head && !memcmp(head, STATS_HEAD, sizeof head);
+}
+
 int ch_stats_write(const char *path) {
   if (!path) return -1;
   char final[1024], tmp[1100];
   expand_path(path, final, sizeof final);
-  size_t fl = strlen(final);
-  memcpy(tmp, final, fl);
-  memcpy(tmp + fl, ".tmp", 5);
   static struct out out_buf;   /* too big for a signal stack */
   static ch_lock_t out_lock;
   struct out *o = &out_buf;
   ch_lock(&out_lock);
+  if (!may_replace(final)) {
+    static bool said;
+    if (!said) ch_warn("COHORT_STATS: %s exists and is not statistics Cohort wrote; not replacing it "
+                       "(remove it, name another file, or set COHORT_STATS_FORCE=1)", final);
+    said = true;
+    ch_unlock(&out_lock);
+    return -2;
+  }
+  /* beside the destination, under a name no one else uses: NAME.cohort-PID.tmp */
+  size_t fl = strlen(final);
+  memcpy(tmp, final, fl);
+  char pid[24];
+  int i = 23;
+  unsigned long v = (unsigned long)getpid();
+  pid[i] = 0;
+  do { pid[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+  size_t pl = strlen(pid + i);
+  memcpy(tmp + fl, ".cohort-", 8);
+  memcpy(tmp + fl + 8, pid + i, pl);
+  memcpy(tmp + fl + 8 + pl, ".tmp", 5);
   o->n = 0;
-  o->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  o->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (o->fd < 0) { ch_unlock(&out_lock); return -1; }
 
-  put(o, "{\n  \"format\": \"cohort-stats\", \"version\": 1, ");
+  put(o, STATS_HEAD ", \"version\": 1, ");
   field_u(o, "pid", (unsigned long)getpid(), true);
   put(o, "\"mode\": "); put_str(o, mode_name()); put(o, ", ");
   put(o, "\"plan\": ");

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cohort.explain import explain  # noqa: E402
+from cohort.files import write_output  # noqa: E402
 from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
 from cohort.report import short_walk_share  # noqa: E402
 from cohort.profile import profile, summary  # noqa: E402
@@ -42,7 +43,11 @@ def configs(plan, stats):
     return {
         "glibc": environment(allocator="glibc", mode="off"),
         "jemalloc": environment(allocator="jemalloc", mode="off"),
-        "cohort": environment(plan=plan, allocator="glibc", stats=stats),
+        "cohort+glibc": environment(plan=plan, allocator="glibc", stats=stats),
+        # HALO's control: each small allocation to one of four pools at random
+        "random": environment(allocator="glibc", mode="random:4"),
+        # every small allocation in one pool: what a plan must beat
+        "all": environment(allocator="glibc", mode="all"),
     }
 
 
@@ -76,7 +81,7 @@ def main():
     made, _ = plan_command(prof, plan, force=True, **PLAN_DEFAULTS)
     print("   " + report(made, data).replace("\n", "\n   "))
     graph = OUT / "graph.svg"
-    (OUT / "explain.txt").write_text(explain(prof, plan, graph_path=graph, force=True))
+    write_output(OUT / "explain.txt", explain(prof, plan, graph_path=graph, force=True), "explain", True)
     print(f"3. cohort explain: {(OUT / 'explain.txt').relative_to(ROOT)}, affinity graph in "
           f"{graph.relative_to(ROOT)}")
     stats = OUT / "stats.json"
@@ -99,11 +104,13 @@ def main():
 
     base = statistics.median(times["glibc"])
     print()
-    print(f"{'allocator':<10} {'median s':>9} {'vs glibc':>9} {'D1 misses':>12} {'vs glibc':>9}")
+    print(f"{'config':<13} {'median s':>9} {'vs glibc':>9} {'D1 misses':>12} {'vs glibc':>9}")
     for name in envs:
         med = statistics.median(times[name])
-        print(f"{name:<10} {med:9.3f} {med / base:9.2f} {misses[name]:12,d} "
+        print(f"{name:<13} {med:9.3f} {med / base:9.2f} {misses[name]:12,d} "
               f"{misses[name] / misses['glibc']:9.2f}")
+    print("(random: HALO's control, every small object in one of 4 pools at random; "
+          "all: every small object in one pool)")
     print(f"\noutput identical across allocators: {'yes' if same else 'NO'}")
     st = json.loads(stats.read_text())
     print(f"runtime statistics of the last Cohort run ({WORKLOAD} {' '.join(inp['cachegrind'])}, under cachegrind):")

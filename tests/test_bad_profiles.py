@@ -490,5 +490,5 @@ def test_programs_cohort_runs_do_not_inherit_an_ignored_sigpipe():
 def test_a_file_cohort_cannot_write_is_one_line(tmp_path):
     (tmp_path / "plan").mkdir()
     status, out, err = cli("plan", TINY, "-o", tmp_path / "plan", "--force")
-    assert status == 1 and err == f"cohort: {tmp_path / 'plan'}: Is a directory\n", err
+    assert status == 2 and err == f"cohort: {tmp_path / 'plan'} is a directory (name a file to write)\n", err
     assert [p.name for p in tmp_path.iterdir()] == ["plan"]   # no temporary file left

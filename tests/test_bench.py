@@ -82,7 +82,8 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     frames = res["runtime_stats"]["cohort+glibc"]["frames_walked"]
     assert sum(frames.values()) >= 20000
     assert "## Identification" in text and "| benchtoy | " in text.split("## Identification")[1]
-    assert "![time ratios](speedup.png)" in text and (rep.parent / "speedup.png").exists()
+    assert "![time ratios](report-speedup.png)" in text and (rep.parent / "report-speedup.png").exists()
+    assert f"cohort: wrote {rep}, {rep.parent / 'report-speedup.png'}" in r.stderr.decode()
 
 
 def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):

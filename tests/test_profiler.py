@@ -211,16 +211,22 @@ def test_missing_and_unsupported_targets(tmp_path):
     assert r.returncode != 0 and b"no program given" in r.stderr
 
 
-def test_failing_target_still_gives_a_profile(tmp_path):
-    p, r = profile(tmp_path, O0, "no-such-mode", expect_rc=0)
+def test_failing_target_still_gives_a_profile_and_a_loud_failure(tmp_path):
+    """A training run that fails is no run to optimise: the profile is kept,
+    and cohort profile says so and exits 1, unless --allow-failure."""
+    p, r = profile(tmp_path, O0, "no-such-mode", expect_rc=1)
     assert p["target"]["exit_status"] == 2
-    assert b"exited with status 2" in r.stderr and b"patterns: unknown mode" in r.stderr
+    err = r.stderr.decode()
+    assert "cohort: WARNING: the training run" in err and "failed (exit status 2)" in err, err
+    assert "--allow-failure" in err and "patterns: unknown mode" in err
+    r = run([COHORT, "profile", "--allow-failure", "-o", tmp_path / "p2.json", "--", O0, "no-such-mode"])
+    assert r.returncode == 0 and b"WARNING" in r.stderr and (tmp_path / "p2.json").exists()
 
 
 def test_crashing_target_still_gives_a_profile(tmp_path):
-    p, r = profile(tmp_path, "sh", "-c", "kill -SEGV $$")
+    p, r = profile(tmp_path, "sh", "-c", "kill -SEGV $$", expect_rc=1)
     assert p["target"]["signal"] == 11 or p["target"]["exit_status"] != 0
-    assert b"signal" in r.stderr or b"exited with status" in r.stderr
+    assert b"killed by SIGSEGV" in r.stderr or b"failed (exit status" in r.stderr
 
 
 def test_corrupt_profiles_are_refused(tmp_path):

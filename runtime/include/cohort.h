@@ -13,7 +13,8 @@ extern "C" {
 int cohort_group_of(const void *p);
 
 /* Write the statistics file now (docs/stats-format.md); NULL means the path
- * in COHORT_STATS. Returns 0 on success. */
+ * in COHORT_STATS. Returns 0 on success, -1 if the file cannot be written,
+ * -2 if the path holds a file that is not Cohort statistics (left alone). */
 int cohort_write_stats(const char *path);
 
 /* "cohort-runtime X.Y.Z". */

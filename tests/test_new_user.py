@@ -1,0 +1,230 @@
+"""What a new user trips over: every writer keeps files Cohort did not write,
+says what it wrote, and every common mistake gets a message that says what
+to type instead (issue: "What a new user trips over")."""
+
+import json
+import os
+import stat
+import subprocess
+
+import pytest
+
+from conftest import COHORT, LIBCOHORT, PROGRAMS, ROOT, run
+
+TOY = PROGRAMS / "benchtoy"
+SOURCE = "int main(void) { return 0; }\n"
+QUICK = ["--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random", "--no-all"]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """An optimize directory for the toy program."""
+    d = tmp_path_factory.mktemp("opt") / "opt"
+    r = run([COHORT, "optimize", "-o", d, "--", TOY])
+    assert r.returncode == 0, r.stderr.decode()
+    return d
+
+
+def err(r):
+    return r.stderr.decode()
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+# ---- never lose a file --------------------------------------------------------
+
+
+def test_run_stats_never_replaces_a_users_file(tmp_path, toy):
+    src = tmp_path / "graph.c"
+    src.write_text(SOURCE)
+    r = run([COHORT, "run", "--plan", toy / "plan", "--stats", src, "--", TOY])
+    assert r.returncode == 2 and src.read_text() == SOURCE
+    assert err(r) == (f"cohort: {src} exists and is not runtime statistics that cohort wrote; not "
+                      "replacing it (choose another name, or --force to replace it)\n")
+    # statistics it wrote itself are replaced, run after run
+    st = tmp_path / "st.json"
+    for _ in range(2):
+        r = run([COHORT, "run", "--plan", toy / "plan", "--stats", st, "--", TOY])
+        assert r.returncode == 0, err(r)
+        assert json.loads(st.read_text())["format"] == "cohort-stats"
+    assert mode(st) == 0o644 and sorted(p.name for p in tmp_path.iterdir()) == ["graph.c", "st.json"]
+    r = run([COHORT, "run", "--plan", toy / "plan", "--stats", src, "--force", "--", TOY])
+    assert r.returncode == 0 and json.loads(src.read_text())["format"] == "cohort-stats"
+
+
+def test_the_runtime_itself_keeps_a_file_named_by_COHORT_STATS(tmp_path):
+    """By hand, with no cohort command in front: the same rule, one warning."""
+    src = tmp_path / "notes.txt"
+    src.write_text("mine\n")
+    env = dict(os.environ, LD_PRELOAD=str(LIBCOHORT), COHORT_MODE="all", COHORT_STATS=str(src))
+    r = run([TOY], env=env)
+    assert r.returncode == 0 and src.read_text() == "mine\n"
+    assert err(r).count("\n") == 1 and "COHORT_STATS: " + str(src) + " exists and is not statistics " \
+        "Cohort wrote; not replacing it (remove it, name another file, or set COHORT_STATS_FORCE=1)" in err(r)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]   # no temporary file left
+    r = run([TOY], env=dict(env, COHORT_STATS_FORCE="1"))
+    assert r.returncode == 0 and json.loads(src.read_text())["format"] == "cohort-stats"
+    (tmp_path / "d").mkdir()
+    r = run([TOY], env=dict(env, COHORT_STATS=str(tmp_path / "d"), COHORT_STATS_FORCE="1"))
+    assert r.returncode == 0 and "not replacing it" in err(r) and (tmp_path / "d").is_dir()
+
+
+def test_report_never_replaces_a_users_file_and_names_every_file_it_writes(tmp_path, toy):
+    res = tmp_path / "bench1"
+    r = run([COHORT, "bench", *QUICK, "--plan", toy / "plan", "-o", res, "--", TOY])
+    assert r.returncode == 0, err(r)
+    src = tmp_path / "graph.c"
+    src.write_text(SOURCE)
+    r = run([COHORT, "report", res, "-o", src])
+    assert r.returncode == 2 and src.read_text() == SOURCE
+    assert err(r).startswith(f"cohort: {src} exists and is not a report that cohort wrote")
+    # the plots are named after the report, and a user's plots beside it are kept
+    (tmp_path / "speedup.png").write_bytes(b"my plot")
+    (tmp_path / "r-speedup.png").write_bytes(b"my other plot")
+    r = run([COHORT, "report", res, "-o", tmp_path / "r.md"])
+    assert r.returncode == 2 and "r-speedup.png exists and is not a plot that cohort wrote" in err(r)
+    assert not (tmp_path / "r.md").exists() and (tmp_path / "r-speedup.png").read_bytes() == b"my other plot"
+    (tmp_path / "r-speedup.png").unlink()
+    r = run([COHORT, "report", res, "-o", tmp_path / "r.md"])
+    assert r.returncode == 0, err(r)
+    assert err(r) == f"cohort: wrote {tmp_path / 'r.md'}, {tmp_path / 'r-speedup.png'}\n"
+    assert (tmp_path / "speedup.png").read_bytes() == b"my plot"
+    assert mode(tmp_path / "r.md") == 0o644 and mode(tmp_path / "r-speedup.png") == 0o644
+    r = run([COHORT, "report", res, "-o", tmp_path / "r.md"])      # its own files: replaced
+    assert r.returncode == 0, err(r)
+
+
+def test_bench_keeps_foreign_files_in_its_directory_and_says_what_it_wrote(tmp_path, toy):
+    res = tmp_path / "res"
+    res.mkdir()
+    (res / "speedup.png").write_bytes(b"mine")
+    r = run([COHORT, "bench", *QUICK, "--plan", toy / "plan", "-o", res, "--", TOY])
+    assert r.returncode == 2 and "speedup.png exists and is not a plot that cohort wrote" in err(r)
+    assert sorted(p.name for p in res.iterdir()) == ["speedup.png"]
+    r = run([COHORT, "bench", *QUICK, "--force", "--plan", toy / "plan", "-o", res, "--", TOY])
+    assert r.returncode == 0 and f"cohort bench: drew {res / 'speedup.png'}" in err(r), err(r)
+    r = run([COHORT, "bench", *QUICK, "--plan", toy / "plan", "-o", res, "--", TOY])
+    assert r.returncode == 0, err(r)   # everything there is its own now
+    for p in [res / "results.json", res / "speedup.png", *res.glob("stats/*.json")]:
+        assert mode(p) == 0o644, p
+
+
+def test_bench_train_writes_the_explanation_and_graph_too(tmp_path):
+    res = tmp_path / "res"
+    r = run([COHORT, "bench", *QUICK, "--train", "", "-o", res, "--", TOY])
+    assert r.returncode == 0, err(r)
+    for name in ("profile.json", "plan", "explain.txt", "graph.svg"):
+        assert mode(res / name) == 0o644, name
+    assert (res / "explain.txt").read_text().startswith("Profile of: ")
+    assert f"cohort bench: wrote {res / 'profile.json'}, {res / 'plan'}, {res / 'explain.txt'}" in err(r)
+
+
+def test_a_failed_command_removes_the_directories_it_made(tmp_path):
+    out = tmp_path / "x" / "y"
+    r = run([COHORT, "optimize", "-o", out, "--", tmp_path / "nonexistent"])
+    assert r.returncode == 127 and err(r) == f"cohort: cannot run {tmp_path / 'nonexistent'}: no such file\n"
+    assert list(tmp_path.iterdir()) == []
+    r = run([COHORT, "bench", *QUICK, "--train", "-c 'exit 3'", "-o", out, "--", "sh", "-c", "true"])
+    assert r.returncode != 0 and "the training run sh -c exit 3 failed (exit status 3)" in err(r), err(r)
+    assert (out / "profile.json").exists()        # a profile is worth keeping: so is its directory
+
+
+def test_optimize_with_a_failing_training_run_stops_loudly(tmp_path):
+    out = tmp_path / "o"
+    r = run([COHORT, "optimize", "-o", out, "--", "sh", "-c", "exit 3"])
+    assert r.returncode == 1
+    assert "cohort: WARNING: the training run sh -c exit 3 failed (exit status 3)" in err(r)
+    assert err(r).rstrip().endswith(f"cohort: wrote {out / 'profile.json'}; not planning (fix the run, or "
+                                    "give --allow-failure to use a failed run's profile)")
+    assert sorted(p.name for p in out.iterdir()) == ["profile.json"]
+    r = run([COHORT, "optimize", "--allow-failure", "-o", out, "--", "sh", "-c", "exit 3"])
+    assert r.returncode == 0 and "WARNING" in err(r) and (out / "plan").exists()
+
+
+# ---- say what went wrong, and what to do ----------------------------------------
+
+
+@pytest.mark.parametrize("cmd", ["run", "profile", "optimize", "bench"])
+def test_a_forgotten_double_dash_says_where_the_program_goes(cmd):
+    extra = {"run": ["--plan", "p"], "profile": ["-o", "p.json"], "optimize": ["-o", "d"],
+             "bench": ["--plan", "p", "-o", "d"]}[cmd]
+    r = run([COHORT, cmd, *extra, "./prog", "a", "b"])
+    assert r.returncode == 2
+    assert err(r) == (f"cohort: the program and its arguments go after `--`: cohort {cmd} "
+                      f"{' '.join(extra)} -- ./prog a b\n")
+    r = run([COHORT, cmd, "--help"])
+    assert r.stdout.decode().splitlines()[0].endswith(" -- PROG ARGS...") or \
+        " -- PROG " in r.stdout.decode().splitlines()[0]
+
+
+def test_an_unknown_option_says_the_programs_own_options_go_after_the_double_dash():
+    r = run([COHORT, "run", "--verbose", "--", "true"])
+    assert r.returncode == 2 and err(r) == (
+        "cohort: cohort run has no option --verbose (see cohort run --help); the program's own options "
+        "go after `--`: cohort run [options] -- PROG ARGS...\n")
+
+
+def test_run_without_a_plan_says_it_passes_through(tmp_path):
+    r = run([COHORT, "run", "--", "true"])
+    assert r.returncode == 0
+    assert err(r) == "cohort: no --plan and no --mode: running true in pass-through (nothing is grouped)\n"
+    r = run([COHORT, "run", "--", "true", "--plan", "p"])
+    assert err(r) == ("cohort: no --plan and no --mode: running true in pass-through (nothing is grouped); "
+                      "--plan after `--` is the program's own argument (cohort's options go before `--`)\n")
+
+
+def test_plan_directory_means_its_plan(toy, tmp_path):
+    st = tmp_path / "st.json"
+    r = run([COHORT, "run", "--plan", toy, "--stats", st, "--", TOY])
+    assert r.returncode == 0 and err(r) == f"cohort: --plan {toy} is a directory: using {toy / 'plan'}\n"
+    assert json.loads(st.read_text())["plan_active"] is True
+    r = run([COHORT, "run", "--plan", tmp_path, "--", TOY])
+    assert r.returncode == 2 and err(r).startswith(f"cohort: --plan {tmp_path} is a directory with no plan in it")
+    r = run([COHORT, "explain", toy / "profile.json", toy, "--graph", "-"])
+    assert r.returncode == 0 and "is a directory: using" in err(r)
+
+
+def test_a_script_target_names_its_interpreter(tmp_path):
+    perl = tmp_path / "walk.pl"
+    perl.write_text("#!/usr/bin/perl -w\nprint 1;\n")
+    shim = tmp_path / "python3"
+    shim.write_text('#!/bin/bash\nexec /usr/bin/python3 "$@"\n')
+    for p in (perl, shim):
+        p.chmod(0o755)
+    r = run([COHORT, "profile", "-o", tmp_path / "p.json", "--", perl, "x"])
+    assert r.returncode == 2 and err(r) == (
+        f"cohort: {perl} is a script run by /usr/bin/perl (#!/usr/bin/perl -w): profile the interpreter "
+        f"with the script as its argument: cohort profile [options] -- /usr/bin/perl -w {perl} x\n")
+    r = run([COHORT, "optimize", "-o", tmp_path / "o", "--", shim, "t.py"])
+    assert r.returncode == 2 and err(r).startswith(f"cohort: {shim} is a shell script (#!/bin/bash), not a "
+                                                   "program: profile the program it starts, directly")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["python3", "walk.pl"]
+
+
+def test_profile_reports_progress_while_it_runs(tmp_path):
+    env = dict(os.environ, COHORT_PROGRESS_SECONDS="0.3")
+    r = run([COHORT, "profile", "-o", tmp_path / "p.json", "--", ROOT / "build" / "workloads" / "bintree",
+             "19", "6", "1", "1"], env=env)
+    assert r.returncode == 0, err(r)
+    lines = [x for x in err(r).splitlines() if x.startswith("cohort: profiling, ")]
+    assert len(lines) >= 2, err(r)
+    assert any(" allocations, " in x and " accesses to them" in x for x in lines), lines
+
+
+def test_cohort_works_through_a_symlink_on_path(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "cohort").symlink_to(COHORT)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    r = subprocess.run(["cohort", "--version"], env=env, cwd="/", capture_output=True)
+    assert r.returncode == 0 and r.stdout.decode().startswith("cohort "), r.stderr
+
+
+def test_a_structurally_wrong_profile_names_the_field(tmp_path, toy):
+    data = json.loads((toy / "profile.json").read_text())
+    data["contexts"][0]["allocations"] = "many"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = run([COHORT, "plan", bad, "-o", tmp_path / "plan"])
+    assert r.returncode == 2 and "contexts[0].allocations" in err(r) and err(r).count("\n") == 1, err(r)
