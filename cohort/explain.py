@@ -17,6 +17,17 @@ from cohort.planfile import decide, read_plan, walk_length
 from cohort.profile import load_profile
 
 
+LEGEND = [
+    "Legend: a stack lists call sites innermost first, as function (file:line) [module+offset",
+    "  of the return address, which the plan names]; \"inlined into\" follows a call the compiler",
+    "  inlined. [direct]: a call to a fixed address; [indirect]: through a register or memory",
+    "  (PLT, vtable, function pointer); [other]: not seen as a call. Entry site: where an allocation",
+    "  enters the allocator, which may decide its group alone. Stop site: where a stack walk ends",
+    "  with a group. Select: the sites a stack must hold for the group. Quick test: allocations",
+    "  entering at a cold entry site skip the walk (to the rest pool, or the next allocator).",
+]
+
+
 def short(profile, sid):
     s = profile["sites"][sid]
     if s["function"]:
@@ -25,8 +36,17 @@ def short(profile, sid):
 
 
 def context_label(profile, cid):
+    """The context's entry site: its function (the innermost inlined one, if
+    any) and the module+offset a plan names, which tells apart two sites of
+    one function."""
     sites = profile["contexts"][cid]["sites"]
-    return short(profile, sites[0]) if sites else f"ctx {cid}"
+    if not sites:
+        return f"ctx {cid}"
+    s = profile["sites"][sites[0]]
+    at = f"{os.path.basename(profile['modules'][s['module']]['path'])}+{s['offset']:#x}"
+    fn = (s.get("inlined") or [None])[0]
+    fn = fn.split(" (")[0] if fn else s["function"] and s["function"].split("(")[0]
+    return f"{fn} [{at}]" if fn else at
 
 
 def plan_groups(profile, plan):
@@ -46,6 +66,10 @@ def plan_groups(profile, plan):
     for g, sites in plan["selects"]:
         conj[g].append([site_map[s] for s in sites])
     to_plan = {v: k for k, v in site_map.items() if v is not None}
+    roles = {}   # profile site -> (entry verdict, group a walk stops in)
+    for i, (_, _, verdict, stop) in enumerate(plan["sites"]):
+        if site_map.get(i) is not None:
+            roles[site_map[i]] = (verdict, stop)
     group_of = {}
     for c in profile["contexts"]:
         g = decide(plan, [to_plan.get(s) for s in c["sites"]])
@@ -53,7 +77,7 @@ def plan_groups(profile, plan):
             group_of[c["id"]] = g
     def frames(c):
         return walk_length(plan, [to_plan.get(s) for s in c["sites"]])
-    return plan["groups"], group_of, conj, frames, plan.get("rest")
+    return plan["groups"], group_of, conj, frames, plan.get("rest"), roles
 
 
 def worth_lines(profile, names, group_of, walks, rest):
@@ -102,7 +126,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
     profile = load_profile(profile_path)
     if plan_path:
         plan = read_plan(plan_path)
-        names, group_of, conj, walks, rest = plan_groups(profile, plan)
+        names, group_of, conj, walks, rest, roles = plan_groups(profile, plan)
         source = f"plan {plan_path}"
     else:
         made = planner.make_plan(profile)
@@ -114,6 +138,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
                 return None
             return planner.walk_frames(c, made.stops, made.frames)
         rest = made.rest
+        roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
         source = "cohort plan's defaults"
     worth = worth_lines(profile, names, group_of, walks, rest)
 
@@ -128,6 +153,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
              f"{profile['graph']['coverage']:.1%} of accesses; {len(profile['graph']['edges'])} edges", ""]
     total = t["accesses"] or 1
     hottest = sorted(profile["contexts"], key=lambda c: (-c["accesses"], c["id"]))[:top]
+    lines += LEGEND + [""]
     lines.append(f"Hottest contexts (of {len(profile['contexts'])}):")
     for c in hottest:
         g = group_of.get(c["id"])
@@ -158,10 +184,23 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
             lines.append(f"      context {c}: {context_label(profile, c)}")
         if len(shown) > 12:
             lines.append(f"      ... {len(shown) - 12} more contexts")
+        entries = sorted(s for s, (v, _) in roles.items() if v == f"group={g}")
+        stops = sorted(s for s, (_, st) in roles.items() if st == g)
+        for s in entries[:8]:
+            lines.append(f"      entry site: {planner.site_name(profile, s)}")
+        for s in stops[:8]:
+            lines.append(f"      stop site: {planner.site_name(profile, s)}")
+        if len(entries) > 8 or len(stops) > 8:
+            lines.append(f"      ... {max(len(entries) - 8, 0)} more entry and {max(len(stops) - 8, 0)} "
+                         "more stop sites")
         for terms in conj[g]:
             lines.append("      select: " + " and ".join(
                 (planner.site_name(profile, s) if s is not None else "(site not in this profile)")
                 for s in terms))
+    cold = [s for s, (v, _) in roles.items() if v in ("cold", "next")]
+    if cold:
+        n = sum(c["allocations"] for c in profile["contexts"] if c["sites"] and c["sites"][0] in cold)
+        lines.append(f"  quick test: {len(cold)} cold entry sites ({n} allocations) skip the walk")
     if worth.get(None):
         lines.append(f"  not grouped: {worth[None]}")
     text = "\n".join(lines) + "\n"
@@ -174,6 +213,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
         acc = {n: profile["contexts"][n]["accesses"] for n in nodes}
         labels = {n: context_label(profile, n) for n in nodes}
         svg = render(nodes, edges, acc, {n: group_of.get(n) for n in nodes}, labels,
-                     f"Affinity graph of {os.path.basename(profile['target']['argv'][0])}, coloured by group")
+                     f"Affinity graph of {os.path.basename(profile['target']['argv'][0])}, coloured by group",
+                     names=dict(enumerate(names)))
         write_output(graph_path, svg, "graph", force)
     return text

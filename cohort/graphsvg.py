@@ -1,98 +1,122 @@
 """The affinity graph as an SVG picture, coloured by group (HALO's Figure 9).
 
-Plain Python: a deterministic force-directed layout (Fruchterman-Reingold),
-node area by accesses, edge width by weight, grey for ungrouped contexts."""
+Graphviz (`neato`, Debian's graphviz) lays the graph out: node area by
+accesses, edge width by weight, each edge labelled with its weight, grey for
+ungrouped contexts. Around its drawing goes a title and a legend that names
+every group in its colour."""
 
 import math
-import random
+import re
+import shutil
+import subprocess
 from html import escape
+
+from cohort.errors import CohortError
 
 MARK = "<!-- drawn by cohort explain -->"
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
 GREY = "#b0b0b0"
+PT = re.compile(r'<svg width="(\d+)pt" height="(\d+)pt"')
+MAX_NODES, MAX_EDGES = 80, 240   # more is neither readable nor quick to lay out
 
 
-def layout(nodes, edges, size=1.0, iterations=300, seed=1):
-    """{node: (x, y)} in [0, size]^2. Heavier edges pull harder."""
-    rnd = random.Random(seed)
-    pos = {n: [rnd.random() * size, rnd.random() * size] for n in nodes}
-    if len(nodes) < 2:
-        return {n: (size / 2, size / 2) for n in nodes}
-    k = size / math.sqrt(len(nodes))
-    heaviest = max((w for (x, y), w in edges.items() if x != y), default=1) or 1
-    temp = size / 10
-    for _ in range(iterations):
-        disp = {n: [0.0, 0.0] for n in nodes}
-        for i, a in enumerate(nodes):
-            for b in nodes[i + 1:]:
-                dx, dy = pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]
-                d = math.hypot(dx, dy) or 1e-6
-                f = k * k / d
-                disp[a][0] += dx / d * f; disp[a][1] += dy / d * f
-                disp[b][0] -= dx / d * f; disp[b][1] -= dy / d * f
-        for (a, b), w in edges.items():
-            if a == b or a not in pos or b not in pos:
-                continue
-            dx, dy = pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]
-            d = math.hypot(dx, dy) or 1e-6
-            f = d * d / k * (0.2 + w / heaviest)
-            disp[a][0] -= dx / d * f; disp[a][1] -= dy / d * f
-            disp[b][0] += dx / d * f; disp[b][1] += dy / d * f
-        for n in nodes:
-            dx, dy = disp[n]
-            d = math.hypot(dx, dy) or 1e-6
-            step = min(d, temp)
-            pos[n][0] = min(size, max(0.0, pos[n][0] + dx / d * step))
-            pos[n][1] = min(size, max(0.0, pos[n][1] + dy / d * step))
-        temp *= 0.98
-    return {n: tuple(p) for n, p in pos.items()}
+def readable(nodes, edges, accesses):
+    """The hottest MAX_NODES nodes and the heaviest MAX_EDGES edges among
+    them: (nodes, edges, what was left out, in words or None)."""
+    keep = set(sorted(nodes, key=lambda n: (-accesses.get(n, 0), n))[:MAX_NODES])
+    among = {e: w for e, w in edges.items() if e[0] in keep and e[1] in keep}
+    shown = dict(sorted(among.items(), key=lambda e: (-e[1], e[0]))[:MAX_EDGES])
+    if len(keep) == len(nodes) and len(shown) == len(edges):
+        return keep, shown, None
+    return keep, shown, (f"showing the {len(keep)} hottest of {len(nodes)} contexts and the "
+                         f"{len(shown)} heaviest of {len(edges)} edges")
 
 
-def render(nodes, edges, accesses, group_of, labels, title, width=900, height=900):
-    """nodes: [id]; edges: {(x, y): w}; accesses: {id: n}; group_of: {id: group
-    index or None}; labels: {id: text}."""
-    margin = 70
-    nodes = sorted(nodes)
-    pos = layout(nodes, edges)
-    xy = {n: (margin + p[0] * (width - 2 * margin), margin + p[1] * (height - 2 * margin))
-          for n, p in pos.items()}
+def compact(n):
+    """12345 -> '12.3k': weights short enough to sit on an edge."""
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return str(n)
+
+
+def dot_quote(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(nodes, edges, accesses, group_of, labels):
     top = max(accesses.values(), default=1) or 1
     heaviest = max(edges.values(), default=1) or 1
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 40}" '
-           f'viewBox="0 0 {width} {height + 40}" font-family="sans-serif">', MARK,
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>']
-    for (a, b), w in sorted(edges.items(), key=lambda e: e[1]):
-        if a not in xy or b not in xy:
+    out = ["graph affinity {",
+           '  graph [overlap=false, sep="+12", outputorder=edgesfirst, forcelabels=true];',
+           '  node [shape=circle, style=filled, fontname="sans-serif", fontsize=9, fixedsize=true];',
+           '  edge [fontname="sans-serif", fontsize=8, fontcolor="#444444"];']
+    for n in sorted(nodes):
+        g = group_of.get(n)
+        size = 0.35 + 1.1 * math.sqrt(accesses.get(n, 0) / top)
+        fill = PALETTE[g % len(PALETTE)] if g is not None else GREY
+        out.append(f"  n{n} [label={dot_quote(f'c{n}')}, width={size:.2f}, fillcolor={dot_quote(fill)}, "
+                   f"xlabel={dot_quote(labels.get(n, ''))}, "
+                   f"tooltip={dot_quote(f'{labels.get(n, n)}: {accesses.get(n, 0)} accesses')}];")
+    for (a, b), w in sorted(edges.items()):
+        if a not in nodes or b not in nodes:
             continue
-        width_px = 0.5 + 7 * w / heaviest
         same = group_of.get(a) is not None and group_of.get(a) == group_of.get(b)
         colour = PALETTE[group_of[a] % len(PALETTE)] if same else "#888888"
-        if a == b:
-            x, y = xy[a]
-            out.append(f'<circle cx="{x:.1f}" cy="{y - 18:.1f}" r="12" fill="none" stroke="{colour}" '
-                       f'stroke-width="{width_px:.2f}" opacity="0.6"><title>loop {a}: {w}</title></circle>')
-        else:
-            (x1, y1), (x2, y2) = xy[a], xy[b]
-            out.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
-                       f'stroke-width="{width_px:.2f}" opacity="0.6"><title>{a}-{b}: {w}</title></line>')
-    for n in nodes:
-        x, y = xy[n]
-        r = 5 + 20 * math.sqrt(accesses.get(n, 0) / top)
-        g = group_of.get(n)
-        fill = PALETTE[g % len(PALETTE)] if g is not None else GREY
-        label = escape(labels.get(n, str(n)))
-        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{fill}" stroke="black" '
-                   f'stroke-width="0.5"><title>{label}: {accesses.get(n, 0)} accesses</title></circle>')
-        out.append(f'<text x="{x:.1f}" y="{y + r + 12:.1f}" text-anchor="middle" font-size="10">{label}</text>')
-    legend = sorted({g for g in group_of.values() if g is not None})
-    for i, g in enumerate(legend[:12]):
-        out.append(f'<rect x="{10 + i * 74}" y="{height + 12}" width="12" height="12" '
-                   f'fill="{PALETTE[g % len(PALETTE)]}"/><text x="{26 + i * 74}" y="{height + 22}" '
-                   f'font-size="11">group {g}</text>')
-    out.append(f'<rect x="{10 + len(legend[:12]) * 74}" y="{height + 12}" width="12" height="12" '
-               f'fill="{GREY}"/><text x="{26 + len(legend[:12]) * 74}" y="{height + 22}" '
-               f'font-size="11">ungrouped</text>')
+        out.append(f"  n{a} -- n{b} [label={dot_quote(compact(w))}, penwidth={0.6 + 6 * w / heaviest:.2f}, "
+                   f"color={dot_quote(colour)}, weight={1 + round(9 * w / heaviest)}];")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def layout_svg(dot_text):
+    """neato's SVG of a DOT graph, without its XML prologue."""
+    neato = shutil.which("neato")
+    if not neato:
+        raise CohortError("graphviz is not installed, so the graph cannot be drawn "
+                          "(apt-get install graphviz, or --graph - for none)")
+    try:
+        r = subprocess.run([neato, "-Tsvg"], input=dot_text.encode(), capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise CohortError("graphviz took over two minutes to lay the graph out; no graph drawn "
+                          "(--graph - for none)") from None
+    if r.returncode != 0:
+        raise CohortError(f"graphviz could not lay the graph out: {r.stderr.decode(errors='replace').strip()[:200]}")
+    svg = r.stdout.decode(errors="replace")
+    return svg[svg.index("<svg"):]
+
+
+def render(nodes, edges, accesses, group_of, labels, title, names=None):
+    """nodes: [id]; edges: {(x, y): w}; accesses: {id: n}; group_of: {id: group
+    index or None}; labels: {id: text}; names: group index -> name."""
+    names = names or {}
+    nodes, edges, cut = readable(list(nodes), edges, accesses)
+    inner = layout_svg(to_dot(nodes, edges, accesses, group_of, labels))
+    m = PT.search(inner)
+    w, h = (int(m.group(1)), int(m.group(2))) if m else (800, 800)
+    if m:   # draw graphviz's points as pixels, 1:1 with its viewBox
+        inner = inner[:m.start()] + f'<svg width="{w}" height="{h}"' + inner[m.end():]
+    groups = sorted({g for g in group_of.values() if g is not None})
+    entries = [(PALETTE[g % len(PALETTE)], f"group {g}: {names.get(g, '')}".rstrip(": ")) for g in groups]
+    entries.append((GREY, "ungrouped"))
+    legend_w = 20 + 7 * max(len(t) for _, t in entries)
+    width, height = max(w + legend_w + 30, 900), max(h, 30 + 18 * len(entries)) + 70 + (16 if cut else 0)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif">', MARK,
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{width / 2:.0f}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>',
+           f'<text x="{width / 2:.0f}" y="{height - 12}" text-anchor="middle" font-size="11">'
+           "node cN: context N, its area by accesses, labelled with its entry site; edge: affinity "
+           "weight (affinitive accesses), width by weight</text>",
+           *([f'<text x="{width / 2:.0f}" y="{height - 28}" text-anchor="middle" font-size="11">{cut}</text>']
+             if cut else []),
+           f'<g transform="translate(10,40)">', inner, "</g>"]
+    x0 = width - legend_w - 10
+    out.append(f'<text x="{x0}" y="54" font-size="12" font-weight="bold">groups</text>')
+    for i, (colour, text) in enumerate(entries):
+        y = 64 + 18 * i
+        out.append(f'<rect x="{x0}" y="{y}" width="12" height="12" fill="{colour}" stroke="black" '
+                   f'stroke-width="0.5"/><text x="{x0 + 18}" y="{y + 10}" font-size="11">{escape(text)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -166,10 +166,19 @@ def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, p
 
 
 def site_name(profile, sid):
+    """A call site for people: function (file:line), with the functions the
+    compiler inlined it from where debug information says so, and the
+    module+offset of its return address, which is what a plan names (two
+    sites in one function and line of -O2 code differ there)."""
     s = profile["sites"][sid]
     m = profile["modules"][s["module"]]
-    where = s["function"] or f"{os.path.basename(m['path'])}+{s['offset']:#x}"
-    return where + (f" ({s['file']}:{s['line']})" if s.get("file") and s.get("line") else "")
+    at = f"{os.path.basename(m['path'])}+{s['offset']:#x}"
+    levels = s.get("inlined")
+    if levels:   # innermost first; the last is the function the code is in
+        where = levels[0] + "".join(f", inlined into {x}" for x in levels[1:])
+    else:
+        where = (s["function"] or "?") + (f" ({s['file']}:{s['line']})" if s.get("file") and s.get("line") else "")
+    return f"{where} [{at}]"
 
 
 def group_label(profile, members, conjunctions=()):

@@ -49,7 +49,8 @@ def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
     log = Path(workdir) / "valgrind.log"
     raw = Path(workdir) / "raw.%p"
     progress = Path(workdir) / "progress"
-    cmd = [valgrind, "--tool=cohort", "-q", f"--log-file={log}", f"--cohort-progress={progress}",
+    cmd = [valgrind, "--tool=cohort", "-q", "--read-inline-info=yes", f"--log-file={log}",
+           f"--cohort-progress={progress}",
            f"--cohort-out={raw}", f"--cohort-main={os.path.realpath(path)}",
            f"--affinity-distance={affinity_distance}", f"--max-size={max_size}",
            path, *argv[1:]]
@@ -165,6 +166,9 @@ def parse_raw(text):
             raw["sites"].append({"id": int(sid), "module": int(mod), "offset": int(off, 16),
                                  "call": call, "function": fn or None, "file": file or None,
                                  "line": int(lineno) or None})
+        elif kind == "inline":
+            sid, *levels = rest.split("\t")
+            raw["sites"][int(sid)]["inlined"] = levels
         elif kind == "context":
             nums, _, sites = rest.partition(":")
             v = [int(x) for x in nums.split()]
@@ -237,7 +241,8 @@ def build_profile(raw, target, params, returncode):
                    "cwd": os.getcwd(), **status},
         "modules": modules,
         "sites": [{**{k: s[k] for k in ("id", "module", "offset", "call", "function", "file", "line")},
-                   "function_start": function_of.get(s["id"])}
+                   "function_start": function_of.get(s["id"]),
+                   **({"inlined": s["inlined"]} if s.get("inlined") else {})}
                   for s in raw["sites"]],
         "contexts": contexts,
         "graph": {"nodes": kept, "edges": edges, "coverage": round(covered, 6),
@@ -508,6 +513,12 @@ def check_profile(data):
         _int(s, "line", where, lo=1, hi=2 ** 63, null=True)
         if version >= 2 or "function_start" in s:
             _int(s, "function_start", where, null=True)
+        if "inlined" in s:
+            levels = s["inlined"]
+            if type(levels) is not list or len(levels) > 64:
+                raise Corrupt(f"{where}.inlined: {_show(levels)}, not a list of at most 64 names")
+            for j in range(len(levels)):
+                _text(levels, j, f"{where}.inlined", name=True)
 
     contexts = _records(data, "contexts")
     families = version >= 2 or data.get("families") is not None

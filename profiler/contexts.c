@@ -111,6 +111,7 @@ typedef struct {
   UChar kind;
   HChar *fn, *file;
   UInt line;
+  HChar *inl;   /* with inlining: "fn (file:line)" per level, innermost first, tab-separated; or "" */
 } Site;
 static Site *sites;
 static UInt n_sites, sites_cap;
@@ -131,6 +132,27 @@ static void site_tab_insert(UInt s) {
 }
 
 static HChar *copy_or_empty(const HChar *s) { return VG_(strdup)("cohort.sym", s ? s : ""); }
+
+/* The inlined calls at a call instruction, from the DWARF inline information
+ * (needs --read-inline-info=yes): which function, inlined into which, the
+ * allocation call sits in. Two selectors in one function and line of -O2
+ * code are told apart by these. */
+static HChar *inline_chain(DiEpoch ep, Addr a) {
+  InlIPCursor *c = VG_(new_IIPC)(ep, a);
+  HChar buf[1024];
+  Int n = 0, levels = 0;
+  do {
+    const HChar *d = VG_(describe_IP)(ep, a, c);
+    const HChar *colon = VG_(strstr)(d, ": ");
+    if (colon) d = colon + 2;    /* drop the "0x...: " address */
+    for (; *d && n < (Int)sizeof buf - 2; d++) buf[n++] = *d == '\t' || *d == '\n' ? ' ' : *d;
+    buf[n++] = '\t';
+    levels++;
+  } while (VG_(next_IIPC)(c) && n < (Int)sizeof buf - 64);
+  VG_(delete_IIPC)(c);
+  buf[n ? n - 1 : 0] = 0;
+  return VG_(strdup)("cohort.sym", levels > 1 ? buf : "");
+}
 
 static UInt site_for(UInt module, Addr offset, Addr ra) {
   if (2 * (n_sites + 1) > site_tab_cap) {
@@ -158,6 +180,7 @@ static UInt site_for(UInt module, Addr offset, Addr ra) {
   if (!VG_(get_filename_linenum)(ep, ra - 1, &file, &dir, &line)) { file = NULL; line = 0; }
   s->file = copy_or_empty(file);
   s->line = line;
+  s->inl = inline_chain(ep, ra - 1);
   site_tab[i] = n_sites + 1;
   return n_sites++;
 }
@@ -311,6 +334,8 @@ void ch_contexts_write(VgFile *f) {
     VG_(fprintf)(f, "site %u %u 0x%lx %s\t%s\t%s\t%u\n", i, sites[i].module,
                  (unsigned long)sites[i].offset, kind_name(sites[i].kind), sites[i].fn,
                  sites[i].file, sites[i].line);
+  for (UInt i = 0; i < n_sites; i++)
+    if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);
   for (UInt c = 0; c < n_ctxs; c++) {
     CtxStats *st = &stats[c];
     VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu :", c,

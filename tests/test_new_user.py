@@ -228,3 +228,45 @@ def test_a_structurally_wrong_profile_names_the_field(tmp_path, toy):
     bad.write_text(json.dumps(data))
     r = run([COHORT, "plan", bad, "-o", tmp_path / "plan"])
     assert r.returncode == 2 and "contexts[0].allocations" in err(r) and err(r).count("\n") == 1, err(r)
+
+
+# ---- show what the plan does ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def inlined(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inl") / "opt"
+    r = run([COHORT, "optimize", "-o", d, "--", PROGRAMS / "inlined"])
+    assert r.returncode == 0, r.stderr.decode()
+    return d
+
+
+def test_explain_tells_apart_two_groups_of_one_inlined_helper_on_one_line(inlined):
+    """tests/programs/inlined.c: at -O2 both lists come from new_node(),
+    inlined twice into one line of main; only inline information and the
+    sites' offsets tell the two groups apart."""
+    text = (inlined / "explain.txt").read_text()
+    assert "Legend: a stack lists call sites innermost first" in text
+    for term in ("[direct]", "[indirect]", "Entry site:", "Stop site:", "Quick test:"):
+        assert term in text.split("Hottest contexts")[0], term
+    selects = [x.strip() for x in text.splitlines() if x.strip().startswith("select: ")]
+    assert len(selects) == 2 and selects[0] != selects[1], selects
+    for s in selects:
+        assert s.startswith("select: new_node (inlined.c:12), inlined into main (inlined.c:23) [inlined+0x"), s
+    entries = [x.strip() for x in text.splitlines() if x.strip().startswith("entry site: ")]
+    assert len(entries) == 2 and entries[0] != entries[1]
+    profile = json.loads((inlined / "profile.json").read_text())
+    assert any(s.get("inlined") == ["new_node (inlined.c:12)", "main (inlined.c:23)"] for s in profile["sites"])
+
+
+def test_the_graph_has_unambiguous_labels_visible_weights_and_a_legend(inlined):
+    svg = (inlined / "graph.svg").read_text()
+    assert svg.startswith("<svg") and svg.count('class="node"') >= 2
+    import re
+    labels = re.findall(r">(new_node \[inlined\+0x[0-9a-f]+\])<", svg)
+    assert len(labels) == 2 and len(set(labels)) == 2, labels
+    profile = json.loads((inlined / "profile.json").read_text())
+    from cohort.graphsvg import compact
+    heaviest = max(w for _, _, w in profile["graph"]["edges"])
+    assert f">{compact(heaviest)}<" in svg                      # weights are drawn, not only hovered
+    assert ">group 0: g0-" in svg and ">group 1: g1-" in svg and ">ungrouped<" in svg
