@@ -30,9 +30,17 @@ from cohort.workloads import inputs as workload_inputs  # noqa: E402
 
 WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
 BIN = ROOT / "build" / "workloads" / WORKLOAD
-OUT = ROOT / "demo-out" / WORKLOAD
+OUT = Path(os.environ.get("DEMO_OUT", ROOT / "demo-out")).resolve() / WORKLOAD
 TRIALS = int(os.environ.get("DEMO_TRIALS", "7"))
 CACHE = ["--D1=32768,8,64", "--LL=1048576,16,64"]
+
+
+def shown(path):
+    """A path as the user would type it: relative to the checkout, if inside."""
+    try:
+        return path.relative_to(ROOT)
+    except ValueError:
+        return path
 
 
 def inputs():
@@ -74,16 +82,16 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     inp = inputs()
     prof, plan = OUT / "profile.json", OUT / "plan"
-    print(f"1. cohort profile -o {prof.relative_to(ROOT)} -- {WORKLOAD} {' '.join(inp['train'])}   (train input)")
+    print(f"1. cohort profile -o {shown(prof)} -- {WORKLOAD} {' '.join(inp['train'])}   (train input)")
     data, rc = profile([str(BIN), *inp["train"]], prof, force=True)
     print("   " + summary(data, rc).replace("cohort: ", "").replace("\n", "\n   "))
-    print(f"2. cohort plan {prof.relative_to(ROOT)} -o {plan.relative_to(ROOT)}")
+    print(f"2. cohort plan {shown(prof)} -o {shown(plan)}")
     made, _ = plan_command(prof, plan, force=True, **PLAN_DEFAULTS)
     print("   " + report(made, data).replace("\n", "\n   "))
     graph = OUT / "graph.svg"
     write_output(OUT / "explain.txt", explain(prof, plan, graph_path=graph, force=True), "explain", True)
-    print(f"3. cohort explain: {(OUT / 'explain.txt').relative_to(ROOT)}, affinity graph in "
-          f"{graph.relative_to(ROOT)}")
+    print(f"3. cohort explain: {shown(OUT / 'explain.txt')}, affinity graph in "
+          f"{shown(graph)}")
     stats = OUT / "stats.json"
     envs = configs(plan, stats)
     ref = [str(BIN), *inp["ref"]]

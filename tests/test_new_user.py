@@ -270,3 +270,43 @@ def test_the_graph_has_unambiguous_labels_visible_weights_and_a_legend(inlined):
     heaviest = max(w for _, _, w in profile["graph"]["edges"])
     assert f">{compact(heaviest)}<" in svg                      # weights are drawn, not only hovered
     assert ">group 0: g0-" in svg and ">group 1: g1-" in svg and ">ungrouped<" in svg
+
+
+def test_report_over_two_runs_of_one_program_labels_them_apart(tmp_path, toy):
+    for d in ("before", "after"):
+        r = run([COHORT, "bench", *QUICK, "--plan", toy / "plan", "-o", tmp_path / d, "--", TOY])
+        assert r.returncode == 0, err(r)
+    rep = tmp_path / "r.md"
+    r = run([COHORT, "report", tmp_path / "before", tmp_path / "after", "-o", rep])
+    assert r.returncode == 0, err(r)
+    text = rep.read_text()
+    assert "| benchtoy (before) | 1 |" in text and "| benchtoy (after) | 1 |" in text
+    assert "### benchtoy (before): medians" in text and "### benchtoy (after): medians" in text
+
+
+def test_bench_table_is_aligned_and_says_when_cache_misses_were_not_measured(tmp_path, toy):
+    r = run([COHORT, "bench", *QUICK, "--plan", toy / "plan", "-o", tmp_path / "a", "--", TOY])
+    assert r.returncode == 0, err(r)
+    table = r.stdout.decode().splitlines()
+    assert table[0].split() == ["config", "ok", "median", "s", "p25", "p75", "time", "vs", "peak", "RSS",
+                                "MiB", "D1", "misses"]
+    assert [x.split()[0] for x in table[1:3]] == ["glibc", "cohort+glibc"]
+    assert all(x.endswith("no cachegrind input given") for x in table[1:3])
+    assert len({len(x) for x in table[:3]}) == 1            # aligned: every row as wide as the header
+    r = run([COHORT, "bench", *QUICK, "--plan", toy / "plan", "--cachegrind-args", "ok", "-o", tmp_path / "b",
+             "--", TOY])
+    table = r.stdout.decode().splitlines()
+    assert "LL misses" in table[0] and "peak RSS MiB" in table[0] and "rt D1" in table[0]
+    head = table[0]
+    for row in table[1:3]:    # numbers end under the end of their column's name
+        assert row[head.index("D1 misses") + len("D1 misses") - 1].isdigit(), (head, row)
+        assert row[head.index("LL misses") + len("LL misses") - 1].isdigit(), (head, row)
+
+
+def test_make_demo_shows_cohort_glibc_and_the_controls(tmp_path):
+    env = dict(os.environ, DEMO_TRIALS="1", DEMO_OUT=str(tmp_path))
+    r = run([ROOT / ".venv" / "bin" / "python", ROOT / "scripts" / "demo.py"], env=env, timeout=600)
+    assert r.returncode == 0, err(r)
+    rows = {x.split()[0] for x in r.stdout.decode().splitlines() if x.split()}
+    assert {"glibc", "jemalloc", "cohort+glibc", "random", "all"} <= rows
+    assert "output identical across allocators: yes" in r.stdout.decode()
