@@ -32,7 +32,7 @@ from cohort import __version__
 from cohort.cgfile import runtime_share
 from cohort.errors import CohortError
 from cohort.files import claim, kind_of, made_dirs, write_output
-from cohort.paths import allocator_library
+from cohort.paths import allocator_library, measure_tool
 from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
 
 FORMAT = "cohort-results"
@@ -149,6 +149,13 @@ class OutputFile:
             os.unlink(self.path)
 
 
+class Usage:
+    """The part of a struct rusage the bench keeps."""
+
+    def __init__(self, maxrss_kb, utime_s):
+        self.ru_maxrss, self.ru_utime = maxrss_kb, utime_s
+
+
 def run_once(argv, env, workdir, stdin=None, output_file=None):
     """Wall and user time, peak RSS, exit status, output digest; with an
     OutputFile, its digest too (None if the run wrote none, with the reason).
@@ -156,15 +163,34 @@ def run_once(argv, env, workdir, stdin=None, output_file=None):
     if output_file is not None:
         output_file.clear()
     source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
+    measure = measure_tool()
+    report_r, report_w = os.pipe() if measure else (None, None)
+    if measure:   # the command's own peak RSS, not Python's (tools/measure.c)
+        env = {k: v for k, v in env.items() if k != "LD_PRELOAD"} | (
+            {"COHORT_MEASURE_PRELOAD": env["LD_PRELOAD"]} if "LD_PRELOAD" in env else {})
+        argv = [str(measure), str(report_w), *argv]
     try:
         with tempfile.TemporaryFile(dir=workdir) as out, tempfile.TemporaryFile(dir=workdir) as err:
             t0 = time.perf_counter()
             try:
-                proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=source)
+                proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=source,
+                                        pass_fds=(report_w,) if measure else ())
             except OSError as e:
                 raise CohortError(f"cannot run {argv[0]}: {e.strerror}") from e
+            finally:
+                if measure:
+                    os.close(report_w)
             _, status, usage = os.wait4(proc.pid, 0)
             wall = time.perf_counter() - t0
+            if measure:
+                with os.fdopen(report_r, "rb") as f:
+                    words = f.read(200).split()
+                if len(words) != 4:
+                    err.seek(0)
+                    raise CohortError(f"cannot run {argv[2]}: "
+                                      f"{err.read(300).decode(errors='replace').strip() or 'no report'}")
+                status = int(words[0])
+                usage = Usage(int(words[1]), float(words[2]))
             proc.returncode = os.waitstatus_to_exitcode(status)
             out.seek(0)
             digest = sha256_file(out)

@@ -41,6 +41,13 @@ def allocator_library(name):
     raise CohortError(f"{name} is not installed ({soname} not found; apt-get install {package})")
 
 
+def measure_tool():
+    """build/tools/cohort-measure, which runs a command and reports its own
+    peak RSS (tools/measure.c says why Python cannot), or None."""
+    p = ROOT / "build" / "tools" / "cohort-measure"
+    return p if p.is_file() and os.access(p, os.X_OK) else None
+
+
 def profiler_lib():
     """The directory VALGRIND_LIB must name to run Cohort's tool: $COHORT_PROFILER_LIB,
     else the project's build tree."""

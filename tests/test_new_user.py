@@ -310,3 +310,17 @@ def test_make_demo_shows_cohort_glibc_and_the_controls(tmp_path):
     rows = {x.split()[0] for x in r.stdout.decode().splitlines() if x.split()}
     assert {"glibc", "jemalloc", "cohort+glibc", "random", "all"} <= rows
     assert "output identical across allocators: yes" in r.stdout.decode()
+
+
+def test_peak_rss_is_the_programs_own_not_the_harness(tmp_path):
+    """Linux reports a child's peak RSS as at least its parent's at fork; the
+    bench starts programs through tools/measure.c so that it is their own."""
+    from cohort.bench import run_once
+    ballast = bytearray(120 << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    r = run_once(["true"], dict(os.environ), tmp_path)
+    assert r["exit"] == 0 and 0 < r["max_rss_kb"] < 30 << 10, r
+    r = run_once(["sh", "-c", "kill -TERM $$"], dict(os.environ), tmp_path)
+    assert r["exit"] == -15
+    del ballast
