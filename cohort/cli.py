@@ -15,6 +15,8 @@ class Parser(argparse.ArgumentParser):
     """argparse, but errors are one line and exit with status 2."""
 
     def error(self, message):
+        if message.startswith("the following arguments are required"):
+            message += f" (usage: {' '.join(self.format_usage().split()[1:])})"
         sys.stderr.write(f"cohort: {message}\n")
         sys.exit(2)
 

@@ -324,3 +324,9 @@ def test_peak_rss_is_the_programs_own_not_the_harness(tmp_path):
     r = run_once(["sh", "-c", "kill -TERM $$"], dict(os.environ), tmp_path)
     assert r["exit"] == -15
     del ballast
+
+
+def test_a_missing_required_option_shows_the_usage_line():
+    r = run([COHORT, "optimize", "./prog", "a"])
+    assert r.returncode == 2 and err(r) == ("cohort: the following arguments are required: -o/--output "
+                                            "(usage: cohort optimize [options] -o DIR -- PROG TRAIN-ARGS...)\n")
