@@ -330,3 +330,16 @@ def test_a_missing_required_option_shows_the_usage_line():
     r = run([COHORT, "optimize", "./prog", "a"])
     assert r.returncode == 2 and err(r) == ("cohort: the following arguments are required: -o/--output "
                                             "(usage: cohort optimize [options] -o DIR -- PROG TRAIN-ARGS...)\n")
+
+
+def test_profile_and_plan_keep_a_users_file(tmp_path, toy):
+    src = tmp_path / "graph.c"
+    src.write_text(SOURCE)
+    r = run([COHORT, "profile", "-o", src, "--", TOY])
+    assert r.returncode == 2 and src.read_text() == SOURCE
+    assert err(r) == (f"cohort: {src} exists and is not a profile that cohort wrote; not replacing it "
+                      "(choose another name, or --force to replace it)\n")
+    r = run([COHORT, "plan", toy / "profile.json", "-o", src])
+    assert r.returncode == 2 and src.read_text() == SOURCE and "is not a plan that cohort wrote" in err(r)
+    r = run([COHORT, "explain", toy / "profile.json", "--graph", src])
+    assert r.returncode == 2 and src.read_text() == SOURCE and "is not an affinity graph" in err(r)
