@@ -470,6 +470,12 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 else:
                     r["stderr_tail"] = ""
                 trial_log.append(r)
+            if reference is None:   # no baseline ran well: nothing to compare with, so stop
+                bad = next(x for x in trial_log if x["config"] == names[0])
+                last = bad["stderr_tail"].strip().splitlines()[-1:]
+                raise CohortError(f"{' '.join(target)} fails without Cohort too ({bad['reason']}"
+                                  + (f": {last[0][:160]}" if last else "") + "); check the command "
+                                  "and its arguments; nothing was measured")
             if rnd >= warmup:
                 log(f"cohort bench: round {rnd - warmup + 1}/{trials} done")
     measured = [t for t in trial_log if not t["warmup"]]

@@ -343,3 +343,13 @@ def test_profile_and_plan_keep_a_users_file(tmp_path, toy):
     assert r.returncode == 2 and src.read_text() == SOURCE and "is not a plan that cohort wrote" in err(r)
     r = run([COHORT, "explain", toy / "profile.json", "--graph", src])
     assert r.returncode == 2 and src.read_text() == SOURCE and "is not an affinity graph" in err(r)
+
+
+def test_bench_stops_when_the_program_fails_without_cohort(tmp_path):
+    r = run([COHORT, "bench", "--train", "-c true", "-o", tmp_path / "b", "--", "sh", "-c",
+             "echo no such input >&2; exit 3"])
+    assert r.returncode == 2
+    assert err(r).splitlines()[-1] == ("cohort: sh -c echo no such input >&2; exit 3 fails without Cohort too "
+                                       "(exit 3: no such input); check the command and its arguments; "
+                                       "nothing was measured")
+    assert "round 2" not in err(r)
