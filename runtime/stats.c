@@ -42,12 +42,17 @@ static void put(struct out *o, const char *s) {
   o->n += len;
 }
 
-static void put_u(struct out *o, unsigned long v) {
-  char t[24];
+/* v in decimal, at the end of t (no stdio: this runs in signal handlers). */
+static const char *decimal(unsigned long v, char t[24]) {
   int i = 23;
   t[i] = 0;
   do { t[--i] = (char)('0' + v % 10); v /= 10; } while (v);
-  put(o, t + i);
+  return t + i;
+}
+
+static void put_u(struct out *o, unsigned long v) {
+  char t[24];
+  put(o, decimal(v, t));
 }
 
 static void put_str(struct out *o, const char *s) {   /* JSON string */
@@ -96,11 +101,7 @@ static void expand_path(const char *path, char *dst, size_t cap) {
   for (const char *s = path; *s && n + 24 < cap; s++) {
     if (s[0] == '%' && s[1] == 'p') {
       char t[24];
-      int i = 23;
-      unsigned long v = (unsigned long)getpid();
-      t[i] = 0;
-      do { t[--i] = (char)('0' + v % 10); v /= 10; } while (v);
-      for (const char *q = t + i; *q; q++) dst[n++] = *q;
+      for (const char *q = decimal((unsigned long)getpid(), t); *q; q++) dst[n++] = *q;
       s++;
     } else {
       dst[n++] = *s;
@@ -149,14 +150,11 @@ int ch_stats_write(const char *path) {
   /* beside the destination, under a name no one else uses: NAME.cohort-PID.tmp */
   size_t fl = strlen(final);
   memcpy(tmp, final, fl);
-  char pid[24];
-  int i = 23;
-  unsigned long v = (unsigned long)getpid();
-  pid[i] = 0;
-  do { pid[--i] = (char)('0' + v % 10); v /= 10; } while (v);
-  size_t pl = strlen(pid + i);
+  char t[24];
+  const char *pid = decimal((unsigned long)getpid(), t);
+  size_t pl = strlen(pid);
   memcpy(tmp + fl, ".cohort-", 8);
-  memcpy(tmp + fl + 8, pid + i, pl);
+  memcpy(tmp + fl + 8, pid, pl);
   memcpy(tmp + fl + 8 + pl, ".tmp", 5);
   o->n = 0;
   o->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
