@@ -25,22 +25,26 @@ def _json_format(name):
     return lambda head: bool(pattern.match(head))
 
 
+# Marks the writers put into their files, for the recognisers below.
+REPORT_MARK = "<!-- written by cohort report -->"
+GRAPH_MARK = "<!-- drawn by cohort explain -->"
+PLOT_SOFTWARE = "cohort"
+
 # kind -> (what it is called in messages, recogniser of the first HEAD bytes)
 KINDS = {
     "profile": ("a profile", _json_format("cohort-profile")),
     "plan": ("a plan", lambda h: h.startswith(b"cohort-plan ")),
     "stats": ("runtime statistics", _json_format("cohort-stats")),
     "results": ("bench results", _json_format("cohort-results")),
-    "report": ("a report", lambda h: h.startswith(b"<!-- written by cohort report -->")),
+    "report": ("a report", lambda h: h.startswith(REPORT_MARK.encode())),
     "explain": ("an explanation", lambda h: h.startswith(b"Profile of: ")),
-    "graph": ("an affinity graph", lambda h: b"<!-- drawn by cohort explain -->" in h),
+    "graph": ("an affinity graph", lambda h: GRAPH_MARK.encode() in h),
     # PNGs carry a tEXt chunk "Software" = "cohort ..." (plots.py writes it)
-    "plot": ("a plot", lambda h: h.startswith(b"\x89PNG") and b"Software\x00cohort" in h),
+    "plot": ("a plot", lambda h: h.startswith(b"\x89PNG") and b"Software\x00" + PLOT_SOFTWARE.encode() in h),
 }
 
-# Marks the writers put into their files (kept here, beside the recognisers).
-REPORT_MARK = "<!-- written by cohort report -->"
-PLOT_SOFTWARE = "cohort"
+# The files `cohort optimize` (and `cohort bench --train`) put into a directory.
+OPTIMIZE_PRODUCTS = {"profile.json": "profile", "plan": "plan", "explain.txt": "explain", "graph.svg": "graph"}
 
 
 def kind_of(path):

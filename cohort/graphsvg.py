@@ -12,8 +12,7 @@ import subprocess
 from html import escape
 
 from cohort.errors import CohortError
-
-MARK = "<!-- drawn by cohort explain -->"
+from cohort.files import GRAPH_MARK
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
 GREY = "#b0b0b0"
@@ -103,7 +102,7 @@ def render(nodes, edges, accesses, group_of, labels, title, names=None):
     legend_w = 20 + 7 * max(len(t) for _, t in entries)
     width, height = max(w + legend_w + 30, 900), max(h, 30 + 18 * len(entries)) + 70 + (16 if cut else 0)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif">', MARK,
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif">', GRAPH_MARK,
            '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="{width / 2:.0f}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>',
            f'<text x="{width / 2:.0f}" y="{height - 12}" text-anchor="middle" font-size="11">'
