@@ -31,7 +31,7 @@ from pathlib import Path
 from cohort import __version__
 from cohort.cgfile import runtime_share
 from cohort.errors import CohortError
-from cohort.files import claim, kind_of, made_dirs, write_output
+from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, measure_tool
 from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
 
@@ -176,6 +176,8 @@ def run_once(argv, env, workdir, stdin=None, output_file=None):
                 proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=source,
                                         pass_fds=(report_w,) if measure else ())
             except OSError as e:
+                if measure:
+                    os.close(report_r)
                 raise CohortError(f"cannot run {argv[0]}: {e.strerror}") from e
             finally:
                 if measure:
@@ -405,8 +407,7 @@ def products(outdir, trained, stats_names):
     """[(path, kind)] of every file a bench writes into outdir."""
     out = [(outdir / "results.json", "results")]
     if trained:
-        out += [(outdir / "profile.json", "profile"), (outdir / "plan", "plan"),
-                (outdir / "explain.txt", "explain"), (outdir / "graph.svg", "graph")]
+        out += [(outdir / name, kind) for name, kind in OPTIMIZE_PRODUCTS.items()]
     out += [(outdir / "speedup.png", "plot"), (outdir / "misses.png", "plot")]
     out += [(outdir / "stats" / f"{n}.json", "stats") for n in stats_names]
     return out
@@ -416,7 +417,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False):
     commands = {"ref": target}
     if train is not None:
-        from cohort.planner import PLAN_DEFAULTS, plan_command
+        from cohort.explain import plan_and_explain
+        from cohort.planner import PLAN_DEFAULTS
         from cohort.profile import profile
         train_argv = [target[0], *shlex.split(train)]
         commands["train"] = train_argv
@@ -433,13 +435,9 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
             raise CohortError(f"the training run {' '.join(train_argv)} failed ({exit_words(rc)}); "
                               f"its profile is in {outdir / 'profile.json'}; fix the training arguments, "
                               "or plan from it by hand (cohort plan) and pass --plan")
-        made, prof = plan_command(outdir / "profile.json", outdir / "plan", force=force, **PLAN_DEFAULTS)
+        plan_and_explain(outdir, force=force, **PLAN_DEFAULTS)
         plan = outdir / "plan"
-        from cohort.explain import explain
-        text = explain(outdir / "profile.json", plan, graph_path=outdir / "graph.svg", force=force)
-        write_output(outdir / "explain.txt", text, "explain", force)
-        log(f"cohort bench: wrote {outdir / 'profile.json'}, {plan}, {outdir / 'explain.txt'}, "
-            f"{outdir / 'graph.svg'}")
+        log(f"cohort bench: wrote {', '.join(str(outdir / n) for n in OPTIMIZE_PRODUCTS)}")
     plan = Path(plan).resolve()
     check_plan_fits(plan, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control)

@@ -119,22 +119,21 @@ def cmd_explain(args, target):
 
 
 def cmd_optimize(args, target):
-    from cohort.explain import explain
-    from cohort.planner import plan_command, report
+    from cohort.explain import plan_and_explain
+    from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs
+    from cohort.planner import report
     from cohort.profile import profile, summary
     from cohort.runner import check_input
-    from cohort.files import claim, made_dirs, write_output
     if not target:
         raise CohortError("no program given (usage: cohort optimize [options] -o DIR -- PROG TRAIN-ARGS...)")
     stdin = check_input(args.stdin) if args.stdin is not None else None
     out = Path(args.output)
     if os.path.lexists(out) and not out.is_dir():
         raise CohortError(f"{out} exists and is not a directory")
-    kinds = {"profile.json": "profile", "plan": "plan", "explain.txt": "explain", "graph.svg": "graph"}
-    products = [out / n for n in kinds]
+    products = [out / n for n in OPTIMIZE_PRODUCTS]
     for p in products:
         if os.path.lexists(p):
-            claim(p, kinds[p.name], args.force)
+            claim(p, OPTIMIZE_PRODUCTS[p.name], args.force)
     with made_dirs(out):
         data, rc = profile(target, products[0], force=args.force, affinity_distance=args.affinity_distance,
                            max_size=args.max_size, coverage=args.coverage, stdin=stdin)
@@ -142,10 +141,8 @@ def cmd_optimize(args, target):
     status = training_failed(target, rc, args.allow_failure, f"wrote {products[0]}; not planning")
     if status:
         return status
-    plan, prof = plan_command(products[0], products[1], force=args.force, **plan_params(args))
+    plan, prof = plan_and_explain(out, force=args.force, **plan_params(args))
     print(report(plan, prof))
-    text = explain(products[0], products[1], graph_path=products[3], force=args.force)
-    write_output(products[2], text, "explain", args.force)
     note(f"wrote {', '.join(str(p) for p in products)}")
     return 0
 

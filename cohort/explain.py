@@ -28,13 +28,6 @@ LEGEND = [
 ]
 
 
-def short(profile, sid):
-    s = profile["sites"][sid]
-    if s["function"]:
-        return s["function"].split("(")[0]
-    return f"{os.path.basename(profile['modules'][s['module']]['path'])}+{s['offset']:#x}"
-
-
 def context_label(profile, cid):
     """The context's entry site: its function (the innermost inlined one, if
     any) and the module+offset a plan names, which tells apart two sites of
@@ -217,3 +210,14 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
                      names=dict(enumerate(names)))
         write_output(graph_path, svg, "graph", force)
     return text
+
+
+def plan_and_explain(outdir, force=False, **params):
+    """The steps of `cohort optimize` (and `cohort bench --train`) after the
+    profile: outdir/profile.json -> plan, explain.txt and graph.svg beside
+    it. Returns (plan, profile) as planner.plan_command does."""
+    outdir = Path(outdir)
+    made = planner.plan_command(outdir / "profile.json", outdir / "plan", force=force, **params)
+    text = explain(outdir / "profile.json", outdir / "plan", graph_path=outdir / "graph.svg", force=force)
+    write_output(outdir / "explain.txt", text, "explain", force)
+    return made
