@@ -350,38 +350,28 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
 
 
 def own_allocator(profile):
-    """(share of heap bytes in blocks over the profile's max size, remedy or
-    None) when the program looks like it carves its objects out of big
-    blocks with an allocator of its own, else None."""
+    """The share of heap bytes in blocks over the profile's max size when it
+    is over half: the program looks like it carves its objects out of big
+    blocks with an allocator of its own. Else None."""
     p = profile["parameters"]["max_size"]
     contexts = profile["contexts"]
     total = sum(c["bytes"] for c in contexts)
     big = sum(c["bytes"] for c in contexts if c["min_size"] > p)
-    if is_cpython(profile):
-        return big / total if total else 0.0, RUNTIMES["cpython"]
-    if total and big > total / 2:
-        return big / total, None
-    return None
+    return big / total if total and big > total / 2 else None
 
 
-# Runtimes known to keep small objects in an allocator of their own, and the
+# A runtime known to keep small objects in an allocator of its own, and the
 # switch that hands them to malloc instead, where Cohort can place them.
-RUNTIMES = {
-    "cpython": "CPython: it takes its small objects from its own allocator (pymalloc) unless "
-               "PYTHONMALLOC=malloc is set: set it for the profile and for every run "
-               "(PYTHONMALLOC=malloc cohort optimize ..., and the same for cohort run)",
-}
 CPYTHON_MODULE = re.compile(r"^(lib)?python3(\.\d+)?[a-z]*(\.so.*)?$")
-
-
-def is_cpython(profile):
-    return any(CPYTHON_MODULE.match(os.path.basename(m["path"])) for m in profile["modules"])
+CPYTHON = ("this is CPython: it takes its small objects from its own allocator (pymalloc) unless "
+           "PYTHONMALLOC=malloc is set: set it for the profile and for every run "
+           "(PYTHONMALLOC=malloc cohort optimize ..., and the same for cohort run)")
 
 
 def runtime_hint(profile):
-    """A note for programs whose runtime hides their objects from Cohort."""
-    if is_cpython(profile):
-        return "this is " + RUNTIMES["cpython"]
+    """What to do for a program whose runtime hides its objects from Cohort, or None."""
+    if any(CPYTHON_MODULE.match(os.path.basename(m["path"])) for m in profile["modules"]):
+        return CPYTHON
     return None
 
 
@@ -390,15 +380,16 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold):
     t = profile["totals"]
     p = profile["parameters"]["max_size"]
     small = sum(c["allocations"] for c in profile["contexts"] if c["min_size"] <= p)
-    own = own_allocator(profile)
-    if own and own[1]:
-        return f"no groups: this is {own[1]}"
+    hint = runtime_hint(profile)
+    if hint:
+        return f"no groups: {hint}"
     if small == 0:
         return (f"no groups: the program made no heap allocation of up to {p} bytes "
                 f"({sum(c['allocations'] for c in profile['contexts'])} allocations in all); Cohort "
                 "places small objects")
+    own = own_allocator(profile)
     if own:
-        return (f"no groups: {own[0]:.0%} of the heap bytes it allocates are in blocks over {p} bytes: "
+        return (f"no groups: {own:.0%} of the heap bytes it allocates are in blocks over {p} bytes: "
                 "the program probably carves its objects out of them with an allocator of its own "
                 "(an arena, pool or slab), where Cohort cannot see them; if it can be told to use "
                 "malloc for each object, profile and run it that way")
