@@ -47,8 +47,6 @@ def plan_option(path, what="--plan"):
 def cmd_run(args, target):
     from cohort.files import claim
     from cohort.runner import check_plan_fits, environment, exec_program, resolve_program
-    if not target:
-        raise CohortError("no program given (usage: cohort run [options] -- PROG ARGS...)")
     plan = plan_option(args.plan)
     if plan:
         check_plan_fits(plan, resolve_program(target))
@@ -84,8 +82,6 @@ def training_failed(target, rc, allow, then):
 
 def cmd_profile(args, target):
     from cohort.profile import profile, summary
-    if not target:
-        raise CohortError("no program given (usage: cohort profile [options] -o profile.json -- PROG ARGS...)")
     data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
                        max_size=args.max_size, coverage=args.coverage, stdin=args.stdin)
     print(summary(data, rc), file=sys.stderr)
@@ -95,8 +91,6 @@ def cmd_profile(args, target):
 
 def cmd_plan(args, target):
     from cohort.planner import plan_command, report
-    if target:
-        raise CohortError("cohort plan takes no program (usage: cohort plan profile.json -o plan)")
     plan, profile = plan_command(args.profile, args.output, force=args.force, **plan_params(args))
     print(report(plan, profile))
     print(f"cohort: wrote {args.output}", file=sys.stderr)
@@ -105,8 +99,6 @@ def cmd_plan(args, target):
 
 def cmd_explain(args, target):
     from cohort.explain import explain
-    if target:
-        raise CohortError("cohort explain takes no program (usage: cohort explain profile.json [plan])")
     graph = args.graph
     if graph is None:
         graph = str(Path(args.profile).with_suffix(".svg"))
@@ -124,8 +116,6 @@ def cmd_optimize(args, target):
     from cohort.planner import report
     from cohort.profile import profile, summary
     from cohort.runner import check_input
-    if not target:
-        raise CohortError("no program given (usage: cohort optimize [options] -o DIR -- PROG TRAIN-ARGS...)")
     stdin = check_input(args.stdin) if args.stdin is not None else None
     out = Path(args.output)
     if os.path.lexists(out) and not out.is_dir():
@@ -149,8 +139,6 @@ def cmd_optimize(args, target):
 
 def cmd_bench(args, target):
     from cohort.bench import bench, console_table
-    if not target:
-        raise CohortError("no program given (usage: cohort bench [options] -o DIR -- ./prog ref-args...)")
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
                     plan=plan_option(args.plan), train=args.train, cachegrind_args=args.cachegrind_args,
@@ -165,8 +153,6 @@ def cmd_bench(args, target):
 
 def cmd_report(args, target):
     from cohort.report import report
-    if target:
-        raise CohortError("cohort report takes results directories, not a program")
     written = report(args.results, args.output, force=args.force)
     print(f"cohort: wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 0
@@ -347,6 +333,8 @@ def build_parser():
     rp.add_argument("--force", action="store_true",
                     help="replace files at those paths that cohort did not write")
     rp.set_defaults(func=cmd_report)
+    for sp in sub.choices.values():   # for "no program given" and its opposite (main)
+        sp.set_defaults(usage_line=" ".join(sp.format_usage().split()[1:]))
     return p
 
 
@@ -401,6 +389,10 @@ def main(argv=None):
         parser.error(misplaced(args, ours, extra))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
+        return 2
+    if (args.command in TAKES_PROGRAM) != bool(target):
+        what = "no program given" if not target else f"cohort {args.command} takes no program"
+        sys.stderr.write(f"cohort: {what} (usage: {args.usage_line})\n")
         return 2
     try:
         status = args.func(args, target) or 0
