@@ -33,8 +33,10 @@ demo: all
 	@scripts/demo.sh
 
 # Every workload: profile on train, time on ref, cachegrind; results/report.md.
+# Then the cross-thread allocation stress: results/stress.md.
 bench: all
 	$(PY) scripts/bench-suite.py
+	$(PY) scripts/bench-stress.py
 
 clean:
 	rm -rf $(BUILD)

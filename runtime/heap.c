@@ -224,7 +224,7 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
  * offered or too little used to offer, else once the bins hold AVAIL_MIN. */
 static inline void set_low(const struct ch_group_heap *gh, struct ch_chunk *c) {
   size_t used = (size_t)(c->bump - c->data);
-  c->low = c == gh->current || c->in_avail || used < AVAIL_MIN ? 1 : used - AVAIL_MIN + 1;
+  c->low = c == gh->current || c == gh->spill || c->in_avail || used < AVAIL_MIN ? 1 : used - AVAIL_MIN + 1;
 }
 
 static void list_add(struct ch_group_heap *gh, struct ch_chunk *c) {
@@ -284,6 +284,7 @@ static void chunk_reset(struct ch_chunk *c) {
   c->binmask = 0;
   c->live_bytes = 0;
   c->key = new_key();   /* keys left in the old blocks are stale now */
+  c->coalesced_at = c->freed;
   mark_bump(c->data);
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
@@ -293,14 +294,79 @@ static void chunk_reset(struct ch_chunk *c) {
  * threshold. */
 static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
   if (c->live_bytes == 0) {
-    if (c == gh->current) { chunk_reset(c); return; }
+    if (c == gh->current || c == gh->spill) { chunk_reset(c); return; }
     avail_del(gh, c);
     list_del(&gh->chunks, c);
     ch_chunk_retire(c);
     return;
   }
-  if (c != gh->current && !c->in_avail && free_bytes(c) >= AVAIL_MIN) avail_add(gh, c);
+  if (c != gh->current && c != gh->spill && !c->in_avail && free_bytes(c) >= AVAIL_MIN) avail_add(gh, c);
   else set_low(gh, c);
+}
+
+/* ------------------------------------------------------------- coalescing */
+
+/* Freed blocks are not merged as they are freed: the bins take them as they
+ * are, which keeps the free path short and a group's same-sized objects
+ * reusing each other's places. But where sizes mix, a chunk's free bytes end
+ * up as fragments none of which fits a larger request, and the chunk is left
+ * for a new one while most of it is free (a thread replacing random blocks of
+ * 16 B to 1 KiB held 430 chunks for 0.9 MB live). So, as glibc's
+ * malloc_consolidate does for its fast bins, a chunk whose free bytes could
+ * hold a request that no block fits merges its free neighbours first, and a
+ * free run that reaches the bump pointer becomes bump space again. */
+
+/* The first start bit after granule g, or gend (the bump pointer's granule). */
+static inline size_t next_start(uintptr_t bits, size_t g, size_t gend) {
+  return g + block_size_at(bits, g, load_word(bitwords_at(bits, g)), gend) / CH_GRANULE;
+}
+
+/* Worth a coalescing: the free bytes could hold the request, and enough has
+ * been freed since the last that a merge may find room. Each costs a scan of
+ * the start bits in use and a visit to every free block, so this keeps its
+ * cost within a small share of the frees'. */
+static inline bool coalesce_due(const struct ch_chunk *c, size_t n) {
+  size_t f = free_bytes(c), since = c->freed - c->coalesced_at;
+  return f >= n && since >= AVAIL_MIN && since >= f / 2;
+}
+
+/* Merge every run of adjacent blocks in c's bins into one block, and lower
+ * the bump pointer over a run that ends at it; the owner only. The bins are
+ * rebuilt under a new key, so that keys left inside merged blocks and above
+ * the lowered bump pointer are stale, as the free path requires. Blocks on
+ * their way back from other threads are not in a bin and count as live. */
+static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
+  if (!h->scratch && !(h->scratch = ch_os_reserve(ch_chunk_starts_bytes))) return;
+  uint64_t *mark = h->scratch;
+  for (uint64_t m = c->binmask; m; m &= m - 1) {
+    unsigned b = (unsigned)__builtin_ctzll(m);
+    for (void *p = c->bins[b]; p; p = *(void **)p) mark[granule(p) >> 6] |= gbit(granule(p));
+    c->bins[b] = NULL;
+  }
+  c->binmask = 0;
+  c->key = new_key();
+  uintptr_t base = ch_chunk_base(c), bits = chunk_bits(c);
+  size_t gend = (size_t)(c->bump - (char *)base) / CH_GRANULE;
+  for (size_t w = granule(c->data) >> 6; w <= (gend - 1) >> 6; w++) {
+    uint64_t f;
+    while ((f = mark[w])) {
+      size_t g = (w << 6) + (size_t)__builtin_ctzll(f), e = next_start(bits, g, gend);
+      mark[w] &= ~gbit(g);
+      while (e < gend && (mark[e >> 6] & gbit(e))) {
+        mark[e >> 6] &= ~gbit(e);
+        uint64_t *sw = bitwords_at(bits, e);
+        store_word(sw, load_word(sw) & ~gbit(e));
+        e = next_start(bits, e, gend);
+      }
+      char *p = (char *)base + g * CH_GRANULE;
+      if (e < gend) { bin_push(c, p, (e - g) * CH_GRANULE); continue; }
+      if ((uintptr_t)c->bump & ch_chunk_mask) clear_start(c->bump);   /* the old mark */
+      /* p's start bit is the new bump pointer's mark. */
+      __atomic_store_n(&c->bump, p, __ATOMIC_RELEASE);
+      gend = g;
+    }
+  }
+  c->coalesced_at = c->freed;
 }
 
 /* ------------------------------------------------------------- allocate */
@@ -375,6 +441,14 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
 
 static struct ch_heap *heap_create(void);
 
+/* A request c could not serve: coalesce c, if that is due, and try again. */
+static void *coalesce_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t n, size_t align,
+                            bool zero, size_t req) {
+  if (!coalesce_due(c, n)) return NULL;
+  chunk_coalesce(h, c);
+  return chunk_alloc(&h->g[group], c, group, n, align, zero, req, false);
+}
+
 static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
   if (!orphans[group]) return NULL;
   ch_lock(&heaps_lock);
@@ -397,17 +471,55 @@ static bool drain_delayed(struct ch_heap *h) {
 /* c becomes the group's current chunk. */
 static void make_current(struct ch_group_heap *gh, struct ch_chunk *c) {
   struct ch_chunk *old = gh->current;
+  if (c == gh->spill) gh->spill = NULL;
   gh->current = c;
   c->low = 1;
   if (old) after_free(gh, old);
 }
 
+/* A new chunk for the group, owned by h. */
+static struct ch_chunk *chunk_take(struct ch_heap *h, unsigned group) {
+  struct ch_chunk *c = ch_chunk_new(group);
+  if (!c) return NULL;
+  mark_bump(c->data);
+  c->key = new_key();
+  atomic_store(&c->owner, (uintptr_t)h | group);
+  list_add(&h->g[group], c);
+  return c;
+}
+
+/* A request the current chunk, with no untouched pages left, has plenty of
+ * free bytes for (at least chunk/16) but no block that fits: its free space
+ * is fragments smaller than the request, as it becomes where sizes mix. The
+ * request goes to the group's spill chunk (or, before the spill chunk is
+ * replaced, to room that coalescing makes in either), so that the current chunk,
+ * whose holes still serve smaller requests, is not given up for one request.
+ * (Given up, it was soon taken back from the avail list, and the new chunk,
+ * nearly empty, retired: chunk churn.) Larger requests gather in the spill
+ * chunk, where their frees leave holes of their own size. */
+static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_chunk *cur, unsigned group,
+                         size_t n, size_t align, bool zero, size_t req) {
+  void *p;
+  struct ch_chunk *sp = gh->spill;
+  if (sp && (p = chunk_alloc(gh, sp, group, n, align, zero, req, true))) return p;
+  /* Before a new spill chunk, the merges that may make room. */
+  if ((p = coalesce_alloc(h, cur, group, n, align, zero, req))) return p;
+  if (sp && (p = coalesce_alloc(h, sp, group, n, align, zero, req))) return p;
+  if (!(sp = chunk_take(h, group))) return NULL;
+  struct ch_chunk *old = gh->spill;
+  gh->spill = sp;
+  sp->low = 1;
+  if (old) after_free(gh, old);
+  return chunk_alloc(gh, sp, group, n, align, zero, req, true);
+}
+
 /* Everything the fast path does not do: the thread's first allocation,
  * alignment, zeroing, mixed bins, and a current chunk that cannot serve
  * without touching fresh pages. Holes come before fresh pages, so a group's
- * resident memory grows only when nothing freed fits: the current chunk,
- * then (after collecting remote frees) chunks with binned space, then the
- * current chunk's fresh pages, an orphan, and finally a new chunk. */
+ * resident memory grows only when nothing freed fits: the current chunk
+ * (after collecting remote frees), then chunks with binned space, then the
+ * current chunk's fresh pages; then the spill chunk, if the current one is
+ * full of fragments; then an orphan, and finally a new chunk. */
 static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t n, size_t align,
                                        bool zero, size_t req) {
   if (!h && !(h = heap_create())) return NULL;
@@ -422,19 +534,19 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   /* Chunks with binned space; each that fails leaves the list. */
   while ((c = gh->avail)) {
     avail_del(gh, c);
-    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false))) { make_current(gh, c); return p; }
+    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false))) {
+      make_current(gh, c);
+      return p;
+    }
   }
   if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, true))) return p;
+  if (cur && free_bytes(cur) >= AVAIL_MIN) return alloc_spill(h, gh, cur, group, n, align, zero, req);
   if ((c = adopt_orphan(h, group))) {
     list_add(gh, c);
     if ((p = chunk_alloc(gh, c, group, n, align, zero, req, true))) { make_current(gh, c); return p; }
     after_free(gh, c);
   }
-  if (!(c = ch_chunk_new(group))) return NULL;
-  mark_bump(c->data);
-  c->key = new_key();
-  atomic_store(&c->owner, (uintptr_t)h | group);
-  list_add(gh, c);
+  if (!(c = chunk_take(h, group))) return NULL;
   make_current(gh, c);
   return chunk_alloc(gh, c, group, n, align, zero, req, true);
 }
@@ -509,6 +621,7 @@ static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, uns
   struct ch_group_heap *gh = &h->g[group];
   bin_push(c, p, size);
   c->live_bytes -= size;
+  c->freed += size;
   gh->frees++;
   gh->pending_live -= (long)size;
   free_check(gh, c, group);
@@ -535,6 +648,7 @@ static void free_orphaned(struct ch_chunk *c, void *p) {
   freed_clear(p);        /* it is in a bin now: the key says so */
   bin_push(c, p, size);
   c->live_bytes -= size;
+  c->freed += size;
   atomic_fetch_add(&ch_gstats[g].frees, 1);
   ch_stats_live(g, -(long)size);
   if (c->live_bytes == 0) {
@@ -615,6 +729,7 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
   size_t live = c->live_bytes -= size;
+  c->freed += size;
   struct ch_group_heap *gh = &h->g[group];
   gh->frees++;
   long pending = gh->pending_live -= (long)size;
@@ -714,6 +829,7 @@ void *ch_group_realloc(void *p, size_t size) {
       set_start(tail);
       bin_push(c, tail, old - n);
       c->live_bytes -= old - n;
+      c->freed += old - n;
       gh->pending_live -= (long)(old - n);
       after_free(gh, c);
     }
@@ -759,7 +875,7 @@ static void heap_abandon(struct ch_heap *h) {
       orphans[g] = c;
       ch_unlock(&heaps_lock);
     }
-    gh->current = NULL;
+    gh->current = gh->spill = NULL;
     gh->avail = NULL;
   }
   /* Our chunks are orphans now: late frees into them take the orphan path. */

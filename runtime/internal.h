@@ -130,18 +130,21 @@ struct ch_chunk {
                                          chunk: it is empty, or now worth allocating from */
   uint64_t binmask;                   /* bit b: bins[b] may hold blocks (exact bins are
                                          cleared lazily) */
-  char *data;                         /* first usable byte */
+  size_t freed;                       /* bytes the owner has freed into the chunk, ever: the
+                                         clock that says when coalescing is due (heap.c) */
   uint64_t key;                       /* in the second word of every block in a bin, never
                                          in a live one; new whenever the chunk starts over,
                                          so keys left in memory above the bump pointer are
                                          stale (heap.c) */
   /* Line 1: the rest. */
+  char *data;                         /* first usable byte */
   char *end;                          /* end of the chunk */
   uint64_t magic;
   uint32_t group;
   uint32_t in_avail;                  /* owner's list of chunks with free bins */
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
   struct ch_chunk *avail_next, *avail_prev;
+  size_t coalesced_at;                /* `freed` at the last coalescing */
   /* Lines 2-9. */
   void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
 } __attribute__((aligned(64)));
@@ -196,6 +199,7 @@ struct ch_group_heap {
   long pending_live;           /* live-byte change not yet added to ch_gstats */
   struct ch_chunk *chunks;     /* every chunk this heap owns for the group */
   struct ch_chunk *avail;      /* chunks whose bins may satisfy requests */
+  struct ch_chunk *spill;      /* requests the current chunk has room but no fit for (heap.c) */
 } __attribute__((aligned(64)));
 struct ch_heap {
   struct ch_group_heap g[CH_MAX_GROUPS];   /* first: the heap's address is 64-aligned */
@@ -203,6 +207,7 @@ struct ch_heap {
   struct ch_heap *free_next;          /* heaps of exited threads, ready for reuse */
   pthread_t thread;
   _Atomic(void *) delayed;            /* blocks other threads freed into our chunks */
+  uint64_t *scratch;                  /* one bit per granule of a chunk, all clear between uses */
 } __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */

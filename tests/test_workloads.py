@@ -56,7 +56,27 @@ def test_checksum_does_not_depend_on_placement(name, tmp_path):
         assert grouped > 100, f"{mode}: the program's objects should really be placed by Cohort"
 
 
-@pytest.mark.parametrize("name", NEW)
+@pytest.mark.parametrize("shape", ["ring", "split", "relay"])
+def test_prodcons_hands_blocks_between_threads(shape, tmp_path):
+    """Issue 20's stress: the checksum does not depend on the allocator or on
+    how the threads interleave, and every run reports its throughput."""
+    argv = [workloads.binary("prodcons"), shape, "3", "200", "8"]
+    plain = run(argv, env=PLAIN)
+    assert plain.returncode == 0 and b"checksum" in plain.stdout, plain.stderr
+    assert b"M ops/s" in plain.stderr and b"fragmentation" in plain.stderr
+    je = run(argv, env=dict(PLAIN, LD_PRELOAD=str(JEMALLOC)))
+    assert (je.returncode, je.stdout) == (0, plain.stdout), "jemalloc"
+    for mode in ("all", "random:4"):
+        stats = tmp_path / f"stats-{mode}.json"
+        r = run([COHORT, "run", "--mode", mode, "--stats", stats, "--", *argv], env=PLAIN)
+        assert (r.returncode, r.stdout) == (0, plain.stdout), (mode, r.stderr)
+        groups = json.loads(stats.read_text())["groups"]
+        assert sum(g["allocations"] for g in groups) > 3 * 200 * 64
+        # every block handed on was freed: what is left is the queues and stdio
+        assert sum(g["live_bytes"] for g in groups) < 65536
+
+
+@pytest.mark.parametrize("name", NEW + ["prodcons"])
 def test_inputs_files(name):
     table = workloads.inputs(name)
     assert set(workloads.PHASES) <= set(table)

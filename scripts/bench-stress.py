@@ -1,0 +1,114 @@
+"""Allocation stress with blocks handed between threads (issue 20): the
+prodcons workload's three shapes (ring, split, relay) at 1, 2 and 8 threads,
+under glibc, jemalloc and libcohort with every small allocation grouped
+(COHORT_MODE=all) and the random-pools control. Interleaved trials; medians
+with quartiles of the workload's own ops/s, the ratio to glibc's median, and
+fragmentation at peak: the runtime's own (1 - live/resident of its chunks,
+from COHORT_STATS) and the process's (1 - live/resident added, which also
+counts thread stacks, spare chunks and each allocator's metadata).
+
+Usage: .venv/bin/python scripts/bench-stress.py [TRIALS] [SHAPE ...]
+STRESS_THREADS (default "1 2 8") and STRESS_BATCHES (per run, split between
+the threads; default 120000) narrow it down. Writes results/stress.md
+(BENCH_RESULTS sets the directory)."""
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from cohort.paths import allocator_library  # noqa: E402
+from cohort.runner import environment  # noqa: E402
+
+BIN = ROOT / "build" / "workloads" / "prodcons"
+TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+SHAPES = sys.argv[2:] or ["ring", "split", "relay"]
+THREADS = [int(t) for t in os.environ.get("STRESS_THREADS", "1 2 8").split()]
+BATCHES = int(os.environ.get("STRESS_BATCHES", "120000"))
+RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
+ALLOCATORS = ["glibc", "jemalloc", "cohort all", "cohort random:4"]
+LINE = re.compile(r"([\d.]+) M ops/s, peak live ([\d.]+) MiB, peak resident added ([\d.]+) MiB, "
+                  r"fragmentation ([\d.]+)%")
+
+
+def env_for(allocator, stats):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
+    if allocator == "glibc":
+        return base
+    if allocator == "jemalloc":
+        return {**base, "LD_PRELOAD": str(allocator_library("jemalloc"))}
+    return environment(mode=allocator.split()[1], stats=stats, base=base)
+
+
+def run(shape, threads, allocator, stats):
+    argv = [str(BIN), shape, str(threads), str(max(1, BATCHES // threads))]
+    r = subprocess.run(argv, env=env_for(allocator, stats), capture_output=True, text=True, timeout=600)
+    m = LINE.search(r.stderr)
+    if r.returncode or not m:
+        raise SystemExit(f"bench-stress: {' '.join(argv)} under {allocator} failed "
+                         f"(exit {r.returncode}): {r.stderr.strip()[-300:]}")
+    ops, _live, _added, process_frag = map(float, m.groups())
+    runtime_frag = None
+    if stats and Path(stats).exists():
+        groups = json.loads(Path(stats).read_text())["groups"]
+        live = sum(g["peak_live_bytes"] for g in groups)
+        resident = sum(g["resident_at_peak_bytes"] for g in groups)
+        runtime_frag = 100.0 * (1 - live / resident) if resident else 0.0
+        Path(stats).unlink()
+    return ops, process_frag, runtime_frag
+
+
+def quartiles(v):
+    if len(v) < 2:
+        return v[0], v[0]
+    q = statistics.quantiles(v, n=4)
+    return q[0], q[2]
+
+
+def main():
+    if not BIN.exists():
+        raise SystemExit(f"bench-stress: {BIN} is not built (make build)")
+    got = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = str(Path(tmp) / "stats.json")
+        for trial in range(TRIALS):
+            for shape in SHAPES:
+                for threads in THREADS:
+                    for allocator in ALLOCATORS:
+                        s = stats if allocator.startswith("cohort") else None
+                        got.setdefault((shape, threads, allocator), []).append(run(shape, threads, allocator, s))
+            print(f"bench-stress: trial {trial + 1} of {TRIALS} done", flush=True)
+    lines = [f"# Cross-thread allocation stress (`scripts/bench-stress.py {TRIALS}`)", "",
+             f"prodcons SHAPE THREADS {BATCHES}/THREADS; {TRIALS} interleaved trials; "
+             "ops/s median (p25-p75); x: median over glibc's median; fragmentation at peak, medians: "
+             "the runtime's chunks, and the process (resident it added)", "",
+             "| shape | threads | allocator | M ops/s | x glibc | runtime frag. | process frag. |",
+             "|---|---|---|---|---|---|---|"]
+    for shape in SHAPES:
+        for threads in THREADS:
+            base = statistics.median(r[0] for r in got[(shape, threads, "glibc")])
+            for allocator in ALLOCATORS:
+                rows = got[(shape, threads, allocator)]
+                ops = [r[0] for r in rows]
+                lo, hi = quartiles(ops)
+                med = statistics.median(ops)
+                rf = [r[2] for r in rows if r[2] is not None]
+                runtime = f"{statistics.median(rf):.1f}%" if rf else "-"
+                process = f"{statistics.median(r[1] for r in rows):.1f}%"
+                lines.append(f"| {shape} | {threads} | {allocator} | {med:.1f} ({lo:.1f}-{hi:.1f}) | "
+                             f"{med / base:.2f} | {runtime} | {process} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "stress.md").write_text(text)
+    print(f"bench-stress: wrote {RESULTS / 'stress.md'}")
+
+
+if __name__ == "__main__":
+    main()
