@@ -48,6 +48,14 @@ def measure_tool():
     return p if p.is_file() and os.access(p, os.X_OK) else None
 
 
+def plan_checker():
+    """build/tools/cohort-plan-check: the runtime's own plan parser (tools/plan_check.c)."""
+    p = ROOT / "build" / "tools" / "cohort-plan-check"
+    if p.is_file() and os.access(p, os.X_OK):
+        return p
+    raise CohortError("cohort-plan-check is not built (run `make`)")
+
+
 def profiler_lib():
     """The directory VALGRIND_LIB must name to run Cohort's tool: $COHORT_PROFILER_LIB,
     else the project's build tree."""

@@ -1,15 +1,23 @@
-"""The plan file (docs/plan-format.md): checks the CLI can make before a run.
+"""The plan file (docs/plan-format.md) as the CLI reads it.
 
-The runtime parses plans itself (runtime/plan.c); this side only refuses a
-plan that is plainly not one, so the user hears about it before the run."""
+Whether a plan is valid is decided by the runtime's own parser
+(runtime/plan.c, run as build/tools/cohort-plan-check), so the CLI and the
+runtime cannot disagree; read_plan then reads the structure the planner and
+`cohort explain` use, tokenising lines exactly as the runtime does (split
+at '\n' only, words separated by spaces and tabs)."""
 
+import os
+import re
+import subprocess
 from pathlib import Path
 
 from cohort.errors import CohortError
+from cohort.paths import plan_checker
 
 PLAN_VERSION = 5        # the version written; 1 to 4 are still read
 MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
+_BLANKS = re.compile(r"[ \t]+")
 
 
 def plan_argument(path, what="--plan"):
@@ -26,24 +34,29 @@ def plan_argument(path, what="--plan"):
     return path, None
 
 
-def check_plan_header(path):
+def check_plan(path, env=None):
+    """The plan's format version, if the runtime accepts the plan: its own
+    parser reads it, under the environment the run will have (the chunk
+    size bounds max-size). Otherwise CohortError with the runtime's reason,
+    "plan PATH line N: WHY"."""
     path = Path(path)
+    if not path.exists():
+        raise CohortError(f"plan {path}: no such file")
+    if path.is_dir():
+        raise CohortError(f"plan {path}: is a directory")
+    env = dict(os.environ if env is None else env)
+    env.pop("LD_PRELOAD", None)
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except FileNotFoundError:
-        raise CohortError(f"plan {path}: no such file") from None
-    except OSError as e:
-        raise CohortError(f"plan {path}: {e.strerror}") from None
-    first = head.split(b"\n", 1)[0].split(b"#", 1)[0].strip()
-    try:
-        word, version = first.decode("ascii").split()
-    except (UnicodeDecodeError, ValueError):
-        raise CohortError(f"plan {path}: not a Cohort plan (first line must be 'cohort-plan {PLAN_VERSION}')") from None
-    if word != "cohort-plan":
-        raise CohortError(f"plan {path}: not a Cohort plan (first line must be 'cohort-plan {PLAN_VERSION}')")
-    if version not in [str(v) for v in range(1, PLAN_VERSION + 1)]:
-        raise CohortError(f"plan {path}: format version {version}; this Cohort reads versions 1 to {PLAN_VERSION}")
+        r = subprocess.run([str(plan_checker()), str(path)], capture_output=True, env=env, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CohortError(f"cannot check plan {path}: {e}") from None
+    out = r.stdout.decode("utf-8", "replace").strip()
+    if r.returncode == 1 and out:
+        raise CohortError(out)
+    m = re.match(r"ok: version (\d+)", out)
+    if r.returncode or not m:
+        raise CohortError(f"cannot check plan {path}: cohort-plan-check exited {r.returncode}")
+    return int(m.group(1))
 
 
 def read_plan(path):
@@ -54,42 +67,43 @@ def read_plan(path):
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
     Raises CohortError naming the line for anything malformed."""
-    check_plan_header(path)
+    version = check_plan(path)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
             "unknown_entry": "walk", "rest": None, "rest_max": None, "paths": {},
             "path_prefixes": set()}
     prefixes = plan["path_prefixes"]
-    ended = False
-    version = int(Path(path).read_bytes().split(b"\n", 1)[0].split(b"#", 1)[0].split()[1])
-    for n, raw in enumerate(Path(path).read_text(errors="replace").splitlines()[1:], start=2):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+    header = False
+    for n, raw in enumerate(Path(path).read_bytes().decode("utf-8", "replace").split("\n"), start=1):
+        line = raw.split("#", 1)[0].rstrip(" \t\r").lstrip(" \t")
+        words = _BLANKS.split(line) if line else []
+        if not words:
             continue
-        words = line.split()
+        if not header:
+            header = True
+            continue
 
         def bad(why):
-            return CohortError(f"plan {path}:{n}: {why}")
+            return CohortError(f"plan {path} line {n}: {why}")
 
         try:
             if words[0] == "end":
-                ended = True
-                break
+                return plan
             if words[0] == "max-size":
-                plan["max_size"] = int(words[1])
+                plan["max_size"] = int(words[1], 10)
             elif words[0] == "module":
                 if int(words[1]) != len(plan["modules"]):
                     raise bad("modules must be numbered in order")
-                path_text = line.split(None, 3)[3]
+                path_text = _BLANKS.split(line, 3)[3]
                 plan["modules"].append((None if words[2] == "-" else words[2], path_text))
             elif words[0] == "site":
                 if int(words[1]) != len(plan["sites"]) or not 0 <= int(words[2]) < len(plan["modules"]):
                     raise bad("site out of order or naming an undeclared module")
                 verdict, stop = None, None
                 for w in words[4:]:
-                    if w.startswith("stop=") and stop is None:
+                    if w.startswith("stop=") and stop is None and version >= 3:
                         stop = int(w[5:])
-                    elif (w in ("cold", "walk") or w.startswith("group=") or (w == "next" and version >= 4)) \
-                            and verdict is None:
+                    elif (w in ("cold", "walk") or (w.startswith("group=") and version >= 2)
+                          or (w == "next" and version >= 4)) and verdict is None:
                         verdict = w
                     else:
                         raise bad(f"unexpected '{w}' on a site line")
@@ -129,7 +143,7 @@ def read_plan(path):
                 if sites in prefixes:
                     raise bad("path decides where a longer path goes on")
                 prefixes.update(sites[:k] for k in range(1, len(sites)))
-                if len(prefixes) + len(plan["paths"]) + 1 > MAX_NODES:
+                if len(prefixes) + len(plan["paths"]) > MAX_NODES:
                     raise bad(f"more than {MAX_NODES} path nodes")
                 plan["paths"][sites] = verdict
             elif words[0] == "unknown-entry":
@@ -138,9 +152,7 @@ def read_plan(path):
                 raise bad(f"unknown directive '{words[0]}'")
         except (IndexError, ValueError):
             raise bad(f"malformed '{words[0]}' line") from None
-    if not ended:
-        raise CohortError(f"plan {path}: truncated (no 'end' line)")
-    return plan
+    raise CohortError(f"plan {path}: truncated (no 'end' line)")
 
 
 def places_nothing(path):

@@ -9,7 +9,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
 from cohort import elf
-from cohort.planfile import check_plan_header, places_nothing, read_plan
+from cohort.planfile import check_plan, places_nothing, read_plan
 
 
 def exit_words(rc):
@@ -140,7 +140,7 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, 
         env["COHORT_PATCH"] = str(patch)
     if plan is not None:
         plan = Path(plan)
-        check_plan_header(plan)
+        check_plan(plan, env)
         env["COHORT_PLAN"] = str(plan.resolve())
     if mode is not None:
         if mode.split(":")[0] not in MODES:

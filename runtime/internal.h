@@ -6,7 +6,8 @@
  *   chunk.c                        slabs, chunks, the ownership map
  *   heap.c                         per-thread group heaps: bump, bins, remote frees
  *   modules.c, cfi.c, unwind.c     loaded modules, .eh_frame rules, stack walks
- *   plan.c, identify.c             the plan and the per-allocation group decision
+ *   plan.c, plan_bind.c            the plan: parsing (system layer only), binding to modules
+ *   identify.c                     the per-allocation group decision
  *   patch.c, activation.c          patched selector sites and the per-thread activations
  *   direct.c                       allocation call sites patched to reach their group directly
  *   stats.c                        counters and the statistics file
@@ -352,6 +353,9 @@ static inline unsigned ch_plan_child(const struct ch_plan *pl, unsigned node, in
 extern struct ch_plan *ch_plan;          /* NULL: nothing to identify */
 extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */
 int ch_plan_load(const char *path);      /* 0 ok; otherwise warned and NULL */
+/* Parse a plan without warning: 0 and the plan, or -1 and why ("plan PATH
+ * line N: WHY"). Uses only the system layer (tools/plan_check.c). */
+int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whylen);
 void ch_plan_bind_module(struct ch_module *m);  /* resolve this module's sites */
 int ch_plan_site_at(uintptr_t addr);     /* site index or -1 */
 bool ch_plan_check_binary(void);         /* after modules load: build ids agree */

@@ -1,6 +1,8 @@
-/* Cohort runtime: reading a plan (docs/plan-format.md) and binding its call
- * sites to the modules of this process. Any fault gives one warning naming
- * the file and line, and the process runs without grouping. */
+/* Cohort runtime: reading a plan (docs/plan-format.md). Any fault gives one
+ * warning naming the file and line, and the process runs without grouping.
+ * The CLI checks plans with this same parser (tools/plan_check.c), so the
+ * two cannot disagree on what a valid plan is; it uses only the system
+ * layer for that reason. Binding the sites to modules: plan_bind.c. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -15,7 +17,6 @@
 #define MAX_CONJ 4096
 
 struct ch_plan *ch_plan;
-atomic_bool ch_plan_disabled;
 
 /* ---------------------------------------------------------------- lexing */
 
@@ -30,17 +31,6 @@ static bool next_token(char **s, char **tok) {
   return true;
 }
 
-static bool parse_uint(const char *t, int base, unsigned long long max, unsigned long long *out) {
-  if (!t || !*t) return false;
-  if (base == 16 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t += 2;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(t, &end, base);
-  if (*end || errno || v > max || *t == '-' || *t == '+') return false;
-  *out = v;
-  return true;
-}
-
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -48,17 +38,37 @@ static int hexval(char c) {
   return -1;
 }
 
+/* Digits only (hex with an optional 0x once), no sign, no spaces: the
+ * grammar the CLI reads too (cohort/planfile.py). */
+static bool parse_uint(const char *t, int base, unsigned long long max, unsigned long long *out) {
+  if (!t || !*t) return false;
+  if (base == 16 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t += 2;
+  if (!*t) return false;
+  for (const char *c = t; *c; c++)
+    if (base == 16 ? hexval(*c) < 0 : (*c < '0' || *c > '9')) return false;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(t, &end, base);
+  if (*end || errno || v > max) return false;
+  *out = v;
+  return true;
+}
+
 /* -------------------------------------------------------------- parsing */
+
+/* Why the plan was refused: "plan PATH line N: WHY". */
+static char *why_buf;
+static size_t why_len;
 
 static int fail(const char *path, unsigned line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(const char *path, unsigned line, const char *fmt, ...) {
-  char msg[300];
+  int n = snprintf(why_buf, why_len, "plan %s line %u: ", path, line);
+  if (n < 0 || (size_t)n >= why_len) return -1;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vsnprintf(why_buf + n, why_len - (size_t)n, fmt, ap);
   va_end(ap);
-  ch_warn("plan %s line %u: %s; running without grouping", path, line, msg);
   return -1;
 }
 #define FAIL(...) return fail(path, line, __VA_ARGS__)
@@ -112,8 +122,8 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
     char *a, *b, *c;
     unsigned long long x, y, z;
     if (!strcmp(kw, "max-size")) {
-      if (!next_token(&s, &a) || !parse_uint(a, 10, ch_chunk_size / 8, &x) || x < 8 || *s)
-        FAIL("max-size needs a byte count from 8 to %zu", ch_chunk_size / 8);
+      if (!next_token(&s, &a) || !parse_uint(a, 10, ch_opt.chunk_size / 8, &x) || x < 8 || *s)
+        FAIL("max-size needs a byte count from 8 to %zu", ch_opt.chunk_size / 8);
       pl->max_size = (size_t)x;
     } else if (!strcmp(kw, "module")) {
       if (!next_token(&s, &a) || !parse_uint(a, 10, MAX_PLAN_MODULES - 1, &x)) FAIL("module needs an index");
@@ -193,8 +203,8 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
         FAIL("rest names an undeclared group");
       pl->rest = (int)x;
       if (next_token(&s, &b)) {
-        if (strncmp(b, "max=", 4) || !parse_uint(b + 4, 10, ch_chunk_size / 8, &y) || y < 8 || *s)
-          FAIL("rest takes one option, max=BYTES (8 to %zu)", ch_chunk_size / 8);
+        if (strncmp(b, "max=", 4) || !parse_uint(b + 4, 10, ch_opt.chunk_size / 8, &y) || y < 8 || *s)
+          FAIL("rest takes one option, max=BYTES (8 to %zu)", ch_opt.chunk_size / 8);
         pl->rest_max = (size_t)y;
       }
     } else if (!strcmp(kw, "path") && pl->version >= 5) {
@@ -251,146 +261,53 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
 }
 #undef FAIL
 
-int ch_plan_load(const char *path) {
+int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whylen) {
   char *text;
   size_t len;
   int err = ch_read_file(path, &text, &len);
   if (err) {
-    ch_warn("cannot read plan %s: %s; running without grouping", path, strerror(err));
+    snprintf(why, whylen, "cannot read plan %s: %s", path, strerror(err));
     return -1;
   }
   struct ch_plan *pl = ch_meta_alloc(sizeof *pl);
-  if (!pl) return -1;
-  pl->modules = ch_meta_alloc(sizeof *pl->modules * MAX_PLAN_MODULES);
-  pl->sites = ch_meta_alloc(sizeof *pl->sites * CH_MAX_SITES);
-  pl->group_names = ch_meta_alloc(sizeof *pl->group_names * CH_MAX_GROUPS);
-  pl->conj = ch_meta_alloc(sizeof *pl->conj * MAX_CONJ);
+  if (pl) {
+    pl->modules = ch_meta_alloc(sizeof *pl->modules * MAX_PLAN_MODULES);
+    pl->sites = ch_meta_alloc(sizeof *pl->sites * CH_MAX_SITES);
+    pl->group_names = ch_meta_alloc(sizeof *pl->group_names * CH_MAX_GROUPS);
+    pl->conj = ch_meta_alloc(sizeof *pl->conj * MAX_CONJ);
+    pl->node_verdict = ch_meta_alloc(sizeof *pl->node_verdict * CH_MAX_NODES);
+    pl->trie_key = ch_meta_alloc(sizeof *pl->trie_key * 2 * CH_MAX_NODES);
+    pl->trie_child = ch_meta_alloc(sizeof *pl->trie_child * 2 * CH_MAX_NODES);
+    pl->has_child = ch_meta_alloc(CH_MAX_NODES);
+  }
+  if (!pl || !pl->modules || !pl->sites || !pl->group_names || !pl->conj || !pl->node_verdict ||
+      !pl->trie_key || !pl->trie_child || !pl->has_child) {
+    ch_os_release(text, len + 1);
+    snprintf(why, whylen, "plan %s: out of memory", path);
+    return -1;
+  }
   pl->max_size = 4096;
   pl->unknown_entry = CH_ENTRY_WALK;
   pl->rest = -1;
   pl->rest_max = ~(size_t)0;
   pl->nnodes = 1;   /* the root */
-  pl->node_verdict = ch_meta_alloc(sizeof *pl->node_verdict * CH_MAX_NODES);
-  pl->trie_key = ch_meta_alloc(sizeof *pl->trie_key * 2 * CH_MAX_NODES);
-  pl->trie_child = ch_meta_alloc(sizeof *pl->trie_child * 2 * CH_MAX_NODES);
-  pl->has_child = ch_meta_alloc(CH_MAX_NODES);
-  if (!pl->modules || !pl->sites || !pl->group_names || !pl->conj || !pl->node_verdict ||
-      !pl->trie_key || !pl->trie_child || !pl->has_child) return -1;
   pl->node_verdict[0] = CH_QUICK_WALK;
+  why_buf = why;
+  why_len = whylen;
   int rc = parse(text, len, path, pl);
   ch_os_release(text, len + 1);
   if (rc) return -1;
-  ch_plan = pl;
+  *out = pl;
   return 0;
 }
 
-/* ------------------------------------------------------------- binding */
-
-static const char *base_name(const char *p) {
-  const char *s = strrchr(p, '/');
-  return s ? s + 1 : p;
-}
-
-static bool same_build(const struct ch_plan_module *pm, const struct ch_module *m) {
-  if (pm->build_id_len)
-    return pm->build_id_len == m->build_id_len && !memcmp(pm->build_id, m->build_id, m->build_id_len);
-  return !strcmp(pm->path, m->path) || !strcmp(base_name(pm->path), base_name(m->path));
-}
-
-static void hex(const uint8_t *b, unsigned n, char *out) {
-  static const char d[] = "0123456789abcdef";
-  for (unsigned i = 0; i < n; i++) { out[2 * i] = d[b[i] >> 4]; out[2 * i + 1] = d[b[i] & 15]; }
-  out[2 * n] = 0;
-}
-
-static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m) {
-  char want[70], have[70];
-  hex(pm->build_id, pm->build_id_len, want);
-  hex(m->build_id, m->build_id_len, have);
-  ch_warn("plan %s was made for another build of %s (build-id %s, running %s); "
-          "running without grouping", ch_opt.plan_path, base_name(m->path), want,
-          m->build_id_len ? have : "none");
-}
-
-/* Bound sites by address: open addressing, filled as modules bind and
- * never emptied, so readers need no lock (a key is published after its
- * value). Four slots per site keep probes short. */
-#define SITE_SLOTS (4 * CH_MAX_SITES)
-static _Atomic uintptr_t site_key[SITE_SLOTS];
-static int16_t site_val[SITE_SLOTS];
-static size_t site_slot(uintptr_t addr) { return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 54) % SITE_SLOTS; }
-
-static void index_site(uintptr_t addr, unsigned s) {
-  for (size_t h = site_slot(addr), n = 0; n < SITE_SLOTS; h = (h + 1) % SITE_SLOTS, n++) {
-    uintptr_t k = atomic_load_explicit(&site_key[h], memory_order_relaxed);
-    if (k == addr) return;   /* two sites at one address: the first is found, as before */
-    if (k) continue;
-    site_val[h] = (int16_t)s;
-    atomic_store_explicit(&site_key[h], addr, memory_order_release);
-    return;
+int ch_plan_load(const char *path) {
+  char why[600];
+  struct ch_plan *pl;
+  if (ch_plan_read(path, &pl, why, sizeof why)) {
+    ch_warn("%s; running without grouping", why);
+    return -1;
   }
-}
-
-/* Called for every module as it becomes known. */
-void ch_plan_bind_module(struct ch_module *m) {
-  struct ch_plan *pl = ch_plan;
-  if (!pl || m->system) return;
-  for (unsigned i = 0; i < pl->nmodules; i++) {
-    struct ch_plan_module *pm = &pl->modules[i];
-    if (pm->resolved) continue;
-    if (same_build(pm, m)) {
-      pm->resolved = true;
-      m->plan_module = (int)i;
-      for (unsigned s = 0; s < pl->nsites; s++)
-        if (pl->sites[s].module == i) {
-          pl->sites[s].addr = m->bias + pl->sites[s].offset;
-          index_site(pl->sites[s].addr, s);
-        }
-      return;
-    }
-    /* Same program or library, different build: the plan does not describe it. */
-    if (!strcmp(base_name(pm->path), base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
-      if (ch_init_state == 2) mismatch(pm, m);   /* at start-up, check_binary reports it */
-      atomic_store(&ch_plan_disabled, true);
-      atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
-      ch_direct_max = 0;
-      return;
-    }
-  }
-}
-
-bool ch_plan_check_binary(void) {
-  struct ch_plan *pl = ch_plan;
-  if (!pl) return false;
-  if (atomic_load(&ch_plan_disabled)) {
-    unsigned n = ch_modules_count();
-    for (unsigned i = 0; i < n; i++) {
-      struct ch_module *m = ch_modules_at(i);
-      for (unsigned j = 0; j < pl->nmodules; j++)
-        if (!pl->modules[j].resolved && !m->system &&
-            !strcmp(base_name(pl->modules[j].path), base_name(m->path))) {
-          mismatch(&pl->modules[j], m);
-          return false;
-        }
-    }
-    return false;
-  }
-  bool any = false;
-  for (unsigned j = 0; j < pl->nmodules; j++) any |= pl->modules[j].resolved;
-  if (!any) {
-    /* A plan for another program of the family (an exec'd child, say): quiet. */
-    ch_info("plan %s names no module of this process; running without grouping", ch_opt.plan_path);
-    return false;
-  }
-  return true;
-}
-
-int ch_plan_site_at(uintptr_t addr) {
-  if (!ch_plan || !addr) return -1;
-  for (size_t h = site_slot(addr), n = 0; n < SITE_SLOTS; h = (h + 1) % SITE_SLOTS, n++) {
-    uintptr_t k = atomic_load_explicit(&site_key[h], memory_order_acquire);
-    if (k == addr) return site_val[h];
-    if (!k) return -1;
-  }
-  return -1;
+  ch_plan = pl;
+  return 0;
 }

@@ -154,5 +154,5 @@ def test_cli_reader_refuses_the_same_path_lines(tmp_path, path):
     text = p.read_text().replace("cohort-plan 1", "cohort-plan 5", 1)
     text = text.replace("group 0 a", "site 1 0 0x20\nsite 2 0 0x30 cold\ngroup 0 a")
     p.write_text(text.replace("end\n", path + "\nend\n"))
-    with pytest.raises(CohortError, match=rf"^plan {p}:\d+: "):
+    with pytest.raises(CohortError, match=rf"^plan {p} line \d+: "):
         planfile.read_plan(p)
