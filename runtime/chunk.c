@@ -8,9 +8,10 @@
  * frees from other threads), then "a block starts here" (read by every
  * free: one cache line covers 4 KiB of objects); then the header, then the
  * objects, which carry no header of their own. Masking a pointer finds all
- * of it. Empty chunks are kept as spares (dirty,
- * up to COHORT_SPARES process-wide) or purged with MADV_DONTNEED and kept
- * reserved for reuse. */
+ * of it. Slabs are reserved without access and each chunk is given access
+ * when it is carved, so wild writes into the rest of a slab fault. Empty
+ * chunks are kept as spares (dirty, up to COHORT_SPARES process-wide) or
+ * purged (pages given back, access taken away) and kept reserved for reuse. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -90,6 +91,7 @@ static char *carve_locked(void) {
     atomic_fetch_add(&ch_slabs, 1);
   }
   char *c = slab_cur;
+  if (!ch_os_commit(c, ch_chunk_size)) return NULL;   /* out of mappings: the next allocator serves */
   slab_cur += ch_chunk_size;
   atomic_fetch_add(&ch_chunks_carved, 1);
   return c;
@@ -106,7 +108,9 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
     hwm = c->hwm;                 /* pages stay resident, contents are stale */
     atomic_fetch_add(&ch_spares_reused, 1);
   } else if (ncleans) {
-    c = cleans[--ncleans];
+    c = cleans[ncleans - 1];
+    if (ch_os_commit((void *)ch_chunk_base(c), ch_chunk_size)) ncleans--;
+    else c = NULL;
   } else {
     char *base = carve_locked();
     c = base ? ch_chunk_of(base) : NULL;
@@ -159,7 +163,7 @@ void ch_chunk_retire(struct ch_chunk *c) {
     return;
   }
   ch_unlock(&chunk_lock);
-  ch_os_purge((void *)ch_chunk_base(c), ch_chunk_size);
+  ch_os_decommit((void *)ch_chunk_base(c), ch_chunk_size);
   atomic_fetch_add(&ch_chunks_purged, 1);
   ch_lock(&chunk_lock);
   if (ncleans == cleans_cap) {

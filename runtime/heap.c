@@ -285,6 +285,7 @@ static void chunk_reset(struct ch_chunk *c) {
   c->live_bytes = 0;
   c->key = new_key();   /* keys left in the old blocks are stale now */
   c->coalesced_at = c->freed;
+  if (c->bump > c->top) c->top = c->bump;
   mark_bump(c->data);
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
@@ -361,6 +362,7 @@ static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
       char *p = (char *)base + g * CH_GRANULE;
       if (e < gend) { bin_push(c, p, (e - g) * CH_GRANULE); continue; }
       if ((uintptr_t)c->bump & ch_chunk_mask) clear_start(c->bump);   /* the old mark */
+      if (c->bump > c->top) c->top = c->bump;
       /* p's start bit is the new bump pointer's mark. */
       __atomic_store_n(&c->bump, p, __ATOMIC_RELEASE);
       gend = g;
@@ -702,8 +704,15 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
   else free_remote(owner, p);
 }
 
+/* A block freed already is named so: one still in a bin or on its way back,
+ * and one above the bump pointer where it went down (the chunk started over
+ * or coalescing gave its free top back), since every block there had been
+ * freed. */
 static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
   if (block_start(c, p) && block_free(c, p, true)) ch_invalid_pointer("free(): double free detected", p);
+  if (c->magic == CH_CHUNK_MAGIC && !((uintptr_t)p & (CH_MIN_ALIGN - 1)) && (const char *)p >= load_bump(c) &&
+      (const char *)p < c->top)
+    ch_invalid_pointer("free(): double free detected", p);
   ch_invalid_pointer("free(): invalid pointer", p);
 }
 

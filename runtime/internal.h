@@ -48,7 +48,9 @@ static inline size_t ch_block_size(size_t request) {
 
 /* ------------------------------------------------------------------ os.c */
 void *ch_os_reserve(size_t size);                 /* demand-paged, NULL on failure */
-void *ch_os_reserve_aligned(size_t size, size_t align);
+void *ch_os_reserve_aligned(size_t size, size_t align);   /* without access */
+bool ch_os_commit(void *p, size_t size);          /* read-write access; false: refused */
+void ch_os_decommit(void *p, size_t size);        /* pages back, access removed */
 void ch_os_release(void *p, size_t size);         /* munmap */
 void ch_os_purge(void *p, size_t size);           /* MADV_DONTNEED: give pages back */
 void *ch_meta_alloc(size_t size);                 /* zeroed, never freed, 16-aligned */
@@ -146,6 +148,8 @@ struct ch_chunk {
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
   struct ch_chunk *avail_next, *avail_prev;
   size_t coalesced_at;                /* `freed` at the last coalescing */
+  char *top;                          /* the bump pointer's highest since it last went down:
+                                         blocks between the two were all freed (heap.c) */
   /* Lines 2-9. */
   void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
 } __attribute__((aligned(64)));

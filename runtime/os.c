@@ -44,12 +44,15 @@ void *ch_os_reserve(size_t size) {
   return p == MAP_FAILED ? NULL : p;
 }
 
-/* Reserve size bytes aligned to align (a power of two) by over-reserving and
- * trimming both ends, so nothing outside the aligned range stays mapped. */
+/* Reserve size bytes aligned to align (a power of two), without access, by
+ * over-reserving and trimming both ends, so nothing outside the aligned range
+ * stays mapped. Parts are given access as they are used (ch_os_commit), so a
+ * wild write into reserved memory faults instead of landing silently. */
 void *ch_os_reserve_aligned(size_t size, size_t align) {
   size_t span = size + align;
-  char *p = ch_os_reserve(span);
-  if (!p) return NULL;
+  void *m = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  char *p = m;
   uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = a - (uintptr_t)p, tail = span - head - size;
   if (head) munmap(p, head);
@@ -60,6 +63,14 @@ void *ch_os_reserve_aligned(size_t size, size_t align) {
 void ch_os_release(void *p, size_t size) { munmap(p, size); }
 
 void ch_os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+
+bool ch_os_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE) == 0; }
+
+/* Give the pages back and take access away, in one call. */
+void ch_os_decommit(void *p, size_t size) {
+  if (mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+    madvise(p, size, MADV_DONTNEED);   /* out of mappings: at least the pages go */
+}
 
 /* ------------------------------------------------------------ metadata */
 

@@ -48,12 +48,19 @@ def test_chunk_reuse_and_purge(tmp_path, spares):
     ("free-at-bump", "free(): invalid pointer"),
     ("double-free-remote", "free(): double free detected"),
     ("double-free-after-remote", "free(): double free detected"),
+    ("double-free-emptied", "free(): double free detected"),
 ])
 def test_misuse_stops_the_program(mistake, message):
     r = run([UNIT / "test_misuse", mistake], env=cohort_env(mode="all"))
     assert r.returncode == -6, (r.returncode, r.stderr)   # SIGABRT, as glibc
     err = r.stderr.decode()
     assert f"cohort: {message}" in err and "in a Cohort group chunk" in err
+    assert "survived" not in r.stdout.decode()
+
+
+def test_wild_write_into_reserved_slab_memory_faults():
+    r = run([UNIT / "test_misuse", "overrun-reserved"], env=cohort_env(mode="all"))
+    assert r.returncode == -11, (r.returncode, r.stderr)   # SIGSEGV, not a silent write
     assert "survived" not in r.stdout.decode()
 
 

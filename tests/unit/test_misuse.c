@@ -34,6 +34,14 @@ int main(int argc, char **argv) {
   /* freed here and then by another thread, or the other way round */
   else if (!strcmp(what, "double-free-remote")) { free(p); free_elsewhere(p); }
   else if (!strcmp(what, "double-free-after-remote")) { free_elsewhere(p); free(p); }
+  /* freed again after its chunk emptied and started over */
+  else if (!strcmp(what, "double-free-emptied")) { free(p); free(keep); free(p); }
+  /* a write far past a block, into the reserved part of a slab no chunk
+   * uses yet: it faults, as it would past the end of glibc's heap */
+  else if (!strcmp(what, "overrun-reserved")) {
+    volatile char *far = (char *)(((uintptr_t)p | ((1u << 20) - 1)) + 1) + (8u << 20);
+    *far = 1;
+  }
   /* not misuse: a live block that holds a copy of a freed block's first
    * words (read after free, but common) frees like any other */
   /* not misuse: the chunk empties and starts over, a new block is bumped
