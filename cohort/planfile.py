@@ -59,15 +59,16 @@ def check_plan(path, env=None):
     return int(m.group(1))
 
 
-def read_plan(path):
+def read_plan(path, env=None):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
     "rest": group index or None, "rest_max": bytes or None, "paths": {(site, ...): verdict},
     "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
-    Raises CohortError naming the line for anything malformed."""
-    version = check_plan(path)
+    Raises CohortError naming the line for anything malformed; env, as for
+    check_plan, is the environment the plan will run under."""
+    version = check_plan(path, env)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
             "unknown_entry": "walk", "rest": None, "rest_max": None, "paths": {},
             "path_prefixes": set()}
@@ -153,12 +154,6 @@ def read_plan(path):
         except (IndexError, ValueError):
             raise bad(f"malformed '{words[0]}' line") from None
     raise CohortError(f"plan {path}: truncated (no 'end' line)")
-
-
-def places_nothing(path):
-    """True for a plan that declares no group: under it the runtime would
-    only pass every call through, at a cost (one interposed jump per call)."""
-    return not read_plan(path)["groups"]
 
 
 def decide(plan, sites, size=None, patched=False):

@@ -9,7 +9,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
 from cohort import elf
-from cohort.planfile import check_plan, places_nothing, read_plan
+from cohort.planfile import read_plan
 
 
 def exit_words(rc):
@@ -122,7 +122,9 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, 
     call through (`cohort run` says so). patch: "0" keeps the runtime from
     patching selector call sites (COHORT_PATCH); None leaves it as it is."""
     env = dict(os.environ if base is None else base)
-    idle = plan is not None and mode is None and places_nothing(plan)
+    # Read (and so checked by the runtime's parser) once, under the run's environment.
+    read = read_plan(plan, env) if plan is not None else None
+    idle = read is not None and mode is None and not read["groups"]
     preload = [] if idle else [str(runtime_library())]
     alloc = allocator_library(allocator)
     if alloc:
@@ -139,9 +141,7 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, 
     if patch is not None:
         env["COHORT_PATCH"] = str(patch)
     if plan is not None:
-        plan = Path(plan)
-        check_plan(plan, env)
-        env["COHORT_PLAN"] = str(plan.resolve())
+        env["COHORT_PLAN"] = str(Path(plan).resolve())
     if mode is not None:
         if mode.split(":")[0] not in MODES:
             raise CohortError(f"unknown mode '{mode}' (choose from {', '.join(MODES)})")

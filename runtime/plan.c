@@ -56,22 +56,19 @@ static bool parse_uint(const char *t, int base, unsigned long long max, unsigned
 
 /* -------------------------------------------------------------- parsing */
 
-/* Why the plan was refused: "plan PATH line N: WHY". */
-static char *why_buf;
-static size_t why_len;
-
-static int fail(const char *path, unsigned line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(const char *path, unsigned line, const char *fmt, ...) {
-  int n = snprintf(why_buf, why_len, "plan %s line %u: ", path, line);
-  if (n < 0 || (size_t)n >= why_len) return -1;
+/* Writes why the plan was refused, "plan PATH line N: WHY", into why. */
+static int fail(char *why, size_t whylen, const char *path, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(char *why, size_t whylen, const char *path, unsigned line, const char *fmt, ...) {
+  int n = snprintf(why, whylen, "plan %s line %u: ", path, line);
+  if (n < 0 || (size_t)n >= whylen) return -1;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why_buf + n, why_len - (size_t)n, fmt, ap);
+  vsnprintf(why + n, whylen - (size_t)n, fmt, ap);
   va_end(ap);
   return -1;
 }
-#define FAIL(...) return fail(path, line, __VA_ARGS__)
+#define FAIL(...) return fail(why, whylen, path, line, __VA_ARGS__)
 
 /* The trie node for `site` under `parent`, made if absent: its index, or 0
  * when the trie is full. */
@@ -90,7 +87,7 @@ static unsigned trie_add(struct ch_plan *pl, unsigned parent, unsigned site) {
   return child;
 }
 
-static int parse(char *text, size_t len, const char *path, struct ch_plan *pl) {
+static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, char *why, size_t whylen) {
   unsigned line = 0;
   bool have_header = false, have_end = false;
   char *p = text, *limit = text + len;
@@ -292,9 +289,7 @@ int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whyle
   pl->rest_max = ~(size_t)0;
   pl->nnodes = 1;   /* the root */
   pl->node_verdict[0] = CH_QUICK_WALK;
-  why_buf = why;
-  why_len = whylen;
-  int rc = parse(text, len, path, pl);
+  int rc = parse(text, len, path, pl, why, whylen);
   ch_os_release(text, len + 1);
   if (rc) return -1;
   *out = pl;
