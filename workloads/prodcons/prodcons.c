@@ -179,6 +179,15 @@ static void push(struct queue *q, struct batch *b) {
   while (!try_push(q, b, true)) {}
 }
 
+/* Free batches arriving in `in` until nbatches have, `got` of them already. */
+static void consume_rest(struct worker *w, struct queue *in, unsigned long got) {
+  while (got < nbatches) {
+    struct batch *b = try_pop(in);
+    if (b) { consume(w, b); got++; }
+    else usleep(50);
+  }
+}
+
 /* ring: make a batch, hand it on, and free what arrived while more than half
  * the thread's queue is waiting: every queue stays about half full, which is
  * the live set. */
@@ -195,11 +204,7 @@ static void *ring(void *arg) {
     }
     while (waiting(in) > depth / 2 && (mine = try_pop(in))) { consume(w, mine); got++; }
   }
-  while (got < nbatches) {
-    struct batch *mine = try_pop(in);
-    if (mine) { consume(w, mine); got++; }
-    else usleep(50);
-  }
+  consume_rest(w, in, got);
   return NULL;
 }
 
@@ -211,13 +216,16 @@ static void *producer(void *arg) {
 }
 static void *consumer(void *arg) {
   struct worker *w = arg;
-  struct queue *in = &queues[w->id - nthreads];
-  for (unsigned long got = 0; got < nbatches;) {
-    struct batch *b = try_pop(in);
-    if (b) { consume(w, b); got++; }
-    else usleep(50);
-  }
+  consume_rest(w, &queues[w->id - nthreads], 0);
   return NULL;
+}
+
+/* Free slot i's block, if it holds one. */
+static void release_slot(struct worker *w, unsigned i) {
+  if (!w->slot[i]) return;
+  free_block(w, w->slot[i], w->slot_size[i]);
+  count(&w->freed, w->slot_size[i]);
+  w->slot[i] = NULL;
 }
 
 /* relay: one generation of a lineage replaces its share of random slots'
@@ -227,10 +235,7 @@ static void *relay(void *arg) {
   unsigned long share = nbatches * BATCH / GENERATIONS, base = (unsigned long)w->generation * share;
   for (unsigned long k = 0; k < share; k++) {
     unsigned i = (unsigned)(next_rand(&w->rng) % nslots);
-    if (w->slot[i]) {
-      free_block(w, w->slot[i], w->slot_size[i]);
-      count(&w->freed, w->slot_size[i]);
-    }
+    release_slot(w, i);
     w->slot[i] = make_block(w, tag(w->id, base + k, 0), &w->slot_size[i]);
     count(&w->allocated, w->slot_size[i]);
   }
@@ -240,11 +245,7 @@ static void *relay(void *arg) {
     pthread_detach(next);
     return NULL;
   }
-  for (unsigned i = 0; i < nslots; i++)
-    if (w->slot[i]) {
-      free_block(w, w->slot[i], w->slot_size[i]);
-      count(&w->freed, w->slot_size[i]);
-    }
+  for (unsigned i = 0; i < nslots; i++) release_slot(w, i);
   atomic_store(&w->finished, 1);
   return NULL;
 }
