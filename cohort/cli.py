@@ -357,6 +357,18 @@ def misplaced(args, ours, extra):
     return f"unrecognized arguments: {' '.join(extra)} (see cohort --help)"
 
 
+def utf8_output():
+    """Everything cohort prints is UTF-8, whatever the locale, and what
+    cannot be encoded (bytes of a name that were not UTF-8) is escaped as
+    \\xNN rather than ending the command with an error."""
+    from cohort.files import ESCAPE
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(encoding="utf-8", errors=ESCAPE)
+        except (AttributeError, ValueError):   # replaced by a caller, or closed
+            pass
+
+
 def default_signals():
     """Give SIGPIPE and SIGXFSZ back the default actions Python replaced with
     "ignore" at start-up. Output into a closed pipe (`cohort explain ... | head`)
@@ -382,6 +394,7 @@ def main(argv=None):
     if argv is None:
         argv = sys.argv[1:]
         default_signals()
+        utf8_output()
     ours, target = split_command(argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(ours)

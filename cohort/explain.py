@@ -14,7 +14,7 @@ from cohort.errors import CohortError
 from cohort.files import claim, write_output
 from cohort.graphsvg import render
 from cohort.planfile import decide, read_plan, walk_length
-from cohort.profile import load_profile
+from cohort.profilefile import load_profile
 
 
 LEGEND = [

@@ -9,6 +9,7 @@ rule to COHORT_STATS.
 Directories a command creates for its outputs are removed again if the
 command fails and they are still empty (made_dirs)."""
 
+import codecs
 import contextlib
 import os
 import re
@@ -18,6 +19,19 @@ from pathlib import Path
 from cohort.errors import CohortError
 
 HEAD = 4096   # how much of a file the recognisers read
+
+
+def _escape(e):
+    """Encoding error handler for text Cohort writes: a byte that was not
+    UTF-8 (Python holds it as U+DC80..U+DCFF) becomes \\xNN, as the user
+    would write it; any other unencodable character \\uXXXX."""
+    bad = e.object[e.start:e.end]
+    return "".join(f"\\x{ord(c) - 0xdc00:02x}" if 0xdc80 <= ord(c) <= 0xdcff
+                   else c.encode("ascii", "backslashreplace").decode() for c in bad), e.end
+
+
+ESCAPE = "cohort-escape"
+codecs.register_error(ESCAPE, _escape)
 
 
 def _json_format(name):
@@ -96,7 +110,7 @@ def write_atomically(path, data):
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data)
+            f.write(data.encode("utf-8", ESCAPE) if isinstance(data, str) else data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

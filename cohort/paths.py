@@ -56,6 +56,11 @@ def plan_checker():
     raise CohortError("cohort-plan-check is not built (run `make`)")
 
 
+def profile_schema():
+    """docs/profile.schema.json, which every profile read is validated against."""
+    return ROOT / "docs" / "profile.schema.json"
+
+
 def profiler_lib():
     """The directory VALGRIND_LIB must name to run Cohort's tool: $COHORT_PROFILER_LIB,
     else the project's build tree."""

@@ -665,7 +665,7 @@ def worth_text(w):
 
 
 def plan_command(profile_path, output, force=False, **params):
-    from cohort.profile import load_profile
+    from cohort.profilefile import load_profile
     output = Path(output)
     claim(output, "plan", force)
     if params.get("unknown_entry") not in ("walk", "cold", "auto"):

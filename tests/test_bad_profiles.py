@@ -22,7 +22,7 @@ import pytest
 from conftest import COHORT, PROGRAMS, ROOT, run
 from cohort.cli import main
 from cohort.planfile import read_plan
-from cohort.profile import load_profile
+from cohort.profilefile import load_profile
 
 TINY = ROOT / "tests" / "data" / "tiny-profile.json"
 SEED = 11
@@ -267,17 +267,17 @@ CASES = [   # (name, change to the tiny profile, or raw text; what the message m
     ("huge number", lambda d: put(d, ("sites", 0, "offset"), "@HUGE@"), "more than 4300 digits"),
     ("NaN", lambda d: put(d, ("graph", "coverage"), float("nan")), "NaN, which JSON does not allow"),
     ("Infinity", lambda d: put(d, ("contexts", 0, "accesses"), float("inf")), "Infinity"),
-    ("float id", lambda d: put(d, ("contexts", 0, "sites", 0), 1.0), "contexts[0].sites[0]: 1.0 is no site id"),
+    ("float id", lambda d: put(d, ("contexts", 0, "sites", 0), 1.0), "contexts[0].sites[0]: 1.0, not an id"),
     ("float count", lambda d: put(d, ("contexts", 1, "allocations"), 1.5), "contexts[1].allocations: 1.5"),
     ("bool count", lambda d: put(d, ("totals", "accesses"), True), "totals.accesses: true"),
     ("string for int", lambda d: put(d, ("parameters", "max_size"), "4096"), "parameters.max_size: '4096'"),
     ("negative module", lambda d: put(d, ("sites", 3, "module"), -1), "sites[3].module: -1"),
-    ("module out of range", lambda d: put(d, ("sites", 3, "module"), 3), "not an integer from 0 to 2"),
+    ("module out of range", lambda d: put(d, ("sites", 3, "module"), 3), "sites[3].module: 3 is no module id (the profile has 3 modules)"),
     ("site out of range", lambda d: put(d, ("contexts", 2, "sites", 1), 15), "the profile has 15 sites"),
     ("node out of range", lambda d: put(d, ("graph", "nodes", 1), 3), "graph.nodes[1]: 3 is no context id"),
     ("edge to no node", lambda d: put(d, ("graph", "edges", 0, 1), 2), "not one of the graph's nodes"),
     ("edge out of order", lambda d: put(d, ("graph", "edges", 0), [1, 0, 5]), "not in order"),
-    ("zero weight", lambda d: put(d, ("graph", "edges", 0, 2), 0), "weight 0"),
+    ("zero weight", lambda d: put(d, ("graph", "edges", 0, 2), 0), "graph.edges[0][2]: 0, not a weight"),
     ("node twice", lambda d: put(d, ("graph", "nodes"), [0, 0]), "listed twice"),
     ("id out of order", lambda d: put(d, ("contexts", 1, "id"), 2), "contexts[1].id: 2"),
     ("offset too big", lambda d: put(d, ("sites", 1, "offset"), 2 ** 64), "sites[1].offset"),
@@ -288,7 +288,7 @@ CASES = [   # (name, change to the tiny profile, or raw text; what the message m
     ("build id not hex", lambda d: put(d, ("modules", 1, "build_id"), "xyz"), "not hex digits"),
     ("unknown call kind", lambda d: put(d, ("sites", 1, "call"), "jump"), "sites[1].call: 'jump'"),
     ("no totals", lambda d: d.pop("totals"), "profile: no 'totals'"),
-    ("no argv", lambda d: put(d, ("target", "argv"), []), "target.argv: empty"),
+    ("no argv", lambda d: put(d, ("target", "argv"), []), "target.argv: [], not a non-empty list"),
     ("version true", lambda d: put(d, ("version",), True), "profile version true is not supported"),
     ("version 1.0", lambda d: put(d, ("version",), 1.0), "profile version 1.0 is not supported"),
     ("list", "[1, 2]", "not a Cohort profile"),
@@ -394,6 +394,78 @@ def test_load_profile_is_linear(tmp_path):
     start = time.process_time()
     assert len(load_profile(prof)["contexts"]) == n
     assert time.process_time() - start < 3
+
+
+
+# ---- the schema: standard JSON Schema, and the reference validator agrees ----
+
+SCHEMA = ROOT / "docs" / "profile.schema.json"
+
+
+def reference_verdict(doc):
+    """jsonschema's (the reference implementation's) verdict on doc's
+    version's definition: None if valid, else the error's path."""
+    import jsonschema
+    schema = json.loads(SCHEMA.read_text())
+    sub = {"$schema": schema["$schema"], "$ref": f"#/definitions/v{doc['version']}",
+           "definitions": schema["definitions"]}
+    err = jsonschema.exceptions.best_match(jsonschema.Draft4Validator(sub).iter_errors(doc))
+    return None if err is None else list(err.absolute_path)
+
+
+def test_schema_is_draft4_and_holds_real_profiles(builders):
+    import jsonschema
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft4Validator.check_schema(schema)
+    for prof in (TINY, builders):
+        jsonschema.Draft4Validator(schema).validate(json.loads(prof.read_text()))
+
+
+def test_schema_verdicts_agree_with_jsonschema():
+    """Over mutants that decode as JSON: the validator Cohort runs
+    (fastjsonschema, compiled from the schema) refuses exactly what
+    jsonschema refuses."""
+    from cohort.profilefile import Corrupt, _decode, _validator
+    import fastjsonschema
+    checked = refused = 0
+    for n, (what, raw) in enumerate(mutants(TINY.read_text(), 400, SEED + 7)):
+        try:
+            doc = _decode(raw)
+        except Corrupt:
+            continue
+        if not isinstance(doc, dict) or type(doc.get("version")) is not int or doc["version"] not in (1, 2):
+            continue
+        try:
+            _validator(doc["version"])(doc)
+            ours = None
+        except fastjsonschema.JsonSchemaValueException as e:
+            ours = e.path
+        theirs = reference_verdict(doc)
+        assert (ours is None) == (theirs is None), (n, what, ours, theirs)
+        checked += 1
+        refused += ours is not None
+    assert checked > 200 and 0 < refused < checked
+
+
+def test_non_utf8_arguments_make_a_readable_profile(tmp_path):
+    """Bytes that are not UTF-8 in the command line are written as \\xNN:
+    the profile loads, and explain shows them so."""
+    out = tmp_path / "p.json"
+    arg = os.fsdecode(b"a\xffb")
+    r = run([COHORT, "profile", "-o", out, "--", PROGRAMS / "builders", os.devnull, "1", arg])
+    assert r.returncode == 0, r.stderr
+    assert load_profile(out)["target"]["argv"][-1] == "a\\xffb"
+    r = run([COHORT, "explain", out, "--graph", tmp_path / "g.svg"], env={**os.environ, "LC_ALL": "C"})
+    assert r.returncode == 0 and b"a\\xffb" in r.stdout, r.stderr
+
+
+def test_unencodable_names_are_escaped_in_messages(tmp_path):
+    """An argument that is not UTF-8, under an ASCII locale: one line, the
+    byte escaped, no traceback."""
+    r = run([COHORT, "run", "--mode", "all", "--", os.fsdecode(b"./\xe9t\xff")],
+            env={**os.environ, "LC_ALL": "C"}, cwd=tmp_path)
+    assert r.returncode != 0
+    assert r.stderr == b"cohort: cannot run ./\\xe9t\\xff: no such file\n", r.stderr
 
 
 # ---- valid but empty -------------------------------------------------------

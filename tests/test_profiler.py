@@ -7,7 +7,8 @@ import os
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort.profile import hot_nodes, load_profile
+from cohort.profile import hot_nodes
+from cohort.profilefile import load_profile
 
 O0 = PROGRAMS / "patterns_O0"
 O2 = PROGRAMS / "patterns_O2"      # PIE, no frame pointers, stripped
