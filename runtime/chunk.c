@@ -9,7 +9,8 @@
  * free: one cache line covers 4 KiB of objects); then the header, then the
  * objects, which carry no header of their own. Masking a pointer finds all
  * of it. Slabs are reserved without access and each chunk is given access
- * when it is carved, so wild writes into the rest of a slab fault. Empty
+ * when it is carved, so wild writes into the rest of a slab fault (and in
+ * the checked mode every other chunk of a slab stays so, as a guard). Empty
  * chunks are kept as spares (dirty, up to COHORT_SPARES process-wide) or
  * purged (pages given back, access taken away) and kept reserved for reuse. */
 #define _GNU_SOURCE
@@ -93,6 +94,9 @@ static char *carve_locked(void) {
   char *c = slab_cur;
   if (!ch_os_commit(c, ch_chunk_size)) return NULL;   /* out of mappings: the next allocator serves */
   slab_cur += ch_chunk_size;
+  /* Checked mode: an inaccessible chunk after each, so an overrun of a
+   * chunk's length faults instead of landing in the next (check.c). */
+  if (ch_checked && slab_cur != slab_end) slab_cur += ch_chunk_size;
   atomic_fetch_add(&ch_chunks_carved, 1);
   return c;
 }

@@ -21,7 +21,10 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-static CH_TLS struct ch_heap *my_heap;
+/* The thread's heap, and the fast paths' view of it: the same, except in
+ * the checked mode, where my_heap stays NULL so that every allocation and
+ * free leaves its fast path for the slow one, which hands it to check.c. */
+static CH_TLS struct ch_heap *own_heap, *my_heap;
 static pthread_key_t heap_key;
 static bool heap_key_ok;
 static ch_lock_t heaps_lock;                     /* heap lists and orphans */
@@ -560,11 +563,21 @@ static CH_NOINLINE void *alloc_general_or_next(struct ch_heap *h, unsigned group
   return p ? p : ch_next.malloc(size);
 }
 
+/* The fast path found no heap: the thread's first allocation, or the
+ * checked mode (raw: check.c's own request, redzones included). */
+static CH_NOINLINE void *alloc_no_heap(unsigned group, size_t n, size_t size, bool or_next, bool raw) {
+  void *p;
+  if (ch_checked && !raw) p = ch_checked_alloc(group, size, CH_MIN_ALIGN, false);
+  else p = alloc_general(own_heap, group, n, CH_MIN_ALIGN, false, size);
+  return p || !or_next ? p : ch_next.malloc(size);
+}
+
 /* The fast path for a plain request: an exact bin, else the bump pointer
  * when no nearby bin could serve. Every call it makes is a tail call, so
  * it needs no frame. or_next: fall back to the next allocator instead of
  * returning NULL. */
-static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next) {
+static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next,
+                                                               bool raw) {
   struct ch_heap *h = my_heap;
   size_t n = ch_block_size(size);
   if (CH_UNLIKELY(!h)) goto general;
@@ -592,16 +605,22 @@ done:
   if (CH_UNLIKELY((gh->pending_live += (long)n) >= STATS_BATCH)) return flush_live_then(gh, group, p);
   return p;
 general:
+  if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
   if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }
-void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, size, false); }
-void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true); }
+void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, size, false, false); }
+void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
+
+void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
+  if (align <= CH_MIN_ALIGN && !zero) return group_malloc(group, size, false, true);
+  size_t n = ch_block_size(size);
+  return alloc_general(own_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
+}
 
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
-  if (align <= CH_MIN_ALIGN && !zero) return ch_group_malloc(group, size);
-  size_t n = ch_block_size(size);
-  return alloc_general(my_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
+  if (CH_UNLIKELY(ch_checked)) return ch_checked_alloc(group, size, align, zero);
+  return ch_group_alloc_raw(group, size, align, zero);
 }
 
 /* ----------------------------------------------------------------- free */
@@ -692,7 +711,8 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
  * block free atomically, then hand it to the owner or finish it as an orphan.
  * The key alone says a block is in a bin here: another thread's bins cannot
  * be read safely. */
-static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
+static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
+  if (ch_checked && !raw) { ch_checked_free(p); return; }   /* every free, in the checked mode */
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
   if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(p)))
     ch_invalid_pointer("free(): double free detected", p);
@@ -708,11 +728,13 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p) {
  * and one above the bump pointer where it went down (the chunk started over
  * or coalescing gave its free top back), since every block there had been
  * freed. */
+static bool freed_above_bump(const struct ch_chunk *c, const void *p) {
+  return c->magic == CH_CHUNK_MAGIC && !((uintptr_t)p & (CH_MIN_ALIGN - 1)) && (const char *)p >= load_bump(c) &&
+         (const char *)p < c->top;
+}
 static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
   if (block_start(c, p) && block_free(c, p, true)) ch_invalid_pointer("free(): double free detected", p);
-  if (c->magic == CH_CHUNK_MAGIC && !((uintptr_t)p & (CH_MIN_ALIGN - 1)) && (const char *)p >= load_bump(c) &&
-      (const char *)p < c->top)
-    ch_invalid_pointer("free(): double free detected", p);
+  if (freed_above_bump(c, p)) ch_invalid_pointer("free(): double free detected", p);
   ch_invalid_pointer("free(): invalid pointer", p);
 }
 
@@ -767,11 +789,10 @@ static CH_NOINLINE void free_next_word(struct ch_heap *h, struct ch_chunk *c, un
  * needs no clearing: the key changes whenever the bump pointer starts over,
  * so older keys above it are stale. Every call but the one that stops the
  * program is a tail call, so the common path needs no frame. */
-void ch_group_free(void *p) {
+static inline __attribute__((always_inline)) void group_free(void *p, struct ch_heap *h, bool raw) {
   struct ch_chunk *c = ch_chunk_of(p);
-  struct ch_heap *h = my_heap;
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
-  if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p); return; }   /* h may be NULL */
+  if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
   size_t g = granule(p);
   uint64_t starts = load_word(bitwords_at(chunk_bits(c), g));
   unsigned at = (unsigned)(g & 63);
@@ -789,6 +810,8 @@ void ch_group_free(void *p) {
   }
   free_exact(h, c, group, p, b);
 }
+void ch_group_free(void *p) { group_free(p, my_heap, false); }
+void ch_group_free_raw(void *p) { group_free(p, own_heap, true); }
 
 /* Finish frees other threads started (freed bits are set): each block goes
  * to whoever owns its chunk now. h is the draining heap, or NULL. */
@@ -813,22 +836,32 @@ static void drain_list(struct ch_heap *h, void *b) {
 
 static void check_live(struct ch_chunk *c, const void *p, const char *what) {
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer(what, p);
-  bool owned = my_heap && owner_of(atomic_load(&c->owner)) == my_heap;
+  bool owned = own_heap && owner_of(atomic_load(&c->owner)) == own_heap;
   if (CH_UNLIKELY(block_free(c, p, owned))) ch_invalid_pointer(what, p);
 }
 
+/* Without stopping: is p the start of a block handed out and not freed? */
+enum ch_block_state ch_group_block_state(const void *p) {
+  struct ch_chunk *c = ch_chunk_of(p);
+  if (!block_start(c, p)) return freed_above_bump(c, p) ? CH_BLOCK_FREE : CH_BLOCK_NONE;
+  bool owned = own_heap && owner_of(atomic_load(&c->owner)) == own_heap;
+  return block_free(c, p, owned) ? CH_BLOCK_FREE : CH_BLOCK_LIVE;
+}
+
 size_t ch_group_usable(const void *p) {
+  if (CH_UNLIKELY(ch_checked)) return ch_checked_usable(p);
   struct ch_chunk *c = ch_chunk_of(p);
   check_live(c, p, "malloc_usable_size(): invalid pointer");
   return block_size(c, p);
 }
 
 void *ch_group_realloc(void *p, size_t size) {
+  if (CH_UNLIKELY(ch_checked)) return ch_checked_realloc(p, size);
   struct ch_chunk *c = ch_chunk_of(p);
   check_live(c, p, "realloc(): invalid pointer");
   size_t old = block_size(c, p);
   size_t n = ch_block_size(size);
-  struct ch_heap *h = my_heap;
+  struct ch_heap *h = own_heap;
   bool owned = h && owner_of(atomic_load(&c->owner)) == h;
   struct ch_group_heap *gh = owned ? &h->g[c->group] : NULL;
   if (n <= old) {
@@ -898,7 +931,7 @@ static void heap_abandon(struct ch_heap *h) {
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
-  if (h == my_heap) my_heap = NULL;
+  if (h == own_heap) own_heap = my_heap = NULL;
   heap_abandon(h);
   ch_in_runtime--;
 }
@@ -919,7 +952,8 @@ static struct ch_heap *heap_create(void) {
     ch_unlock(&heaps_lock);
   }
   h->thread = pthread_self();
-  my_heap = h;
+  own_heap = h;
+  if (!ch_checked) my_heap = h;
   ch_in_runtime++;     /* pthread_setspecific may calloc its second-level table */
   pthread_setspecific(heap_key, h);
   ch_in_runtime--;

@@ -70,6 +70,7 @@ void ch_ensure_init(void) {
   ch_next_resolve();
   ch_options_load();
   if (ch_opt.mode != CH_MODE_OFF) {
+    ch_check_init();
     ch_chunks_init();
     ch_heaps_init();
     ch_unwind_init();

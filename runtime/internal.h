@@ -83,6 +83,7 @@ struct ch_options {
   const char *stats_path;
   bool verbose;
   bool patch;                 /* COHORT_PATCH: rewrite selector call sites (default on) */
+  bool check;                 /* COHORT_CHECK: redzones around grouped blocks (check.c) */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);
@@ -227,6 +228,21 @@ void ch_heaps_init(void);
 void ch_heaps_drain_exited(void);
 void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live);
 _Noreturn void ch_invalid_pointer(const char *what, const void *p);
+/* The group allocator without the checked mode's redzones, for check.c. */
+void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero);
+void ch_group_free_raw(void *p);
+enum ch_block_state { CH_BLOCK_NONE, CH_BLOCK_LIVE, CH_BLOCK_FREE };
+enum ch_block_state ch_group_block_state(const void *p);   /* p is in a chunk (ch_owns) */
+
+/* --------------------------------------------------------------- check.c */
+/* COHORT_CHECK=1: every grouped block gets a redzone before it (its size and
+ * a canary) and after it, checked when it is freed or reallocated. */
+extern bool ch_checked;
+void ch_check_init(void);
+void *ch_checked_alloc(unsigned group, size_t size, size_t align, bool zero);   /* NULL: not grouped */
+void ch_checked_free(void *p);
+size_t ch_checked_usable(const void *p);
+void *ch_checked_realloc(void *p, size_t size);
 
 /* ------------------------------------------------------------- modules.c */
 struct ch_module {

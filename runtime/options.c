@@ -60,6 +60,10 @@ void ch_options_load(void) {
     if (!strcmp(v, "0") || !strcmp(v, "1")) ch_opt.patch = v[0] == '1';
     else ch_warn("COHORT_PATCH=%s must be 0 or 1; patching stays on", v);
   }
+  if ((v = env("COHORT_CHECK"))) {
+    if (!strcmp(v, "0") || !strcmp(v, "1")) ch_opt.check = v[0] == '1';
+    else ch_warn("COHORT_CHECK=%s must be 0 or 1; checking stays off", v);
+  }
   if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
 
   size_t sz;

@@ -167,10 +167,13 @@ def main():
 
     if "grouped" in SECTIONS:
         bump = [BIN, "bump", 10_000_000]
+        checked = dict(every, COHORT_CHECK="1")   # redzones around every grouped block
         show("grouped allocation: 10M mallocs of 32 B (no identification: mode all)",
-             measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every)}), "glibc")
+             measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every),
+                      "cohort group, COHORT_CHECK=1": (bump, checked)}), "glibc")
         show("grouped churn: malloc+free pairs (mode all)",
-             measure({"glibc": (churn, plain), "cohort group": (churn, every)}), "glibc")
+             measure({"glibc": (churn, plain), "cohort group": (churn, every),
+                      "cohort group, COHORT_CHECK=1": (churn, checked)}), "glibc")
 
     # Churn spread over 1..64 groups in rotation: the allocator's own
     # metadata must not make a pair dearer as groups are added.

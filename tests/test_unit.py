@@ -19,6 +19,15 @@ def test_program(test, mode, allocator):
     assert f"{test}: ok" in r.stdout.decode()
 
 
+@pytest.mark.parametrize("mode", ["all", "random:4"])
+@pytest.mark.parametrize("test", ["test_api", "test_new", "test_fork", "test_threads"])
+def test_program_checked(test, mode):
+    """The checked mode (redzones round every grouped block) keeps the API's promises."""
+    r = run([UNIT / test], env=cohort_env(mode=mode, check=1))
+    assert r.returncode == 0, r.stderr.decode()
+    assert f"{test}: ok" in r.stdout.decode()
+
+
 @pytest.mark.parametrize("mode", ["all", "random:3"])
 @pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
 def test_threads(tmp_path, mode, allocator):

@@ -83,18 +83,21 @@ static void test_realloc(void) {
   CHECK(p != NULL && same(p, 16, 1));
   free(p);
 
-  /* in place: shrinking a grouped block keeps its address */
+  /* in place: shrinking a grouped block keeps its address (but the checked
+   * mode moves every block, to put its redzones round the new size) */
+  const char *ck = getenv("COHORT_CHECK");
+  int in_place = grouped && !(ck && !strcmp(ck, "1"));
   unsigned char *q = malloc(512);
   fill(q, 512, 9);
   unsigned char *q2 = realloc(q, 100);
-  if (grouped) CHECK(q2 == q);
+  if (in_place) CHECK(q2 == q);
   CHECK(same(q2, 100, 9));
   /* growing the most recent block of a chunk stays in place too */
   if (grouped) {
     unsigned char *last = malloc(64);
     fill(last, 64, 3);
     unsigned char *grown = realloc(last, 256);
-    CHECK(grown == last);
+    if (in_place) CHECK(grown == last);
     CHECK(same(grown, 64, 3));
     free(grown);
   }
