@@ -60,6 +60,8 @@ def cmd_run(args, target):
     env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats)
     if args.stats and args.force:
         env["COHORT_STATS_FORCE"] = "1"
+    if args.check:
+        env["COHORT_CHECK"] = "1"
     if plan and "COHORT_PLAN" not in env:
         note(f"plan {plan} places no object (it has no group): running without the runtime"
              + (f"; no statistics in {args.stats}" if args.stats else ""))
@@ -234,6 +236,10 @@ def build_parser():
                                   "or random[:N] (HALO's random control)")
     r.add_argument("--stats", help="write the runtime's statistics (JSON) to this file at exit "
                                    "(%%p: the process id)")
+    r.add_argument("--check", action="store_true",
+                   help="the checked mode: redzones round every grouped object, checked when it is freed, "
+                        "so that overflows and underflows stop the program (about 4x dearer per "
+                        "malloc+free; docs/runtime.md)")
     r.add_argument("--force", action="store_true",
                    help="let --stats replace a file that is not Cohort statistics")
     r.set_defaults(func=cmd_run)

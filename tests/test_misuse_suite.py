@@ -62,3 +62,11 @@ def test_bad_check_setting_is_one_warning():
     r = run([SUITE, "overflow-1", 24], env=cohort_env(mode="all", check="yes"))
     assert r.returncode == 0 and b"survived" in r.stdout   # checking stays off
     assert r.stderr == b"cohort: warning: COHORT_CHECK=yes must be 0 or 1; checking stays off\n", r.stderr
+
+
+def test_cohort_run_check_option():
+    from conftest import COHORT
+    for extra, stopped in (([], False), (["--check"], True)):
+        r = run([COHORT, "run", "--mode", "all", *extra, "--", SUITE, "overflow-1", 24])
+        assert caught(r) == stopped, (extra, r.returncode, r.stderr)
+    assert b"cohort: free(): buffer overflow detected" in r.stderr
