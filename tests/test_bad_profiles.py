@@ -8,8 +8,6 @@ bundled tiny profile (format 1) and from a profile the profiler makes of the
 recursive builders (format 2, with context families). They run in-process
 through the CLI's main(); a few also run as real processes."""
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -20,14 +18,13 @@ import subprocess
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort.cli import main
 from cohort.planfile import read_plan
 from cohort.profilefile import load_profile
+from profile_mutants import HUGE, check_failure, cli, mutants, put, try_mutant
 
 TINY = ROOT / "tests" / "data" / "tiny-profile.json"
 SEED = 11
 MUTANTS = 300          # per base profile
-HUGE = "9" * 100_000   # a 100,000-digit number
 
 
 @pytest.fixture(scope="module")
@@ -40,195 +37,12 @@ def builders(tmp_path_factory):
     return out
 
 
-def cli(*argv):
-    """main(argv) in this process: (status, stdout, stderr). Output goes
-    through strict UTF-8 streams, as to a terminal, so text that cannot be
-    written fails here as it would there."""
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main([str(a) for a in argv])
-    out.flush()
-    err.flush()
-    return status, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()
-
-
-# ---- mutants -----------------------------------------------------------------
-
-def slots(node, path=()):
-    """Every (path, value) in a JSON document, containers included."""
-    yield path, node
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from slots(v, path + (k,))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from slots(v, path + (i,))
-
-
-def put(doc, path, value):
-    node = doc
-    for k in path[:-1]:
-        node = node[k]
-    node[path[-1]] = value
-
-
-def references(doc):
-    """Paths of the ids that point into another list, with that list's length:
-    a site's module, a context's sites, graph nodes and edge ends, families."""
-    n = {k: len(doc.get(k) or []) for k in ("modules", "sites", "contexts", "families")}
-    refs = [(("sites", i, "module"), n["modules"]) for i in range(n["sites"])]
-    for i, c in enumerate(doc["contexts"]):
-        refs += [(("contexts", i, "sites", j), n["sites"]) for j in range(len(c["sites"]))]
-        if "family" in c:
-            refs.append((("contexts", i, "family"), n["families"]))
-    for graph, size in (("graph", n["contexts"]), ("family_graph", n["families"])):
-        if graph in doc:
-            refs += [((graph, "nodes", j), size) for j in range(len(doc[graph]["nodes"]))]
-            refs += [((graph, "edges", j, e), size) for j in range(len(doc[graph]["edges"])) for e in (0, 1)]
-    for i, f in enumerate(doc.get("families") or []):
-        refs += [(("families", i, "contexts", j), n["contexts"]) for j in range(len(f["contexts"]))]
-        refs += [(("families", i, "sites", j), n["sites"]) for j in range(len(f["sites"]))]
-    for key in ("modules", "sites", "contexts", "families"):
-        refs += [((key, i, "id"), n[key]) for i in range(n[key])]
-    return refs
-
-
-def mutate(text, rnd):
-    """(description, mutant text) of one random mutation of a profile's text."""
-    kind = rnd.choice(["flip", "byte", "truncate", "line", "key", "type", "huge", "range", "range",
-                       "string", "string", "nonfinite", "float", "two"])
-    raw = text.encode()
-    if kind == "flip":
-        i = rnd.randrange(len(raw))
-        return f"bit flip at byte {i}", (raw[:i] + bytes([raw[i] ^ (1 << rnd.randrange(8))]) + raw[i + 1:])
-    if kind == "byte":
-        i = rnd.randrange(len(raw))
-        return f"byte {i} replaced", raw[:i] + bytes([rnd.randrange(256)]) + raw[i + 1:]
-    if kind == "truncate":
-        i = rnd.randrange(len(raw))
-        return f"truncated at byte {i}", raw[:i]
-    if kind == "line":
-        lines = text.splitlines(keepends=True)
-        i = rnd.randrange(len(lines))
-        return f"line {i + 1} deleted", "".join(lines[:i] + lines[i + 1:]).encode()
-    if kind == "two":   # two mutations at once
-        what1, once = mutate(text, rnd)
-        try:
-            what2, twice = mutate(once.decode(), rnd)
-        except (ValueError, LookupError, TypeError, AttributeError):
-            # not text, not JSON or not shaped like a profile any more: cut it short instead
-            i = rnd.randrange(len(once))
-            what2, twice = f"truncated at byte {i}", once[:i]
-        return f"{what1}, then {what2}", twice
-
-    doc = json.loads(text)
-    everything = list(slots(doc))
-    if kind == "key":
-        keyed = [(p, v) for p, v in everything if isinstance(v, dict) and v]
-        path, node = rnd.choice(keyed)
-        key = rnd.choice(sorted(node))
-        del node[key]
-        what = f"key {'/'.join(map(str, path + (key,)))} deleted"
-    elif kind == "type":
-        path, _ = rnd.choice(everything[1:])
-        new = rnd.choice(["text", 1.5, -3, 0, None, True, [], {}, [0, 1], {"id": 0}])
-        put(doc, path, new)
-        what = f"{'/'.join(map(str, path))} = {new!r}"
-    elif kind in ("huge", "nonfinite", "float"):
-        numbers = [(p, v) for p, v in everything if type(v) in (int, float)]
-        path, v = rnd.choice(numbers)
-        if kind == "huge":
-            new = rnd.choice(["@HUGE@", "@-HUGE@", 10 ** 30, -(10 ** 30), 2 ** 64, 2 ** 63, 1e308, 1e999])
-        elif kind == "nonfinite":
-            new = rnd.choice([float("nan"), float("inf"), float("-inf")])
-        else:
-            new = v + 0.5 if rnd.random() < 0.5 else float(v)
-        put(doc, path, new)
-        what = f"{'/'.join(map(str, path))} = {str(new)[:12]}"
-    elif kind == "range":
-        path, n = rnd.choice(references(doc))
-        new = rnd.choice([-1, n, n + 1, n + 1000, 2 ** 63, 2 ** 64 + 1, -(2 ** 64)])
-        put(doc, path, new)
-        what = f"{'/'.join(map(str, path))} = {new} (of {n})"
-    else:   # a lone surrogate, or a line break or control character in a name
-        strings = [(p, v) for p, v in everything if isinstance(v, str)]
-        path, v = rnd.choice(strings)
-        new = rnd.choice(["\ud800", v + "\udfff", "\udc80" + v, v + "\nend", v + "\u2028site 0", "\x00" + v, ""])
-        put(doc, path, new)
-        what = f"{'/'.join(map(str, path))} = {new!a}"
-    out = json.dumps(doc, indent=1)   # NaN and Infinity as JSON's usual extensions
-    out = out.replace('"@HUGE@"', HUGE).replace('"@-HUGE@"', "-" + HUGE)
-    return what, out.encode()
-
-
-def mutants(text, count, seed):
-    rnd = random.Random(seed)
-    for _ in range(count):
-        yield mutate(text, rnd)
-
-
 def test_mutants_are_deterministic():
     text = TINY.read_text()
     assert list(mutants(text, 40, SEED)) == list(mutants(text, 40, SEED))
 
 
 # ---- the fuzz test ---------------------------------------------------------
-
-def check_failure(status, out, err, prefix):
-    """A refusal: non-zero status and one line `cohort: ...` on stderr."""
-    problems = []
-    if status == 0:
-        problems.append("exit status 0 with an error")
-    if err.count("\n") != 1 or not err.startswith(prefix):
-        problems.append(f"stderr is not one line starting {prefix!r}: {err[:300]!r}")
-    if "Traceback" in err or "Traceback" in out:
-        problems.append("a traceback")
-    return problems
-
-
-def try_mutant(tmp, n, what, data, plan=None, graph=True):
-    """Plan and explain one mutant: (what went wrong, whether it was accepted)."""
-    prof = tmp / f"m{n}.json"
-    prof.write_bytes(data)
-    plan_out, svg = tmp / f"m{n}.plan", tmp / f"m{n}.svg"
-    problems, accepted = [], False
-    try:
-        status, out, err = cli("plan", prof, "-o", plan_out)
-        if status == 0:
-            read_plan(plan_out)   # a plan that was written parses
-            if err.splitlines()[-1:] != [f"cohort: wrote {plan_out}"]:
-                problems.append(f"plan: unexpected stderr {err[:300]!r}")
-        else:
-            problems += [f"plan: {p}" for p in check_failure(status, out, err, f"cohort: {prof}: ")]
-            if plan_out.exists():
-                problems.append("plan: a plan file was left behind")
-        accepted = status == 0
-        status, out, err = cli("explain", prof, "--graph", svg if graph else "-")
-        if status == 0:
-            if not accepted:
-                problems.append("explain accepts what plan refused")
-            if graph and not svg.read_text().rstrip().endswith("</svg>"):
-                problems.append("explain: graph is not a whole SVG")
-        else:
-            problems += [f"explain: {p}" for p in check_failure(status, out, err, f"cohort: {prof}: ")]
-            if svg.exists():
-                problems.append("explain: a graph file was left behind")
-            if accepted:
-                problems.append("explain refuses what plan accepted")
-        if plan is not None:   # with a good plan made from the original profile
-            status, out, err = cli("explain", prof, plan, "--graph", "-")
-            if status != 0:
-                problems += [f"explain with plan: {p}" for p in check_failure(status, out, err, "cohort: ")]
-    except Exception as e:  # noqa: BLE001 -- any exception is what this test looks for
-        problems.append(f"{type(e).__name__}: {str(e)[:200]}")
-    leftovers = [p.name for p in tmp.iterdir() if p not in (prof, plan_out, svg)]
-    if leftovers:
-        problems.append(f"files left behind: {leftovers}")
-    for p in (prof, plan_out, svg):
-        p.unlink(missing_ok=True)
-    return [f"mutant {n} ({what}): {p}" for p in problems], accepted
-
 
 def fuzz(base, tmp_path, seed, graph_every=1, with_plan=False):
     plan = None
