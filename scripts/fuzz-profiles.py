@@ -9,7 +9,6 @@ and every problem; exit 1 if there is any traceback, stray file or
 disagreement.
 Usage: .venv/bin/python scripts/fuzz-profiles.py [N] [SEED]"""
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -18,35 +17,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-import fastjsonschema  # noqa: E402
-import jsonschema  # noqa: E402
-
 import profile_mutants  # noqa: E402
-from cohort.profilefile import Corrupt, _decode, _validator  # noqa: E402
-
-SCHEMA = json.loads((ROOT / "docs" / "profile.schema.json").read_text())
 
 
 def schemas_agree(raw):
     """None if Cohort's validator and jsonschema agree on raw (or it is not
     a profile-shaped JSON object), else what each said."""
-    try:
-        doc = _decode(raw)
-    except Corrupt:
+    verdicts = profile_mutants.schema_verdicts(raw)
+    if verdicts is None or (verdicts[0] is None) == (verdicts[1] is None):
         return None
-    if not isinstance(doc, dict) or type(doc.get("version")) is not int or doc["version"] not in (1, 2):
-        return None
-    try:
-        _validator(doc["version"])(doc)
-        ours = None
-    except fastjsonschema.JsonSchemaValueException as e:
-        ours = e.message
-    sub = {"$schema": SCHEMA["$schema"], "$ref": f"#/definitions/v{doc['version']}",
-           "definitions": SCHEMA["definitions"]}
-    theirs = next(jsonschema.Draft4Validator(sub).iter_errors(doc), None)
-    if (ours is None) == (theirs is None):
-        return None
-    return f"schema disagreement: cohort says {ours!r}, jsonschema says {theirs and theirs.message[:120]!r}"
+    ours, theirs = verdicts
+    return f"schema disagreement: cohort says {ours!r}, jsonschema says {theirs and theirs[:120]!r}"
 
 
 def main():

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import random
+from pathlib import Path
 
 from cohort.cli import main
 from cohort.planfile import read_plan
@@ -196,3 +197,35 @@ def try_mutant(tmp, n, what, data, plan=None, graph=True):
     for p in (prof, plan_out, svg):
         p.unlink(missing_ok=True)
     return [f"mutant {n} ({what}): {p}" for p in problems], accepted
+
+
+# ---- the schema's two validators -------------------------------------------
+
+SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "profile.schema.json"
+
+
+def schema_verdicts(raw):
+    """For a mutant that decodes to an object with a version Cohort reads:
+    (Cohort's verdict, jsonschema's), each None for valid or the error's
+    message; None for any other mutant. Cohort's is the validator it runs
+    (fastjsonschema, compiled from the schema), jsonschema's is the
+    reference implementation's on the same version's definition."""
+    import fastjsonschema
+    import jsonschema
+    from cohort.profilefile import Corrupt, _decode, _validator
+    try:
+        doc = _decode(raw)
+    except Corrupt:
+        return None
+    if not isinstance(doc, dict) or type(doc.get("version")) is not int or doc["version"] not in (1, 2):
+        return None
+    try:
+        _validator(doc["version"])(doc)
+        ours = None
+    except fastjsonschema.JsonSchemaValueException as e:
+        ours = e.message
+    schema = json.loads(SCHEMA.read_text())
+    sub = {"$schema": schema["$schema"], "$ref": f"#/definitions/v{doc['version']}",
+           "definitions": schema["definitions"]}
+    err = next(jsonschema.Draft4Validator(sub).iter_errors(doc), None)
+    return ours, None if err is None else err.message

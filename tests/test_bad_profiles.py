@@ -20,7 +20,7 @@ import pytest
 from conftest import COHORT, PROGRAMS, ROOT, run
 from cohort.planfile import read_plan
 from cohort.profilefile import load_profile
-from profile_mutants import HUGE, check_failure, cli, mutants, put, try_mutant
+from profile_mutants import HUGE, SCHEMA, check_failure, cli, mutants, put, schema_verdicts, try_mutant
 
 TINY = ROOT / "tests" / "data" / "tiny-profile.json"
 SEED = 11
@@ -213,20 +213,6 @@ def test_load_profile_is_linear(tmp_path):
 
 # ---- the schema: standard JSON Schema, and the reference validator agrees ----
 
-SCHEMA = ROOT / "docs" / "profile.schema.json"
-
-
-def reference_verdict(doc):
-    """jsonschema's (the reference implementation's) verdict on doc's
-    version's definition: None if valid, else the error's path."""
-    import jsonschema
-    schema = json.loads(SCHEMA.read_text())
-    sub = {"$schema": schema["$schema"], "$ref": f"#/definitions/v{doc['version']}",
-           "definitions": schema["definitions"]}
-    err = jsonschema.exceptions.best_match(jsonschema.Draft4Validator(sub).iter_errors(doc))
-    return None if err is None else list(err.absolute_path)
-
-
 def test_schema_is_draft4_and_holds_real_profiles(builders):
     import jsonschema
     schema = json.loads(SCHEMA.read_text())
@@ -239,22 +225,12 @@ def test_schema_verdicts_agree_with_jsonschema():
     """Over mutants that decode as JSON: the validator Cohort runs
     (fastjsonschema, compiled from the schema) refuses exactly what
     jsonschema refuses."""
-    from cohort.profilefile import Corrupt, _decode, _validator
-    import fastjsonschema
     checked = refused = 0
     for n, (what, raw) in enumerate(mutants(TINY.read_text(), 400, SEED + 7)):
-        try:
-            doc = _decode(raw)
-        except Corrupt:
+        verdicts = schema_verdicts(raw)
+        if verdicts is None:
             continue
-        if not isinstance(doc, dict) or type(doc.get("version")) is not int or doc["version"] not in (1, 2):
-            continue
-        try:
-            _validator(doc["version"])(doc)
-            ours = None
-        except fastjsonschema.JsonSchemaValueException as e:
-            ours = e.path
-        theirs = reference_verdict(doc)
+        ours, theirs = verdicts
         assert (ours is None) == (theirs is None), (n, what, ours, theirs)
         checked += 1
         refused += ours is not None
