@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cohort import __version__, elf, families
 from cohort.errors import CohortError
-from cohort.files import claim, write_output
+from cohort.files import ESCAPE, claim, write_output
 from cohort.paths import profiler_lib
 from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
@@ -203,12 +203,9 @@ def hot_nodes(contexts, coverage):
 
 def as_text(s):
     """A command-line string or path as valid Unicode: bytes that were not
-    UTF-8 (Python holds them as lone surrogates) become \\xNN."""
-    try:
-        raw = s.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:   # a surrogate that is no escaped byte
-        raw = s.encode("utf-8", "backslashreplace")
-    return raw.decode("utf-8", "backslashreplace")
+    UTF-8 (Python holds them as lone surrogates) become \\xNN, as in
+    everything else Cohort writes (files.ESCAPE)."""
+    return s.encode("utf-8", ESCAPE).decode("utf-8")
 
 
 def build_profile(raw, target, params, returncode):
