@@ -724,18 +724,25 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   else free_remote(owner, p);
 }
 
-/* A block freed already is named so: one still in a bin or on its way back,
- * and one above the bump pointer where it went down (the chunk started over
- * or coalescing gave its free top back), since every block there had been
- * freed. */
+/* A block freed already is one still in a bin or on its way back, and one
+ * above the bump pointer where it went down (the chunk started over or
+ * coalescing gave its free top back), since every block there had been
+ * freed. Freeing it again is named a double free; every other pointer the
+ * checks refuse is an invalid one. */
 static bool freed_above_bump(const struct ch_chunk *c, const void *p) {
   return c->magic == CH_CHUNK_MAGIC && !((uintptr_t)p & (CH_MIN_ALIGN - 1)) && (const char *)p >= load_bump(c) &&
          (const char *)p < c->top;
 }
-static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
-  if (block_start(c, p) && block_free(c, p, true)) ch_invalid_pointer("free(): double free detected", p);
-  if (freed_above_bump(c, p)) ch_invalid_pointer("free(): double free detected", p);
-  ch_invalid_pointer("free(): invalid pointer", p);
+/* Without stopping: is p the start of a block handed out and not freed? */
+enum ch_block_state ch_group_block_state(const void *p) {
+  struct ch_chunk *c = ch_chunk_of(p);
+  if (!block_start(c, p)) return freed_above_bump(c, p) ? CH_BLOCK_FREE : CH_BLOCK_NONE;
+  bool owned = own_heap && owner_of(atomic_load(&c->owner)) == own_heap;
+  return block_free(c, p, owned) ? CH_BLOCK_FREE : CH_BLOCK_LIVE;
+}
+static CH_NOINLINE void free_invalid(const void *p) {
+  ch_invalid_pointer(ch_group_block_state(p) == CH_BLOCK_FREE ? "free(): double free detected"
+                                                              : "free(): invalid pointer", p);
 }
 
 /* The owner's free of a block the fast path did not finish: its size needs
@@ -743,7 +750,7 @@ static CH_NOINLINE void free_invalid(const struct ch_chunk *c, const void *p) {
  * (a double free, unless the program planted it). */
 static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g,
                                   uint64_t starts) {
-  if ((char *)p >= c->bump) free_invalid(c, p);   /* the bump pointer's mark */
+  if ((char *)p >= c->bump) free_invalid(p);   /* the bump pointer's mark */
   size_t size = owner_block_size(c, g, starts);
   if (holds_key(c, p) && (freed_bit(p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
@@ -797,7 +804,7 @@ static inline __attribute__((always_inline)) void group_free(void *p, struct ch_
   uint64_t starts = load_word(bitwords_at(chunk_bits(c), g));
   unsigned at = (unsigned)(g & 63);
   if (CH_UNLIKELY((~(starts >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) {
-    free_invalid(c, p);   /* does not return; a tail call keeps this path frameless */
+    free_invalid(p);   /* does not return; a tail call keeps this path frameless */
     return;
   }
   unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
@@ -834,31 +841,21 @@ static void drain_list(struct ch_heap *h, void *b) {
 
 /* ------------------------------------------------- usable size, realloc */
 
-static void check_live(struct ch_chunk *c, const void *p, const char *what) {
-  if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer(what, p);
-  bool owned = own_heap && owner_of(atomic_load(&c->owner)) == own_heap;
-  if (CH_UNLIKELY(block_free(c, p, owned))) ch_invalid_pointer(what, p);
-}
-
-/* Without stopping: is p the start of a block handed out and not freed? */
-enum ch_block_state ch_group_block_state(const void *p) {
-  struct ch_chunk *c = ch_chunk_of(p);
-  if (!block_start(c, p)) return freed_above_bump(c, p) ? CH_BLOCK_FREE : CH_BLOCK_NONE;
-  bool owned = own_heap && owner_of(atomic_load(&c->owner)) == own_heap;
-  return block_free(c, p, owned) ? CH_BLOCK_FREE : CH_BLOCK_LIVE;
+static void check_live(const void *p, const char *what) {
+  if (CH_UNLIKELY(ch_group_block_state(p) != CH_BLOCK_LIVE)) ch_invalid_pointer(what, p);
 }
 
 size_t ch_group_usable(const void *p) {
   if (CH_UNLIKELY(ch_checked)) return ch_checked_usable(p);
   struct ch_chunk *c = ch_chunk_of(p);
-  check_live(c, p, "malloc_usable_size(): invalid pointer");
+  check_live(p, "malloc_usable_size(): invalid pointer");
   return block_size(c, p);
 }
 
 void *ch_group_realloc(void *p, size_t size) {
   if (CH_UNLIKELY(ch_checked)) return ch_checked_realloc(p, size);
   struct ch_chunk *c = ch_chunk_of(p);
-  check_live(c, p, "realloc(): invalid pointer");
+  check_live(p, "realloc(): invalid pointer");
   size_t old = block_size(c, p);
   size_t n = ch_block_size(size);
   struct ch_heap *h = own_heap;
