@@ -145,9 +145,10 @@ struct ch_chunk {
   char *end;                          /* end of the chunk */
   uint64_t magic;
   uint32_t group;
-  uint32_t in_avail;                  /* owner's list of chunks with free bins */
+  uint32_t waits;                     /* which of the owner's lists of chunks to allocate
+                                         from it is on: CH_WAITS_* (heap.c) */
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
-  struct ch_chunk *avail_next, *avail_prev;
+  struct ch_chunk *wait_next, *wait_prev;
   size_t coalesced_at;                /* `freed` at the last coalescing */
   char *top;                          /* the bump pointer's highest since it last went down:
                                          blocks between the two were all freed (heap.c) */
@@ -205,6 +206,7 @@ struct ch_group_heap {
   long pending_live;           /* live-byte change not yet added to ch_gstats */
   struct ch_chunk *chunks;     /* every chunk this heap owns for the group */
   struct ch_chunk *avail;      /* chunks whose bins may satisfy requests */
+  struct ch_chunk *room;       /* chunks set aside with untouched room (heap.c) */
   struct ch_chunk *spill;      /* requests the current chunk has room but no fit for (heap.c) */
 } __attribute__((aligned(64)));
 struct ch_heap {
