@@ -9,7 +9,8 @@
  * atomically and pushes the block onto the owning heap's delayed list, which
  * the owner drains. Heaps are never freed (an exited thread's heap waits for
  * reuse), so that push can never land in freed memory. Chunks of exited
- * threads become orphans, handled under a lock until a heap adopts them.
+ * threads become orphans, handled under a lock until a heap adopts them: the
+ * first thread with a heap that frees into one, or that needs a chunk.
  *
  * The common allocation and free touch the group's line of the thread's
  * heap, the chunk header's first line, one line of bins and the block
@@ -694,16 +695,34 @@ static void free_remote(struct ch_heap *owner, void *p) {
                                                 memory_order_relaxed));
 }
 
-/* Free in a chunk whose owner thread has exited (the freed bit is set). */
-static void free_orphaned(struct ch_chunk *c, void *p) {
+/* Free in a chunk whose owner thread has exited (the freed bit is set). A
+ * thread with a heap adopts the chunk first, so that its later frees there
+ * are its own, without the lock: a thread that inherits a finished thread's
+ * work frees most of its blocks (8 such lineages spent a third of their time
+ * on this lock). Without a heap, the free is finished under the lock. */
+static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
+  unsigned g = c->group;
+  bool adopted = false;
   ch_lock(&heaps_lock);
   struct ch_heap *owner = owner_of(atomic_load(&c->owner));
-  if (owner != NULL) {   /* adopted meanwhile: the free is remote now */
+  if (!owner && h) {
+    list_del(&orphans[g], c);
+    atomic_store(&c->owner, (uintptr_t)h | g);
+    owner = h;
+    adopted = true;
+  }
+  if (owner) {
     ch_unlock(&heaps_lock);
-    free_remote(owner, p);
+    if (owner != h) { free_remote(owner, p); return; }   /* adopted meanwhile by another */
+    if (adopted) {
+      list_add(&h->g[g], c);
+      c->waits = CH_WAITS_NOT;
+      set_low(&h->g[g], c);
+    }
+    freed_clear(p);   /* before the release, which may retire the chunk */
+    release_block(h, c, g, p, block_size(c, p));
     return;
   }
-  unsigned g = c->group;
   size_t size = block_size(c, p);
   freed_clear(p);        /* it is in a bin now: the key says so */
   bin_push(c, p, size);
@@ -759,7 +778,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
    * path, to free_rest, which finds the freed bit. */
   ((uint64_t *)p)[1] = c->key;
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
-  if (!owner) free_orphaned(c, p);
+  if (!owner) free_orphaned(own_heap, c, p);
   else free_remote(owner, p);
 }
 
@@ -872,7 +891,7 @@ static void drain_list(struct ch_heap *h, void *b) {
       freed_clear(b);   /* before the release, which may retire the chunk */
       release_block(h, c, (unsigned)(ow & CH_OWNER_GROUP), b, size);
     }
-    else if (!owner) free_orphaned(c, b);
+    else if (!owner) free_orphaned(h, c, b);
     else free_remote(owner, b);
     b = next;
   }
