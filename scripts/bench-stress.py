@@ -8,8 +8,11 @@ from COHORT_STATS) and the process's (1 - live/resident added, which also
 counts thread stacks, spare chunks and each allocator's metadata).
 
 Usage: .venv/bin/python scripts/bench-stress.py [TRIALS] [SHAPE ...]
-STRESS_THREADS (default "1 2 8") and STRESS_BATCHES (per run, split between
-the threads; default 120000) narrow it down. Writes results/stress.md
+STRESS_THREADS (default "1 2 8"), STRESS_DEPTHS (queue depth in batches,
+which sets the live set; default "256 2048": about 1 MB and 6 to 80 MB live,
+the second near the 12.5 MB of the stress test that opened issue 20) and
+STRESS_BATCHES (per run, split between the threads; default 120000) narrow it
+down. Writes results/stress.md
 (BENCH_RESULTS sets the directory)."""
 
 import json
@@ -30,6 +33,7 @@ BIN = ROOT / "build" / "workloads" / "prodcons"
 TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 SHAPES = sys.argv[2:] or ["ring", "split", "relay"]
 THREADS = [int(t) for t in os.environ.get("STRESS_THREADS", "1 2 8").split()]
+DEPTHS = [int(d) for d in os.environ.get("STRESS_DEPTHS", "256 2048").split()]
 BATCHES = int(os.environ.get("STRESS_BATCHES", "120000"))
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
 ALLOCATORS = ["glibc", "jemalloc", "cohort all", "cohort random:4"]
@@ -46,8 +50,8 @@ def env_for(allocator, stats):
     return environment(mode=allocator.split()[1], stats=stats, base=base)
 
 
-def run(shape, threads, allocator, stats):
-    argv = [str(BIN), shape, str(threads), str(max(1, BATCHES // threads))]
+def run(shape, threads, depth, allocator, stats):
+    argv = [str(BIN), shape, str(threads), str(max(1, BATCHES // threads)), str(depth)]
     r = subprocess.run(argv, env=env_for(allocator, stats), capture_output=True, text=True, timeout=600)
     m = LINE.search(r.stderr)
     if r.returncode or not m:
@@ -79,30 +83,31 @@ def main():
         stats = str(Path(tmp) / "stats.json")
         for trial in range(TRIALS):
             for shape in SHAPES:
-                for threads in THREADS:
-                    for allocator in ALLOCATORS:
-                        s = stats if allocator.startswith("cohort") else None
-                        got.setdefault((shape, threads, allocator), []).append(run(shape, threads, allocator, s))
+                for depth in DEPTHS:
+                    for threads in THREADS:
+                        for allocator in ALLOCATORS:
+                            s = stats if allocator.startswith("cohort") else None
+                            got.setdefault((shape, depth, threads, allocator), []).append(
+                                run(shape, threads, depth, allocator, s))
             print(f"bench-stress: trial {trial + 1} of {TRIALS} done", flush=True)
     lines = [f"# Cross-thread allocation stress (`scripts/bench-stress.py {TRIALS}`)", "",
-             f"prodcons SHAPE THREADS {BATCHES}/THREADS; {TRIALS} interleaved trials; "
+             f"prodcons SHAPE THREADS {BATCHES}/THREADS DEPTH; {TRIALS} interleaved trials; "
              "ops/s median (p25-p75); x: median over glibc's median; fragmentation at peak, medians: "
              "the runtime's chunks, and the process (resident it added)", "",
-             "| shape | threads | allocator | M ops/s | x glibc | runtime frag. | process frag. |",
-             "|---|---|---|---|---|---|---|"]
-    for shape in SHAPES:
-        for threads in THREADS:
-            base = statistics.median(r[0] for r in got[(shape, threads, "glibc")])
-            for allocator in ALLOCATORS:
-                rows = got[(shape, threads, allocator)]
-                ops = [r[0] for r in rows]
-                lo, hi = quartiles(ops)
-                med = statistics.median(ops)
-                rf = [r[2] for r in rows if r[2] is not None]
-                runtime = f"{statistics.median(rf):.1f}%" if rf else "-"
-                process = f"{statistics.median(r[1] for r in rows):.1f}%"
-                lines.append(f"| {shape} | {threads} | {allocator} | {med:.1f} ({lo:.1f}-{hi:.1f}) | "
-                             f"{med / base:.2f} | {runtime} | {process} |")
+             "| shape | depth | threads | allocator | M ops/s | x glibc | runtime frag. | process frag. |",
+             "|---|---|---|---|---|---|---|---|"]
+    for shape, depth, threads in ((s, d, t) for s in SHAPES for d in DEPTHS for t in THREADS):
+        base = statistics.median(r[0] for r in got[(shape, depth, threads, "glibc")])
+        for allocator in ALLOCATORS:
+            rows = got[(shape, depth, threads, allocator)]
+            ops = [r[0] for r in rows]
+            lo, hi = quartiles(ops)
+            med = statistics.median(ops)
+            rf = [r[2] for r in rows if r[2] is not None]
+            runtime = f"{statistics.median(rf):.1f}%" if rf else "-"
+            process = f"{statistics.median(r[1] for r in rows):.1f}%"
+            lines.append(f"| {shape} | {depth} | {threads} | {allocator} | {med:.1f} ({lo:.1f}-{hi:.1f}) | "
+                         f"{med / base:.2f} | {runtime} | {process} |")
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
