@@ -227,11 +227,12 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
  * allocated from again: avail when its bins hold at least AVAIL_MIN, room
  * when they do not but it has at least AVAIL_MIN of untouched room at the
  * bump pointer (it was current, and was left for holes elsewhere at a page
- * boundary). Any other chunk is nearly full: its few free bytes come back
- * into use once frees make them AVAIL_MIN, or it empties. Without the room
+ * boundary). Any other chunk is nearly full, or has just failed a request
+ * from the avail list with no room left: its next free that leaves AVAIL_MIN
+ * binned puts it back on avail (set_low), or it empties. Without the room
  * list, a chunk left at a page boundary waited there with most of itself
  * unused, and each new chunk in turn did the same: a thread replacing random
- * blocks held 465 chunks for 6.3 MB live. */
+ * blocks held 280 to 521 chunks for 6.3 MB live (docs/runtime.md). */
 enum { CH_WAITS_NOT, CH_WAITS_AVAIL, CH_WAITS_ROOM };
 static inline bool has_room(const struct ch_chunk *c) { return (size_t)(c->end - c->bump) >= AVAIL_MIN; }
 
@@ -557,7 +558,9 @@ static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_
  * resident memory grows only when nothing freed fits: the current chunk
  * (after collecting remote frees), then chunks with binned space, then the
  * current chunk's fresh pages; then the spill chunk, if the current one is
- * full of fragments; then an orphan, and finally a new chunk. */
+ * full of fragments; then a chunk of the room list, then an orphan, and
+ * finally a new chunk. (The spill chunk, when it is replaced, comes from the
+ * room list too.) */
 static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t n, size_t align,
                                        bool zero, size_t req) {
   if (!h && !(h = heap_create())) return NULL;
