@@ -28,6 +28,32 @@ static size_t resident_pages(void *base) {
   return n;
 }
 
+/* Replace the block of a random slot, steps times, by one of 16 B to 1 KiB
+ * (70% to 64 B, 25% to 256 B), checking the block it frees. Returns the
+ * change in the slots' live bytes. */
+static long replace_randomly(unsigned char **slot, size_t *len, unsigned nslots, long steps, uint64_t *xp) {
+  uint64_t x = *xp;
+  long live = 0;
+  for (long i = 0; i < steps; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    unsigned s = (unsigned)(x % nslots);
+    if (slot[s]) {
+      CHECK(slot[s][0] == (unsigned char)s && slot[s][len[s] - 1] == (unsigned char)(s + len[s]));
+      free(slot[s]);
+      live -= (long)len[s];
+    }
+    unsigned k = (unsigned)((x >> 20) % 100);
+    size_t n = k < 70 ? 16 + (x >> 32) % 49 : k < 95 ? 64 + (x >> 32) % 193 : 256 + (x >> 32) % 769;
+    slot[s] = malloc(n);
+    len[s] = n;
+    live += (long)n;
+    slot[s][0] = (unsigned char)s;
+    slot[s][n - 1] = (unsigned char)(s + n);
+  }
+  *xp = x;
+  return live;
+}
+
 int main(int argc, char **argv) {
   check_init();
   snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -112,20 +138,7 @@ int main(int argc, char **argv) {
    *    (it took a chunk from the spares or the OS for every few hundred
    *    requests, 430 at once, before). */
   long taken = snap("mixed0", "chunks_carved") + snap("mixed1", "spares_reused");
-  for (long i = 0; i < 2000000; i++) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    unsigned s = (unsigned)(x % W);
-    if (win[s]) {
-      CHECK(win[s][0] == (unsigned char)s && win[s][len[s] - 1] == (unsigned char)(s + len[s]));
-      free(win[s]);
-    }
-    unsigned k = (unsigned)((x >> 20) % 100);
-    size_t n = k < 70 ? 16 + (x >> 32) % 49 : k < 95 ? 64 + (x >> 32) % 193 : 256 + (x >> 32) % 769;
-    win[s] = malloc(n);
-    len[s] = n;
-    win[s][0] = (unsigned char)s;
-    win[s][n - 1] = (unsigned char)(s + n);
-  }
+  replace_randomly(win, len, W, 2000000, &x);
   CHECK(snap("mixed2", "chunks_carved") + snap("mixed3", "spares_reused") - taken <= 6);
   CHECK(snap("mixed4", "chunks") <= 4);
   for (unsigned s = 0; s < W; s++) free(win[s]);
@@ -138,23 +151,7 @@ int main(int argc, char **argv) {
   enum { W6 = 65536 };
   static unsigned char *big[W6];
   static size_t blen[W6];
-  long live6 = 0;
-  for (long i = 0; i < 3000000; i++) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    unsigned s = (unsigned)(x % W6);
-    if (big[s]) {
-      CHECK(big[s][0] == (unsigned char)s && big[s][blen[s] - 1] == (unsigned char)(s + blen[s]));
-      free(big[s]);
-      live6 -= (long)blen[s];
-    }
-    unsigned k = (unsigned)((x >> 20) % 100);
-    size_t n = k < 70 ? 16 + (x >> 32) % 49 : k < 95 ? 64 + (x >> 32) % 193 : 256 + (x >> 32) % 769;
-    big[s] = malloc(n);
-    blen[s] = n;
-    live6 += (long)n;
-    big[s][0] = (unsigned char)s;
-    big[s][n - 1] = (unsigned char)(s + n);
-  }
+  long live6 = replace_randomly(big, blen, W6, 3000000, &x);
   long chunks6 = snap("room", "chunks");
   CHECK(chunks6 <= 4 * (live6 / CHUNK + 1));
   for (unsigned s = 0; s < W6; s++) free(big[s]);
