@@ -478,14 +478,19 @@ static void *coalesce_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned grou
   return chunk_alloc(&h->g[group], c, group, n, align, zero, req, false);
 }
 
+/* h takes the orphan c of group g; heaps_lock is held. Its lists are
+ * only h's own to touch from now on. */
+static void orphan_adopt(struct ch_heap *h, struct ch_chunk *c, unsigned g) {
+  list_del(&orphans[g], c);
+  atomic_store(&c->owner, (uintptr_t)h | g);
+  list_add(&h->g[g], c);
+}
+
 static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
   if (!orphans[group]) return NULL;
   ch_lock(&heaps_lock);
   struct ch_chunk *c = orphans[group];
-  if (c) {
-    list_del(&orphans[group], c);
-    atomic_store(&c->owner, (uintptr_t)h | group);
-  }
+  if (c) orphan_adopt(h, c, group);
   ch_unlock(&heaps_lock);
   return c;
 }
@@ -590,11 +595,10 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
     after_free(gh, c);
   }
   if ((c = adopt_orphan(h, group))) {
-    list_add(gh, c);
     if ((p = chunk_alloc(gh, c, group, n, align, zero, req, true))) { make_current(gh, c); return p; }
     after_free(gh, c);
   }
-  if (!(c = chunk_with_room(h, group))) return NULL;
+  if (!(c = chunk_take(h, group))) return NULL;   /* the room list was tried above */
   make_current(gh, c);
   return chunk_alloc(gh, c, group, n, align, zero, req, true);
 }
@@ -709,19 +713,14 @@ static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
   ch_lock(&heaps_lock);
   struct ch_heap *owner = owner_of(atomic_load(&c->owner));
   if (!owner && h) {
-    list_del(&orphans[g], c);
-    atomic_store(&c->owner, (uintptr_t)h | g);
+    orphan_adopt(h, c, g);
     owner = h;
     adopted = true;
   }
   if (owner) {
     ch_unlock(&heaps_lock);
     if (owner != h) { free_remote(owner, p); return; }   /* adopted meanwhile by another */
-    if (adopted) {
-      list_add(&h->g[g], c);
-      c->waits = CH_WAITS_NOT;
-      set_low(&h->g[g], c);
-    }
+    if (adopted) set_low(&h->g[g], c);
     freed_clear(p);   /* before the release, which may retire the chunk */
     release_block(h, c, g, p, block_size(c, p));
     return;
