@@ -15,6 +15,7 @@ STRESS_BATCHES (per run, split between the threads; default 120000) narrow it
 down. Writes results/stress.md
 (BENCH_RESULTS sets the directory)."""
 
+import itertools
 import json
 import os
 import re
@@ -35,6 +36,7 @@ SHAPES = sys.argv[2:] or ["ring", "split", "relay"]
 THREADS = [int(t) for t in os.environ.get("STRESS_THREADS", "1 2 8").split()]
 DEPTHS = [int(d) for d in os.environ.get("STRESS_DEPTHS", "256 2048").split()]
 BATCHES = int(os.environ.get("STRESS_BATCHES", "120000"))
+CASES = list(itertools.product(SHAPES, DEPTHS, THREADS))
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
 ALLOCATORS = ["glibc", "jemalloc", "cohort all", "cohort random:4"]
 LINE = re.compile(r"([\d.]+) M ops/s, peak live ([\d.]+) MiB, peak resident added ([\d.]+) MiB, "
@@ -82,13 +84,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         stats = str(Path(tmp) / "stats.json")
         for trial in range(TRIALS):
-            for shape in SHAPES:
-                for depth in DEPTHS:
-                    for threads in THREADS:
-                        for allocator in ALLOCATORS:
-                            s = stats if allocator.startswith("cohort") else None
-                            got.setdefault((shape, depth, threads, allocator), []).append(
-                                run(shape, threads, depth, allocator, s))
+            for shape, depth, threads in CASES:
+                for allocator in ALLOCATORS:
+                    s = stats if allocator.startswith("cohort") else None
+                    got.setdefault((shape, depth, threads, allocator), []).append(
+                        run(shape, threads, depth, allocator, s))
             print(f"bench-stress: trial {trial + 1} of {TRIALS} done", flush=True)
     lines = [f"# Cross-thread allocation stress (`scripts/bench-stress.py {TRIALS}`)", "",
              f"prodcons SHAPE THREADS {BATCHES}/THREADS DEPTH; {TRIALS} interleaved trials; "
@@ -96,7 +96,7 @@ def main():
              "the runtime's chunks, and the process (resident it added)", "",
              "| shape | depth | threads | allocator | M ops/s | x glibc | runtime frag. | process frag. |",
              "|---|---|---|---|---|---|---|---|"]
-    for shape, depth, threads in ((s, d, t) for s in SHAPES for d in DEPTHS for t in THREADS):
+    for shape, depth, threads in CASES:
         base = statistics.median(r[0] for r in got[(shape, depth, threads, "glibc")])
         for allocator in ALLOCATORS:
             rows = got[(shape, depth, threads, allocator)]
