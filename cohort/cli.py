@@ -93,7 +93,8 @@ def cmd_profile(args, target):
 
 def cmd_plan(args, target):
     from cohort.planner import plan_command, report
-    plan, profile = plan_command(args.profile, args.output, force=args.force, **plan_params(args))
+    plan, profile = plan_command(args.profile, args.output, force=args.force, validate=args.validate or (),
+                                 **plan_params(args))
     print(report(plan, profile))
     print(f"cohort: wrote {args.output}", file=sys.stderr)
     return 0
@@ -105,11 +106,32 @@ def cmd_explain(args, target):
     if graph is None:
         graph = str(Path(args.profile).with_suffix(".svg"))
     text = explain(args.profile, plan_option(args.plan, "plan"), graph_path=None if graph == "-" else graph,
-                   top=args.top, force=args.force)
+                   top=args.top, force=args.force, validate=args.validate or ())
     sys.stdout.write(text)
     if graph != "-":
         print(f"cohort: drew the affinity graph in {graph}", file=sys.stderr)
     return 0
+
+
+def training_runs(args, target):
+    """The training runs of `cohort optimize`: the command after `--`, then
+    one per --train (its arguments, with --train-stdin's files in order), as
+    (command, stdin file or None)."""
+    import shlex
+    from cohort.runner import check_input
+    more = args.train or []
+    stdins = args.train_stdin or []
+    if stdins and len(stdins) != len(more):
+        raise CohortError(f"--train-stdin given {len(stdins)} times for {len(more)} --train runs: give "
+                          "one per --train, in the same order (/dev/null for a run that reads none)")
+    runs = [(target, check_input(args.stdin) if args.stdin is not None else None)]
+    for i, a in enumerate(more):
+        try:
+            words = shlex.split(a)
+        except ValueError as e:
+            raise CohortError(f"--train {a!r}: {e}") from None
+        runs.append(([target[0], *words], check_input(stdins[i]) if stdins else None))
+    return runs
 
 
 def cmd_optimize(args, target):
@@ -117,25 +139,40 @@ def cmd_optimize(args, target):
     from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs
     from cohort.planner import report
     from cohort.profile import profile, summary
-    from cohort.runner import check_input
-    stdin = check_input(args.stdin) if args.stdin is not None else None
+    runs = training_runs(args, target)
     out = Path(args.output)
     if os.path.lexists(out) and not out.is_dir():
         raise CohortError(f"{out} exists and is not a directory")
     products = [out / n for n in OPTIMIZE_PRODUCTS]
-    for p in products:
+    profiles = [products[0]] + [out / f"profile-{k}.json" for k in range(2, len(runs) + 1)]
+    for p in products + profiles[1:]:
         if os.path.lexists(p):
-            claim(p, OPTIMIZE_PRODUCTS[p.name], args.force)
+            claim(p, OPTIMIZE_PRODUCTS.get(p.name, "profile"), args.force)
+    done = []   # (profile path, command) of the runs that succeeded
     with made_dirs(out):
-        data, rc = profile(target, products[0], force=args.force, affinity_distance=args.affinity_distance,
-                           max_size=args.max_size, coverage=args.coverage, stdin=stdin)
-    print(summary(data, rc), file=sys.stderr)
-    status = training_failed(target, rc, args.allow_failure, f"wrote {products[0]}; not planning")
-    if status:
-        return status
-    plan, prof = plan_and_explain(out, force=args.force, **plan_params(args))
+        for (cmd, stdin), path in zip(runs, profiles):
+            data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
+                               max_size=args.max_size, coverage=args.coverage, stdin=stdin)
+            print(summary(data, rc), file=sys.stderr)
+            if rc == 0:
+                done.append(path)
+            elif len(runs) > 1:
+                from cohort.runner import exit_words
+                note(f"WARNING: the training run {' '.join(cmd)} failed ({exit_words(rc)}); "
+                     f"{'its profile is left out' if not args.allow_failure else 'its profile still counts (--allow-failure)'}")
+                if args.allow_failure:
+                    done.append(path)
+    if not done:
+        status = training_failed(target, 1 if len(runs) > 1 else rc, args.allow_failure,
+                                 f"wrote {', '.join(map(str, profiles))}; not planning")
+        if status:
+            return status
+        done = [profiles[0]]
+    plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:],
+                                  **plan_params(args))
     print(report(plan, prof))
-    note(f"wrote {', '.join(str(p) for p in products)}")
+    note(f"wrote {', '.join(str(p) for p in products + profiles[1:])}"
+         + (f"; planned on {done[0]}, validated on {', '.join(map(str, done[1:]))}" if len(done) > 1 else ""))
     return 0
 
 
@@ -174,7 +211,8 @@ def add_profile_options(p):
 def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
-                                            "unknown_entry", "entry_purity", "rest", "identify")}
+                                            "unknown_entry", "unknown_path", "entry_purity", "rest",
+                                            "identify")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost}
     return params
@@ -215,7 +253,13 @@ def add_plan_options(p):
     p.add_argument("--unknown-entry", default="auto", choices=("walk", "cold", "auto"),
                    help="allocations entering at a site the profile never saw: walk the stack "
                         "and test every selector, or never group them (to the rest pool, if any); "
-                        "auto: walk only if some selector can match such a stack (default: auto)")
+                        "auto: walk only if some selector can match such a stack and, given "
+                        "validation runs, if such walks there mostly find a group (default: auto)")
+    p.add_argument("--unknown-path", default="auto", choices=("walk", "cold", "auto"),
+                   help="a walk that leaves the decision paths (a stack the profile never showed "
+                        "past its entry): walk on to the outermost frame and test every selector, or "
+                        "end there with no group; auto: cold, unless validation runs show that such "
+                        "walks mostly find a group (default: auto)")
 
 
 def build_parser():
@@ -263,6 +307,10 @@ def build_parser():
     pl.add_argument("profile", help="profile.json from cohort profile")
     pl.add_argument("-o", "--output", default="plan", help="plan to write (default: plan)")
     pl.add_argument("--force", action="store_true", help="overwrite a file that is not a Cohort plan")
+    pl.add_argument("--validate", action="append", metavar="PROFILE",
+                    help="the profile of another run of the program (another input): the plan is "
+                         "replayed on it, its transfer score reported, and groups that do not pay "
+                         "there dropped (repeatable)")
     add_plan_options(pl)
     pl.set_defaults(func=cmd_plan)
 
@@ -277,6 +325,9 @@ def build_parser():
                     help="where to draw the graph (default: the profile's name with .svg; - for none)")
     ex.add_argument("--top", type=int, default=10, help="how many hot contexts to list (default: 10)")
     ex.add_argument("--force", action="store_true", help="overwrite a graph file cohort did not draw")
+    ex.add_argument("--validate", action="append", metavar="PROFILE",
+                    help="the profile of another run of the program: show how the plan transfers to "
+                         "it (transfer score, grouped share, walks that find no group) (repeatable)")
     ex.set_defaults(func=cmd_explain)
 
     op = sub.add_parser("optimize", help="profile + plan + explain in one step",
@@ -292,6 +343,12 @@ def build_parser():
     add_plan_options(op)
     op.add_argument("--allow-failure", action="store_true",
                     help="plan even if the training run exits non-zero or is killed")
+    op.add_argument("--train", action="append", metavar="'ARGS'",
+                    help="another training run of PROG with these arguments (repeatable): profiled "
+                         "too (DIR/profile-2.json, ...), and the plan, made from the first run, is "
+                         "validated on it: groups that do not transfer are dropped")
+    op.add_argument("--train-stdin", action="append", metavar="FILE",
+                    help="standard input of the --train runs, one per --train in order")
     op.set_defaults(func=cmd_optimize)
 
     be = sub.add_parser("bench", help="baseline vs optimised, side by side",

@@ -9,7 +9,7 @@ defaults."""
 import os
 from pathlib import Path
 
-from cohort import planner
+from cohort import planner, transfer
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 from cohort.graphsvg import render
@@ -45,14 +45,7 @@ def context_label(profile, cid):
 def plan_groups(profile, plan):
     """(names, {context: group}, [[conjunctions as profile site ids]]) by
     evaluating the plan against the profile."""
-    by_key = {}
-    for s in profile["sites"]:
-        m = profile["modules"][s["module"]]
-        by_key[(m["build_id"], os.path.basename(m["path"]), s["offset"])] = s["id"]
-    site_map = {}
-    for i, (mod, off, _, _) in enumerate(plan["sites"]):
-        build_id, path = plan["modules"][mod]
-        site_map[i] = by_key.get((build_id, os.path.basename(path), off))
+    site_map, _ = transfer.plan_site_map(plan, profile)
     if plan["modules"] and all(v is None for v in site_map.values()):
         raise CohortError("the plan names no call site of this profile (made for another program?)")
     conj = [[] for _ in plan["groups"]]
@@ -114,15 +107,19 @@ def worth_lines(profile, names, group_of, walks, rest):
     return out
 
 
-def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
-    """Returns the text; writes the picture to graph_path."""
+def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=()):
+    """Returns the text; writes the picture to graph_path. validate: profiles
+    of other runs of the program, on which the plan's transfer is shown."""
     profile = load_profile(profile_path)
+    validations = planner.load_validations(profile, validate, f"profile {profile_path}")
     if plan_path:
         plan = read_plan(plan_path)
         names, group_of, conj, walks, rest, roles = plan_groups(profile, plan)
         source = f"plan {plan_path}"
+        transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS) for v in validations]
     else:
-        made = planner.make_plan(profile)
+        made = planner.make_plan(profile, validations=validations)
+        transfers = made.transfers
         names = [g.name for g in made.groups] + (["rest"] if made.rest is not None else [])
         group_of = {c: g for c, g in made.predicted.items() if g is not None}
         conj = [[list(c) for c in g.conjunctions] for g in made.groups] + [[]]
@@ -196,6 +193,10 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
         lines.append(f"  quick test: {len(cold)} cold entry sites ({n} allocations) skip the walk")
     if worth.get(None):
         lines.append(f"  not grouped: {worth[None]}")
+    if transfers:
+        lines.append("")
+        lines.append("Transfer to other inputs (the plan replayed on each run's profile):")
+        lines += transfer.lines(transfers, names)
     text = "\n".join(lines) + "\n"
 
     if graph_path:
@@ -212,12 +213,15 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False):
     return text
 
 
-def plan_and_explain(outdir, force=False, **params):
+def plan_and_explain(outdir, force=False, profile_path=None, validate=(), **params):
     """The steps of `cohort optimize` (and `cohort bench --train`) after the
-    profile: outdir/profile.json -> plan, explain.txt and graph.svg beside
-    it. Returns (plan, profile) as planner.plan_command does."""
+    profile: outdir/profile.json (or profile_path) -> plan, explain.txt and
+    graph.svg in outdir, validated on the profiles `validate`. Returns (plan,
+    profile) as planner.plan_command does."""
     outdir = Path(outdir)
-    made = planner.plan_command(outdir / "profile.json", outdir / "plan", force=force, **params)
-    text = explain(outdir / "profile.json", outdir / "plan", graph_path=outdir / "graph.svg", force=force)
+    profile_path = Path(profile_path or outdir / "profile.json")
+    made = planner.plan_command(profile_path, outdir / "plan", force=force, validate=validate, **params)
+    text = explain(profile_path, outdir / "plan", graph_path=outdir / "graph.svg", force=force,
+                   validate=validate)
     write_output(outdir / "explain.txt", text, "explain", force)
     return made

@@ -59,11 +59,11 @@ def direct_call_sites(binary):
 
 
 def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1,
-               rest=None, paths=()):
+               rest=None, paths=(), unknown_path=None):
     """modules: [binary path]; sites: [(module index, offset, verdict or None)];
     groups: [name]; selects: [(group index, [site indexes])]; rest: the group
     of everything else (version 4); paths: [([site indexes], verdict)]
-    (version 5)."""
+    (version 5); unknown_path: "walk" or "cold" (version 6)."""
     lines = [f"cohort-plan {version}", "# written by hand in a test"]
     if max_size:
         lines.append(f"max-size {max_size}")
@@ -81,6 +81,8 @@ def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_ent
         lines.append("path " + " ".join(str(s) for s in ss) + f" {verdict}")
     if unknown_entry:
         lines.append(f"unknown-entry {unknown_entry}")
+    if unknown_path:
+        lines.append(f"unknown-path {unknown_path}")
     lines.append("end")
     Path(path).write_text("\n".join(lines) + "\n")
     return path

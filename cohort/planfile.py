@@ -14,7 +14,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import plan_checker
 
-PLAN_VERSION = 5        # the version written; 1 to 4 are still read
+PLAN_VERSION = 6        # the version written; 1 to 5 are still read
 MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 _BLANKS = re.compile(r"[ \t]+")
@@ -62,7 +62,8 @@ def check_plan(path, env=None):
 def read_plan(path, env=None):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
-    "rest": group index or None, "rest_max": bytes or None, "paths": {(site, ...): verdict},
+    "unknown_path": s, "rest": group index or None, "rest_max": bytes or None,
+    "paths": {(site, ...): verdict},
     "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
@@ -70,7 +71,7 @@ def read_plan(path, env=None):
     check_plan, is the environment the plan will run under."""
     version = check_plan(path, env)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
-            "unknown_entry": "walk", "rest": None, "rest_max": None, "paths": {},
+            "unknown_entry": "walk", "unknown_path": "walk", "rest": None, "rest_max": None, "paths": {},
             "path_prefixes": set()}
     prefixes = plan["path_prefixes"]
     header = False
@@ -149,6 +150,8 @@ def read_plan(path, env=None):
                 plan["paths"][sites] = verdict
             elif words[0] == "unknown-entry":
                 plan["unknown_entry"] = words[1]
+            elif words[0] == "unknown-path" and version >= 6:
+                plan["unknown_path"] = words[1]
             else:
                 raise bad(f"unknown directive '{words[0]}'")
         except (IndexError, ValueError):
@@ -205,6 +208,37 @@ def _entry_verdict(plan, sites):
     return (first[2] if first else None) or plan["unknown_entry"]
 
 
+def leaves_paths(plan, sites):
+    """Whether the runtime's walk for these sites enters the decision paths
+    and then leaves them before they decide: a stack the profile never
+    showed past that point (what `unknown-path` is about)."""
+    if not sites or not plan.get("paths") or _entry_verdict(plan, sites) != "walk":
+        return False
+    return _follow(plan, sites)[0] == "left"
+
+
+def _follow(plan, sites):
+    """The decision paths from the entry outwards: ("path", verdict, i),
+    ("stop", group, i), ("left", None, i) where a stack that had entered
+    them leaves at sites[i], or ("off", None, i) where the walk goes on past
+    them (the entry begins no path, or the stack ends on them)."""
+    paths, starts = plan.get("paths") or {}, plan.get("path_prefixes") or set()
+    met, i = [], 0
+    for i, s in enumerate(sites):
+        if s is not None and s in met:
+            continue
+        if s is None or (tuple(met + [s]) not in starts and tuple(met + [s]) not in paths):
+            if s is not None and plan["sites"][s][3] is not None:
+                return "stop", plan["sites"][s][3], i   # where the planner left a path to the stop
+            return ("left" if met else "off"), None, i
+        met.append(s)
+        if tuple(met) in paths:
+            return "path", paths[tuple(met)], i
+        if plan["sites"][s][3] is not None:
+            return "stop", plan["sites"][s][3], i
+    return "off", None, i
+
+
 def _walk(plan, sites, use_paths=True):
     """The runtime's walk past the quick test, as (how, what, index):
     ("path", verdict, i) where a decision path ends at sites[i],
@@ -212,21 +246,16 @@ def _walk(plan, sites, use_paths=True):
     when it reaches the outermost frame. The paths (version 5) are followed
     from the entry outwards, passing over sites met before, while the sites
     met are a path's beginning; a stop site met on the way ends the walk
-    too. Where the paths no longer lead, the walk goes on to the first
+    too. Where the paths no longer lead, the walk ends there ("path",
+    "cold") under unknown-path cold (version 6), else goes on to the first
     stop site."""
-    paths, starts = (plan.get("paths") or {}, plan.get("path_prefixes") or set()) if use_paths else ({}, set())
-    met, leave = [], 0
-    if paths:
-        for leave, s in enumerate(sites):
-            if s is not None and s in met:
-                continue
-            if s is None or (tuple(met + [s]) not in starts and tuple(met + [s]) not in paths):
-                break
-            met.append(s)
-            if tuple(met) in paths:
-                return "path", paths[tuple(met)], leave
-            if plan["sites"][s][3] is not None:
-                return "stop", plan["sites"][s][3], leave
+    leave = 0
+    if use_paths and plan.get("paths"):
+        how, what, leave = _follow(plan, sites)
+        if how in ("path", "stop"):
+            return how, what, leave
+        if how == "left" and plan.get("unknown_path") == "cold":   # version 6: the walk ends there
+            return "path", "cold", leave
     for i, s in enumerate(sites[leave:], start=leave):
         if s is not None and plan["sites"][s][3] is not None:
             return "stop", plan["sites"][s][3], i

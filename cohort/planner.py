@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort import grouping, identification, planfile
+from cohort import grouping, identification, planfile, transfer
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -20,7 +20,7 @@ MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the defa
 REST_MAX = 256    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
 D1_BYTES = 32 << 10   # the D1 of the cache geometry Cohort measures with
 
-PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", entry_purity=0.98)
+PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
 
 @dataclass
@@ -55,6 +55,9 @@ class Plan:
     paths: dict = field(default_factory=dict)   # (site id, ...) -> "cold" | "group=G": decision paths
     frames: dict = field(default_factory=dict)  # context id -> frames its walk looks at, if walked
     why_none: str = None                        # why there is no group, if there is none
+    unknown_path: str = "walk"                  # a walk leaving the paths: "walk" on, or "cold"
+    paths_complete: bool = True                 # every walked context has its path (no limit hit)
+    transfers: list = field(default_factory=list)   # transfer.Transfer per validation run
 
 
 def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
@@ -133,6 +136,7 @@ def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, p
                 paths[tuple(prefix)] = "cold" if verdict is None else f"group={verdict}"
             return   # nothing goes on past a decided path: the walk ends there
         if len(prefix) == planfile.MAX_PATH:
+            full[0] = True   # those beyond keep the full walk
             return
         onward = {}
         for c in members:
@@ -162,7 +166,7 @@ def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, p
     if full[0]:
         notes.append(f"some contexts keep the full walk: the decision paths reached the runtime's "
                      f"limit of {MAX_SITES} sites or {planfile.MAX_NODES} path nodes")
-    return paths, frames
+    return paths, frames, not full[0]
 
 
 def site_name(profile, sid):
@@ -289,11 +293,73 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
     return worth
 
 
+def as_read(plan, profile):
+    """The plan as planfile.read_plan would read it back from its file, for
+    planfile.decide and transfer.evaluate."""
+    mod_index = {m: i for i, m in enumerate(plan.modules)}
+    site_index = {s: i for i, s in enumerate(plan.sites)}
+    names = [g.name for g in plan.groups] + (["rest"] if plan.rest is not None else [])
+    paths = {tuple(site_index[s] for s in p): v for p, v in plan.paths.items()}
+    return {
+        "modules": [(profile["modules"][m]["build_id"], profile["modules"][m]["path"]) for m in plan.modules],
+        "sites": [(mod_index[profile["sites"][s]["module"]], profile["sites"][s]["offset"],
+                   plan.verdicts.get(s), plan.stops.get(s)) for s in plan.sites],
+        "groups": names,
+        "selects": [(i, [site_index[s] for s in conj]) for i, g in enumerate(plan.groups) for conj in g.conjunctions],
+        "max_size": plan.max_size, "unknown_entry": plan.unknown_entry, "unknown_path": plan.unknown_path,
+        "rest": plan.rest, "rest_max": plan.rest_max, "paths": paths,
+        "path_prefixes": {p[:k] for p in paths for k in range(1, len(p))},
+    }
+
+
+def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
+    """What the runtime does with stacks the profile never showed.
+    unknown-path: with "auto", a walk that leaves the decision paths ends
+    there (cold), so an unknown stack costs no more frames than the paths
+    hold, unless the validation runs show that such walks mostly (over half
+    of their allocations) find a group. unknown-entry: "auto" has already
+    chosen from the selectors (assemble); validation runs where the walks of
+    unknown entries mostly find no group make it cold."""
+    if unknown_path != "auto":
+        plan.unknown_path = unknown_path
+    elif not plan.paths or not plan.paths_complete:
+        plan.unknown_path = "walk"   # contexts beyond the runtime's limits need the full walk
+    else:
+        plan.unknown_path = "walk"
+        found = tried = 0
+        read = as_read(plan, profile)
+        for v in validations:
+            dec, _ = transfer.decisions(read, v)
+            for c in v["contexts"]:
+                g, _, gone = dec[c["id"]]
+                if gone:
+                    tried += c["allocations"]
+                    found += c["allocations"] if g is not None and g != plan.rest else 0
+        plan.unknown_path = "walk" if tried and found * 2 > tried else "cold"
+    if unknown_entry == "auto" and plan.unknown_entry == "walk" and validations:
+        known = {transfer.site_key(profile, s) for s in plan.verdicts}
+        found = tried = 0
+        for v in validations:
+            dec, _ = transfer.decisions(as_read(plan, profile), v)
+            for c in v["contexts"]:
+                if c["sites"] and transfer.site_key(v, c["sites"][0]) not in known:
+                    tried += c["allocations"]
+                    g = dec[c["id"]][0]
+                    found += c["allocations"] if g is not None and g != plan.rest else 0
+        if tried and found * 2 <= tried:
+            plan.unknown_entry = "cold"
+            plan.notes.append(f"unknown-entry cold: on the validation runs, walks of allocations entering "
+                              f"where training never entered found a group for {found} of {tried}")
+
+
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched"):
+              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
+              unknown_path="auto", validations=()):
     """The plan for a profile. Groups whose identification costs more than
     their placement can save are dropped, one at a time, the worst first,
-    and the plan made again without them. With rest="pool" every small
+    and the plan made again without them; so are groups that do not pay on
+    the profile of some validation run (`validations`: profiles of other
+    inputs of the same program, transfer.py). With rest="pool" every small
     allocation no group claims shares one more pool (docs/planner.md).
     identify: "patched" prices identification as the runtime does with its
     selector call sites patched (its default), "walk" as stack walks
@@ -321,7 +387,21 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     while True:
         plan = assemble(profile, kept, params, list(notes))
         plan.worth = assess(plan, contexts, edges, costs, identify, direct)
+        choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays]
+        if not losers and validations:
+            read = as_read(plan, profile)
+            plan.transfers = [transfer.evaluate(read, profile, v, costs, identify) for v in validations]
+            moved = [(i, t) for t in plan.transfers for i, gt in enumerate(t.groups)
+                     if gt is not None and not gt.pays]
+            if moved:
+                i, t = max(moved, key=lambda it: (it[1].groups[it[0]].walk_ns - it[1].groups[it[0]].saving_ns,
+                                                  -it[0]))
+                g = plan.groups[i]
+                notes.append(f"group around context {g.members[0]} dropped: it does not transfer to the "
+                             f"run `{t.run}`: {t.groups[i].why_not()}")
+                kept = [k for k in kept if k.members != g.members]
+                continue
         if not losers:
             break
         i = max(losers, key=lambda i: (plan.worth[i].outside - plan.worth[i].inside) * costs["miss_ns"]
@@ -341,6 +421,9 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     if rest == "pool":
         add_rest(plan, contexts, entry_purity)
+    if validations:   # as the plan file will be, rest pool and all
+        read = as_read(plan, profile)
+        plan.transfers = [transfer.evaluate(read, profile, v, costs, identify) for v in validations]
     if not plan.groups:
         plan.why_none = why_no_groups(profile, accesses, formed, kept, group_threshold)
     hint = runtime_hint(profile)
@@ -577,11 +660,11 @@ def assemble(profile, kept, params, notes):
         notes.append(f"entry-site verdicts also group {absorbed} allocations of otherwise ungrouped "
                      f"contexts (--entry-purity {entry_purity}), sparing their stack walks")
     stops = stop_sites(contexts, sites, verdicts, predicted, unknown_entry, entry_purity, notes)
-    paths, frames = decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops,
-                                   entry_purity, notes)
+    paths, frames, complete = decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops,
+                                             entry_purity, notes)
     modules = list(dict.fromkeys(profile["sites"][s]["module"] for s in sites))
     return Plan(groups=planned, rejected=[], sites=sites, verdicts=verdicts, stops=stops,
-                paths=paths, frames=frames, modules=modules,
+                paths=paths, frames=frames, modules=modules, paths_complete=complete,
                 unknown_entry=unknown_entry,
                 max_size=min(max(profile["parameters"]["max_size"], MIN_MAX_SIZE), MAX_MAX_SIZE),
                 predicted=predicted, notes=notes)
@@ -613,6 +696,7 @@ def render(plan, profile, source="profile.json"):
     for path, verdict in plan.paths.items():
         lines.append("path " + " ".join(str(site_index[s]) for s in path) + f" {verdict}")
     lines.append(f"unknown-entry {plan.unknown_entry}")
+    lines.append(f"unknown-path {plan.unknown_path}")
     lines.append("end")
     return "\n".join(lines) + "\n"
 
@@ -646,6 +730,9 @@ def report(plan, profile):
                    f"({100 * rest / total_alloc:.1f}%), pooled apart from the groups (--rest pool)")
     for n in plan.notes:
         out.append(f"  note: {n}")
+    if plan.transfers:
+        out.append("Validation runs (the plan replayed on their profiles):")
+        out += transfer.lines(plan.transfers, [g.name for g in plan.groups] + ["rest"])
     return "\n".join(out)
 
 
@@ -664,12 +751,26 @@ def worth_text(w):
             f"{w.outside} with objects outside it); identification: {walks}")
 
 
-def plan_command(profile_path, output, force=False, **params):
+def load_validations(profile, paths, what="the training profile"):
+    """The profiles of validation runs, each checked to be of the same build
+    of the same program as `profile`."""
+    from cohort.profilefile import load_profile
+    out = []
+    for p in paths or ():
+        v = load_profile(p)
+        transfer.same_program(profile, v, what, f"validation profile {p}")
+        out.append(v)
+    return out
+
+
+def plan_command(profile_path, output, force=False, validate=(), **params):
     from cohort.profilefile import load_profile
     output = Path(output)
     claim(output, "plan", force)
     if params.get("unknown_entry") not in ("walk", "cold", "auto"):
         raise CohortError("--unknown-entry must be walk, cold or auto")
+    if params.get("unknown_path", "auto") not in ("walk", "cold", "auto"):
+        raise CohortError("--unknown-path must be walk, cold or auto")
     if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1 or \
             not 0 < params.get("entry_purity", 0.98) <= 1:
         raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")
@@ -678,6 +779,7 @@ def plan_command(profile_path, output, force=False, **params):
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
         raise CohortError("--walk-cost, --frame-cost and --miss-cost must be finite and not negative")
     profile = load_profile(profile_path)
-    plan = make_plan(profile, **params)
+    validations = load_validations(profile, validate, f"profile {profile_path}")
+    plan = make_plan(profile, validations=validations, **params)
     write_output(output, render(plan, profile, source=os.path.basename(str(profile_path))), "plan", force)
     return plan, profile

@@ -350,6 +350,11 @@ struct ch_plan {
   char (*group_names)[64];
   struct ch_plan_conj *conj;
   enum ch_entry_verdict unknown_entry;
+  /* Version 6: a walk that leaves the decision paths (a stack never
+   * profiled past its entry) goes on to the full walk (CH_ENTRY_WALK) or
+   * ends there with no group (CH_ENTRY_COLD), so unknown stacks cost no
+   * more frames than the paths need. */
+  enum ch_entry_verdict unknown_path;
   int rest;   /* version 4: the group of every small allocation no verdict or selector claims; -1: none */
   size_t rest_max;   /* the largest request the rest group takes */
   /* Version 5: the decision paths, a trie over the sites a walk meets from

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 5   /* reads 1 to 5; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path */
+#define PLAN_VERSION 6   /* reads 1 to 6; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
+                            6 unknown-path */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -238,6 +239,11 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
       if (!strcmp(a, "walk")) pl->unknown_entry = CH_ENTRY_WALK;
       else if (!strcmp(a, "cold")) pl->unknown_entry = CH_ENTRY_COLD;
       else FAIL("unknown-entry needs 'walk' or 'cold'");
+    } else if (!strcmp(kw, "unknown-path") && pl->version >= 6) {
+      if (!next_token(&s, &a) || *s) FAIL("unknown-path needs 'walk' or 'cold'");
+      if (!strcmp(a, "walk")) pl->unknown_path = CH_ENTRY_WALK;
+      else if (!strcmp(a, "cold")) pl->unknown_path = CH_ENTRY_COLD;
+      else FAIL("unknown-path needs 'walk' or 'cold'");
     } else if (!strcmp(kw, "end")) {
       if (*s) FAIL("extra text after end");
       have_end = true;
@@ -285,6 +291,7 @@ int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whyle
   }
   pl->max_size = 4096;
   pl->unknown_entry = CH_ENTRY_WALK;
+  pl->unknown_path = CH_ENTRY_WALK;
   pl->rest = -1;
   pl->rest_max = ~(size_t)0;
   pl->nnodes = 1;   /* the root */

@@ -468,7 +468,8 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
    * sites met so far are a path of the plan's trie, one frame at a time;
    * the first node with a verdict ends the walk. A frame that leaves the
    * trie (an application frame with no site, or a site the trie has no
-   * branch for) is where the full walk takes over, unchanged. System frames
+   * branch for) is where the full walk takes over, unchanged, unless the
+   * plan says unknown-path cold. System frames
    * and sites met before (recursion) are passed over, as in a context. */
   const struct ch_plan *pl = ch_plan;
   if (pl->nnodes > 1) {
@@ -476,10 +477,15 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
     for (;;) {
       if (!(v & F_SYSTEM)) {
         int site = F_SITE(v);
-        if (site < 0) break;
+        if (site < 0) goto left;
         if (!(w->active[site >> 6] >> (site & 63) & 1)) {
           unsigned child = ch_plan_child(pl, node, site);
-          if (!child) break;
+          if (!child) {
+            /* A stop site ends the walk here whether or not a path goes on
+             * (the planner writes no path where the stop decides alike). */
+            if (v & F_STOP) { w->stop_group = pl->sites[site].stop; w->frames = depth - entry_depth; return; }
+            goto left;
+          }
           node = child;
           w->active[site >> 6] |= (uint64_t)1 << (site & 63);
           if (pl->node_verdict[node] != CH_QUICK_WALK) { w->path_verdict = pl->node_verdict[node]; w->frames = depth - entry_depth; return; }
@@ -490,6 +496,10 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
       if (++depth == CH_MAX_FRAMES) { w->truncated = true; w->frames = depth - entry_depth; return; }
       v = rule_for(r.pc, tag);
     }
+  left:
+    /* Left the paths past their entry: under unknown-path cold the walk
+     * ends here. (An entry no path begins at gets the full walk.) */
+    if (node && pl->unknown_path == CH_ENTRY_COLD) { w->path_verdict = CH_QUICK_COLD; w->frames = depth - entry_depth; return; }
   }
 
   /* The rest of the stack, recorded for the memo and joining it where the

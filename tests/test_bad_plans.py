@@ -46,7 +46,7 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 5"),
+    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 6"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
     ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
@@ -142,6 +142,27 @@ def test_path_line_needs_version_5(tmp_path):
     p = good_plan(tmp_path / "plan")
     p.write_text(p.read_text().replace("cohort-plan 1", "cohort-plan 4", 1).replace("end\n", "path 0 0 cold\nend\n"))
     assert "unknown directive 'path'" in run_with(p, tmp_path)
+
+
+@pytest.mark.parametrize("version, line, message", [
+    (5, "unknown-path cold", "unknown directive 'unknown-path'"),
+    (6, "unknown-path", "unknown-path needs 'walk' or 'cold'"),
+    (6, "unknown-path sometimes", "unknown-path needs 'walk' or 'cold'"),
+    (6, "unknown-path cold extra", "unknown-path needs 'walk' or 'cold'"),
+])
+def test_unknown_path_line(tmp_path, version, line, message):
+    """Version 6's unknown-path line: refused before version 6 and with
+    anything but walk or cold, by the runtime and the CLI alike."""
+    from cohort import planfile
+    from cohort.errors import CohortError
+    p = good_plan(tmp_path / "plan")
+    p.write_text(p.read_text().replace("cohort-plan 1", f"cohort-plan {version}", 1)
+                 .replace("end\n", line + "\nend\n"))
+    assert message in run_with(p, tmp_path)
+    with pytest.raises(CohortError, match=rf"^plan {p} line \d+: "):
+        planfile.read_plan(p)
+    p.write_text(p.read_text().replace(line, "unknown-path cold").replace("cohort-plan 5", "cohort-plan 6"))
+    assert planfile.read_plan(p)["unknown_path"] == "cold"
 
 
 @pytest.mark.parametrize("path", ["path 0 1", "path 0 1 group=5", "path 0 7 cold", "path 0 1 0 cold",

@@ -1,6 +1,6 @@
-"""Decision paths (plan version 5): the runtime's walk and planfile.decide()
-follow the same procedure. Random plans with every kind of verdict, stop
-sites, selectors and paths, run against objects whose call sites the test
+"""Decision paths (plan versions 5 and 6): the runtime's walk and
+planfile.decide() follow the same procedure. Random plans with every kind of
+verdict, stop sites, selectors, paths and both unknown-path verdicts, run against objects whose call sites the test
 knows exactly (tests/programs/callpaths.c): every object's group must be the
 one decide() predicts."""
 
@@ -74,7 +74,7 @@ def random_plan(rng, path_strings):
         if not clash:
             paths[cut] = rng.choice(["cold", "next"] + [f"group={g}" for g in range(ngroups)] * 2)
     return dict(sites=sites, names=names, selects=selects, rest=rest, paths=list(paths.items()),
-                unknown_entry=rng.choice(["walk", "cold"]))
+                unknown_entry=rng.choice(["walk", "cold"]), unknown_path=rng.choice(["walk", "cold"]))
 
 
 @pytest.mark.parametrize("patch", ["0", "1"], ids=["walk", "patched"])
@@ -88,13 +88,13 @@ def test_runtime_and_decide_agree_on_random_plans(tmp_path, build, patch):
     rng = random.Random(5)
     strings = sorted({"".join(rng.choice(STEPS) for _ in range(rng.randint(1, 7))) for _ in range(400)})
     (tmp_path / "paths").write_text("\n".join(strings) + "\n")
-    decided_by_paths = decided_by_bits = 0
+    decided_by_paths = decided_by_bits = left_cold = 0
     for trial in range(25):
         spec = random_plan(rng, strings)
         plan_path = write_plan(tmp_path / f"plan{trial}", [binary],
                                [(0, table[k], v) for k, v in spec["sites"]], spec["names"],
-                               spec["selects"], version=5, rest=spec["rest"], paths=spec["paths"],
-                               unknown_entry=spec["unknown_entry"])
+                               spec["selects"], version=6, rest=spec["rest"], paths=spec["paths"],
+                               unknown_entry=spec["unknown_entry"], unknown_path=spec["unknown_path"])
         plan = planfile.read_plan(plan_path)
         stats = tmp_path / f"stats{trial}.json"
         r = run([binary, tmp_path / "paths", tmp_path / "log"],
@@ -103,13 +103,16 @@ def test_runtime_and_decide_agree_on_random_plans(tmp_path, build, patch):
         index = {k: i for i, (k, _) in enumerate(spec["sites"])}
         got = {k: v[0][1] for k, v in read_log(tmp_path / "log").items()}
         for p in strings:
-            want = planfile.decide(plan, [index.get(k) for k in chain(p)], size=32, patched=patch == "1")
+            sites = [index.get(k) for k in chain(p)]
+            want = planfile.decide(plan, sites, size=32, patched=patch == "1")
+            left_cold += plan["unknown_path"] == "cold" and planfile.leaves_paths(plan, sites)
             assert got[p] == (-1 if want is None else want), (trial, p, plan_path.read_text())
         st = json.loads(stats.read_text())
         decided_by_paths += st["identification"]["path"]
         decided_by_bits += st["identification"]["patched"]
         if patch == "1" and (spec["selects"] or any(v and "stop=" in v for _, v in spec["sites"])):
             assert st["patch"]["sites_patched"] > 0 and st["patch"]["sites_unpatched"] == 0, st["patch"]
+    assert left_cold > 50   # stacks that leave the paths under unknown-path cold were tried
     if patch == "0":
         assert decided_by_paths > 200   # the paths were taken, not just parsed
     else:

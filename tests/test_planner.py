@@ -139,7 +139,7 @@ def test_optimize_writes_every_product(pipeline):
         assert (out / name).stat().st_size > 0, name
     assert b"groups from" in r.stdout
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 5\n") and text.endswith("end\n")
+    assert text.startswith("cohort-plan 6\n") and text.endswith("end\n")
     svg = (out / "graph.svg").read_text()
     assert svg.startswith("<svg") and svg.count('class="node"') >= 2
 
@@ -312,7 +312,7 @@ def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
     assert any("stop sites also group 5 allocations" in n for n in plan.notes)
     (tmp_path / "plan").write_text(render(plan, profile))
     text = (tmp_path / "plan").read_text()
-    assert text.startswith("cohort-plan 5\n") and " stop=0 " in text and " stop=1 " in text
+    assert text.startswith("cohort-plan 6\n") and " stop=0 " in text and " stop=1 " in text
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
     for c in profile["contexts"]:
@@ -599,8 +599,14 @@ def test_decision_paths_end_walks_where_the_contexts_agree(tmp_path):
     assert plan.predicted == {0: 0, 1: 1, 2: None, 3: None}
     read = agrees_with_runtime(plan, profile, tmp_path)
     assert len(read["paths"]) == 3
-    # a context never profiled that leaves the paths is walked in full
+    # a context never profiled that leaves the paths ends there, with no
+    # group (unknown-path cold, the default with no validation run to show
+    # that such walks find groups), unless a stop site is where it leaves;
+    # under unknown-path walk it is walked in full
     from cohort.planfile import decide
+    assert plan.unknown_path == "cold" and read["unknown_path"] == "cold"
     index = {s: i for i, s in enumerate(plan.sites)}
     assert decide(read, [index[1], index[10], index[21], None, index[30]]) == 1
-    assert decide(read, [index[1], None, index[20], index[30]]) == 0
+    assert decide(read, [index[1], None, index[20], index[30]]) is None
+    assert decide(dict(read, unknown_path="walk"), [index[1], None, index[20], index[30]]) == 0
+    assert make_plan(profile, unknown_path="walk", **FREE_WALKS).unknown_path == "walk"

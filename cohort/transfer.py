@@ -1,0 +1,245 @@
+"""Whether a plan transfers to another input (docs/planner.md, "Plans that
+transfer").
+
+A plan is made from one training run; the runs a user cares about use other
+inputs, whose stacks differ: another recursion depth, other templates,
+other functions of the script. This module replays a plan, exactly as the
+runtime decides (planfile.decide), against the profile of another run of the
+same program, and measures what carries over:
+
+- predicted: the share of that run's allocations whose context (its family,
+  recursion folded away) the training run showed, and which the plan
+  decides as it decided it there. This is the plan's transfer score;
+- grouped: the share the plan puts in one of its groups (not the rest pool);
+- walks that find nothing: the share whose decision needs a stack walk past
+  the entry and still ends in no group, the cost the unknown adds (counted
+  apart: those decided from the bits of patched call sites, which cost a few
+  ns, not a walk);
+- per group, the planner's own test of worth on that run: its affinity
+  inside against outside, and what identifying its objects costs there.
+
+A group that does not pay on a validation run is what `cohort plan
+--validate` and `cohort optimize --train ... --train ...` drop."""
+
+import os
+from dataclasses import dataclass, field
+
+from cohort.errors import CohortError
+from cohort.planfile import decide, leaves_paths, walk_length
+
+
+def module_key(module):
+    """What ties a module of one run to a module of another: its build id
+    and file name (the path may differ between runs; the name and build do not)."""
+    return (module["build_id"], os.path.basename(module["path"]))
+
+
+def site_key(profile, sid):
+    s = profile["sites"][sid]
+    return module_key(profile["modules"][s["module"]]) + (s["offset"],)
+
+
+def plan_site_map(plan, profile):
+    """{plan site index: profile site id or None} for a plan as read_plan
+    gives it, and its inverse {profile site id: plan site index}."""
+    by_key = {site_key(profile, s["id"]): s["id"] for s in profile["sites"]}
+    to_profile = {}
+    for i, (mod, off, _, _) in enumerate(plan["sites"]):
+        build_id, path = plan["modules"][mod]
+        to_profile[i] = by_key.get((build_id, os.path.basename(path), off))
+    return to_profile, {v: k for k, v in to_profile.items() if v is not None}
+
+
+def same_program(a, b, what_a="the training profile", what_b="the validation profile"):
+    """CohortError unless two profiles are of one build of one program: the
+    same executable file name with the same build id (or both without one)."""
+    def main_module(p):
+        exe = os.path.basename(p["target"].get("executable") or p["target"]["argv"][0])
+        mods = [m for m in p["modules"] if os.path.basename(m["path"]) == exe]
+        return exe, (mods[0]["build_id"] if mods else None)
+    (ea, ba), (eb, bb) = main_module(a), main_module(b)
+    if ea != eb:
+        raise CohortError(f"{what_b} is of another program ({eb}) than {what_a} ({ea}): "
+                          "validate a plan with runs of the program it was made for")
+    if ba != bb:
+        raise CohortError(f"{what_b} is of another build of {ea} than {what_a} (build id {bb or 'none'}, "
+                          f"not {ba or 'none'}): profile both with one build")
+
+
+def family_keys(profile):
+    """{context id: key} where the key names the context's family (its
+    sites with recursive re-entries folded away) by module and offset, so
+    that it means the same in every run; the whole chain for a version 1
+    profile."""
+    out = {}
+    fams = profile.get("families")
+    if fams is not None:
+        for f in fams:
+            key = tuple(site_key(profile, s) for s in f["sites"])
+            for c in f["contexts"]:
+                out[c] = key
+    for c in profile["contexts"]:
+        if c["id"] not in out:
+            out[c["id"]] = tuple(site_key(profile, s) for s in c["sites"])
+    return out
+
+
+@dataclass
+class GroupTransfer:
+    """A group of the plan on another run (counts over that run)."""
+    name: str
+    allocations: int = 0
+    inside: int = 0        # affinity among its objects there
+    outside: int = 0       # affinity of its objects with everything else
+    walked: int = 0        # allocations decided past their entry that end in it
+    walk_ns: float = 0.0   # what deciding those costs, priced as the planner prices it
+    miss_ns: float = 3.5
+
+    @property
+    def saving_ns(self):
+        return max(0, self.inside - self.outside) * self.miss_ns
+
+    @property
+    def pays(self):
+        return self.inside > self.outside and self.saving_ns >= self.walk_ns
+
+    def why_not(self):
+        if not self.allocations:
+            return "its selectors and verdicts catch none of its objects there"
+        if self.inside <= self.outside:
+            return (f"its objects there are used with objects outside it ({self.outside} affinitive "
+                    f"accesses) at least as much as with each other ({self.inside})")
+        return (f"identifying its {self.walked} allocations past their entry costs about "
+                f"{self.walk_ns / 1e6:.2f} ms there, more than the {self.saving_ns / 1e6:.2f} ms its "
+                f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside)")
+
+
+@dataclass
+class Transfer:
+    """A plan replayed on the profile of another run."""
+    run: str                        # the run's command line
+    allocations: int
+    predicted: int                  # allocations decided as in training (context seen there)
+    known: int                      # allocations whose context the training run showed
+    grouped: int                    # allocations in a group of the plan (not rest)
+    walk_none: int                  # stack walks past the entry that end in no group
+    bits_none: int                  # decided past the entry from patched call sites, in no group
+    left: int                       # walks that left the decision paths (a stack never profiled)
+    groups: list = field(default_factory=list)   # GroupTransfer per plan group (rest excluded)
+
+    def share(self, n):
+        return n / self.allocations if self.allocations else 0.0
+
+    @property
+    def score(self):
+        return self.share(self.predicted)
+
+    def summary(self):
+        return (f"transfer score {self.score:.1%} (allocations decided as in training; "
+                f"{self.share(self.known):.1%} in contexts training showed), grouped "
+                f"{self.share(self.grouped):.1%}, stack walks that find no group {self.share(self.walk_none):.1%}"
+                + (f" (and {self.share(self.bits_none):.1%} decided for no group from patched call sites, "
+                   "at a few ns each)" if self.bits_none else "")
+                + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
+
+
+def decisions(plan, profile):
+    """{context id: (group or None, frames walked past the entry or None,
+    left the paths)} for every context of the profile under the plan."""
+    to_profile, to_plan = plan_site_map(plan, profile)
+    out = {}
+    for c in profile["contexts"]:
+        chain = [to_plan.get(s) for s in c["sites"]]
+        out[c["id"]] = (decide(plan, chain, size=c["max_size"]), walk_length(plan, chain),
+                        leaves_paths(plan, chain))
+    return out, to_profile
+
+
+def evaluate(plan, train, run, costs, identify="patched", train_decisions=None):
+    """The plan (as read_plan gives it) made from `train`, replayed on the
+    profile `run` of another input. costs: the planner's (COST_DEFAULTS)."""
+    real = {g for g in range(len(plan["groups"])) if g != plan.get("rest")}
+    dec, to_profile = decisions(plan, run)
+    if train_decisions is None:
+        train_decisions, _ = decisions(plan, train)
+    train_keys, run_keys = family_keys(train), family_keys(run)
+    seen = {}   # family key -> {group: allocations} in training
+    for c in train["contexts"]:
+        d = seen.setdefault(train_keys[c["id"]], {})
+        g = train_decisions[c["id"]][0]
+        d[g] = d.get(g, 0) + c["allocations"]
+    expected = {k: max(d, key=lambda g: (d[g], -1 if g is None else g)) for k, d in seen.items()}
+
+    total = predicted = known = grouped = walk_none = bits_none = left = 0
+    groups = [GroupTransfer(name=n, miss_ns=costs["miss_ns"]) for n in plan["groups"]]
+    selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
+        {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
+    selector_sites.discard(None)
+    for c in run["contexts"]:
+        n = c["allocations"]
+        g, frames, gone = dec[c["id"]]
+        total += n
+        k = run_keys[c["id"]]
+        if k in expected:
+            known += n
+            predicted += n if expected[k] == g else 0
+        if g in real:
+            grouped += n
+            groups[g].allocations += n
+        if frames is None:
+            continue
+        # The runtime decides from the bits of patched call sites when it
+        # could patch every selector and stop site on the stack (direct calls).
+        patched = identify == "patched" and all(
+            run["sites"][s].get("call", "direct") == "direct" for s in c["sites"] if s in selector_sites)
+        left += n if gone and not patched else 0
+        if g not in real:
+            if patched:
+                bits_none += n
+            else:
+                walk_none += n
+            continue
+        groups[g].walked += n
+        groups[g].walk_ns += n * (costs["patched_ns"] if patched
+                                  else costs["walk_ns"] + frames * costs["frame_ns"])
+
+    # Affinity on that run: a graph node belongs to the group most of its
+    # allocations are decided into.
+    if run.get("families") is not None:
+        graph = run["family_graph"]
+        node_ctx = {f["id"]: f["contexts"] for f in run["families"]}
+    else:
+        graph = run["graph"]
+        node_ctx = {c["id"]: [c["id"]] for c in run["contexts"]}
+    node_group = {}
+    for node, ctxs in node_ctx.items():
+        d = {}
+        for cid in ctxs:
+            g = dec[cid][0]
+            d[g] = d.get(g, 0) + run["contexts"][cid]["allocations"]
+        node_group[node] = max(d, key=lambda g: (d[g], -1 if g is None else g)) if d else None
+    for x, y, w in graph["edges"]:
+        gx, gy = node_group.get(x), node_group.get(y)
+        if gx is not None and gx == gy:
+            if gx in real:
+                groups[gx].inside += w
+        else:
+            for g in {gx, gy} & real:
+                groups[g].outside += w
+    return Transfer(run=" ".join(run["target"]["argv"]), allocations=total, predicted=predicted, known=known,
+                    grouped=grouped, walk_none=walk_none, bits_none=bits_none, left=left,
+                    groups=[groups[g] if g in real else None for g in range(len(plan["groups"]))])
+
+
+def lines(transfers, names):
+    """`cohort plan` and `cohort explain`: one paragraph per validation run."""
+    out = []
+    for t in transfers:
+        out.append(f"  on {t.run}: {t.summary()}")
+        for i, g in enumerate(t.groups):
+            if g is None:
+                continue
+            verdict = "transfers" if g.pays else f"does not transfer: {g.why_not()}"
+            out.append(f"    group {i} {names[i]}: {t.share(g.allocations):.1%} of allocations, "
+                       f"{g.inside} affinitive accesses inside, {g.outside} outside; {verdict}")
+    return out
