@@ -336,6 +336,9 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
                     tried += c["allocations"]
                     found += c["allocations"] if g is not None and g != plan.rest else 0
         plan.unknown_path = "walk" if tried and found * 2 > tried else "cold"
+        if plan.unknown_path == "walk":
+            plan.notes.append(f"unknown-path walk: on the validation runs, walks that left the decision "
+                              f"paths found a group for {found} of {tried} allocations")
     if unknown_entry == "auto" and plan.unknown_entry == "walk" and validations:
         known = {transfer.site_key(profile, s) for s in plan.verdicts}
         found = tried = 0
@@ -425,7 +428,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         read = as_read(plan, profile)
         plan.transfers = [transfer.evaluate(read, profile, v, costs, identify) for v in validations]
     if not plan.groups:
-        plan.why_none = why_no_groups(profile, accesses, formed, kept, group_threshold)
+        plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold)
     hint = runtime_hint(profile)
     if hint:
         plan.notes.append(hint)
@@ -492,8 +495,9 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold):
                 f"{group_threshold:g}; if the training run is much shorter than real runs, lower it "
                 f"(e.g. --group-threshold {group_threshold / 10:g})")
     return (f"no groups: all {len(kept)} candidate groups were dropped (the notes below say "
-            "why): grouping them would cost more than it saves; small objects still share the rest "
-            "pool, and `cohort run --mode all` pools them all, for comparison")
+            "why): none pays, since identifying it costs more than its placement saves, its objects "
+            "are used more with others than with each other, or it does not transfer to a validation "
+            "run; small objects still share the rest pool")
 
 
 def short_lived(contexts):

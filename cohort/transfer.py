@@ -150,7 +150,7 @@ def decisions(plan, profile):
     out = {}
     for c in profile["contexts"]:
         chain = [to_plan.get(s) for s in c["sites"]]
-        out[c["id"]] = (decide(plan, chain, size=c["max_size"]), walk_length(plan, chain),
+        out[c["id"]] = (decide(plan, chain), walk_length(plan, chain),
                         leaves_paths(plan, chain))
     return out, to_profile
 

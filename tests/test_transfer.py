@@ -1,0 +1,116 @@
+"""Plans that transfer between inputs (issue 17): a plan replayed on the
+profile of another run (cohort/transfer.py), the groups that do not pay
+there dropped, the unknown-path choice, and the CLI that drives it."""
+
+from conftest import BUILD, COHORT, run
+from test_planner import FREE_WALKS, shape_profile
+
+from cohort import transfer
+from cohort.planner import as_read, make_plan
+
+XFORM = BUILD / "workloads" / "xform"
+
+
+def prof(contexts, edges, argv):
+    p = shape_profile(contexts, edges, 4000)
+    p["target"] = {"argv": argv, "executable": "/x/prog"}
+    return p
+
+
+# Two groups told apart past a shared entry (site 1): callers 10 and 11.
+TRAIN = [(0, [1, 10, 30], 500, 1000), (1, [1, 11, 31], 500, 1000), (2, [5], 300, 0)]
+TRAIN_EDGES = [(0, 0, 500), (1, 1, 500)]
+
+
+def test_replay_on_a_run_with_a_stack_never_profiled():
+    """The validation run has the training contexts and one new stack through
+    the entry (via 12): the score counts only what training showed; without a
+    validation run the new stack's walk would end where it leaves the paths
+    (unknown-path cold), but this run shows that such walks find a group (the
+    entry's own term), so auto keeps the full walk, and says why."""
+    train = prof(TRAIN, TRAIN_EDGES, ["/x/prog", "small"])
+    alone = make_plan(train, identify="walk", **FREE_WALKS)
+    assert alone.unknown_path == "cold" and alone.paths and not alone.transfers
+    val = prof(TRAIN[:2] + [TRAIN[2], (3, [1, 12, 30], 300, 500)],
+               [(0, 0, 400), (1, 1, 400), (0, 3, 200)], ["/x/prog", "big"])
+    plan = make_plan(train, identify="walk", validations=[val], **FREE_WALKS)
+    assert plan.unknown_path == "walk" and len(plan.groups) == 2
+    assert any(n.startswith("unknown-path walk: on the validation runs") for n in plan.notes)
+    (t,) = plan.transfers
+    assert (t.allocations, t.known, t.predicted, t.grouped, t.left) == (1600, 1300, 1300, 1300, 300)
+    assert t.run == "/x/prog big" and abs(t.score - 1300 / 1600) < 1e-9
+    assert all(g.pays for g in t.groups)
+    # the same plan with unknown-path cold sends the new stack to no group
+    cold = transfer.evaluate(dict(as_read(plan, train), unknown_path="cold"), train, val,
+                             {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0, "miss_ns": 3.5}, "walk")
+    assert cold.grouped == 1000 and cold.left == 300
+
+
+def test_a_group_that_does_not_pay_on_a_validation_run_is_dropped():
+    """On the other run group 1's objects are used with an ungrouped
+    context's far more than with each other: it goes, with a note naming the
+    run; group 0 stays."""
+    train = prof(TRAIN, TRAIN_EDGES, ["/x/prog", "small"])
+    val = prof(TRAIN, [(0, 0, 400), (1, 1, 100), (1, 2, 900)], ["/x/prog", "other"])
+    plan = make_plan(train, identify="walk", validations=[val], **FREE_WALKS)
+    assert [g.conjunctions for g in plan.groups] == [[(10,)]]
+    assert any("does not transfer to the run `/x/prog other`" in n and "(900 affinitive accesses)" in n
+               for n in plan.notes)
+    assert make_plan(train, identify="walk", **FREE_WALKS).groups[1].conjunctions == [(1,)]
+
+
+def test_scores_name_families_across_runs():
+    """Contexts are matched between runs by module and offset, not by id:
+    the validation profile lists them in another order, with other ids."""
+    train = prof(TRAIN, TRAIN_EDGES, ["/x/prog", "a"])
+    val = prof([(0, [5], 300, 0), (1, [1, 11, 31], 500, 1000), (2, [1, 10, 30], 500, 1000)],
+               [(2, 2, 500), (1, 1, 500)], ["/x/prog", "b"])
+    plan = make_plan(train, identify="walk", validations=[val], **FREE_WALKS)
+    (t,) = plan.transfers
+    assert t.predicted == t.known == 1300 and t.grouped == 1000
+    assert [g.inside for g in t.groups] == [500, 500]
+
+
+def test_other_program_or_build_is_refused():
+    import pytest
+    from cohort.errors import CohortError
+    a = prof(TRAIN, TRAIN_EDGES, ["/x/prog"])
+    b = prof(TRAIN, TRAIN_EDGES, ["/y/other"])
+    b["target"]["executable"] = "/y/other"
+    b["modules"][0]["path"] = "/y/other"
+    with pytest.raises(CohortError, match="is of another program \\(other\\) than"):
+        transfer.same_program(a, b)
+    c = prof(TRAIN, TRAIN_EDGES, ["/x/prog"])
+    c["modules"][0]["build_id"] = "cd"
+    with pytest.raises(CohortError, match="another build of prog"):
+        transfer.same_program(a, c)
+
+
+def test_optimize_with_training_runs(tmp_path):
+    """cohort optimize --train: every run profiled, the plan made from the
+    first and validated on the others; a run that fails is reported with its
+    exit status and left out; explain --validate shows the transfer."""
+    out = tmp_path / "o"
+    r = run([COHORT, "optimize", "-o", out, "--train", "900 3 2 5", "--train", "1",   # usage: exit 2
+             "--", XFORM, "600", "3", "1", "1"])
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode()
+    assert "WARNING: the training run" in err and "failed (exit status 2); its profile is left out" in err
+    assert (out / "profile-2.json").exists() and (out / "profile-3.json").exists()
+    assert b"Validation runs" in r.stdout and b"transfer score" in r.stdout
+    assert "validated on " + str(out / "profile-2.json") in err
+    assert (out / "plan").read_text().startswith("cohort-plan 6\n")
+    r = run([COHORT, "explain", out / "profile.json", out / "plan", "--graph", "-",
+             "--validate", out / "profile-2.json"])
+    assert r.returncode == 0 and b"Transfer to other inputs" in r.stdout and b"transfer score" in r.stdout
+    # a profile of another program: one line, non-zero
+    other = BUILD / "workloads" / "bst"
+    r = run([COHORT, "profile", "-o", tmp_path / "bst.json", "--", other, "200", "300"])
+    assert r.returncode == 0
+    r = run([COHORT, "plan", out / "profile.json", "-o", tmp_path / "p", "--validate", tmp_path / "bst.json"])
+    assert r.returncode == 2 and r.stderr.count(b"\n") == 1 and b"is of another program (bst)" in r.stderr
+    assert not (tmp_path / "p").exists()
+    # --train-stdin must pair with --train
+    r = run([COHORT, "optimize", "-o", tmp_path / "q", "--train", "1 1 1 1", "--train-stdin", "/dev/null",
+             "--train-stdin", "/dev/null", "--", XFORM, "600", "3", "1", "1"])
+    assert r.returncode != 0 and b"--train-stdin given 2 times for 1 --train runs" in r.stderr
