@@ -1,5 +1,5 @@
-"""The benchmark workloads of issues 11 and 12 (bintree, quadtree, treesort,
-treesim, graph, calc, mixed, wrapsim) on small inputs: the checksum must not depend on where
+"""The benchmark workloads of issues 11, 12 and 17 (bintree, quadtree, treesort,
+treesim, graph, calc, mixed, wrapsim, xform) on small inputs: the checksum must not depend on where
 objects live (glibc, jemalloc, Cohort grouping everything, Cohort's random
 placement), their inputs files must be complete, and the standard-input
 convention (PHASE-stdin lines, cohort.workloads.stdin_file, bench-suite's
@@ -15,7 +15,7 @@ import pytest
 from conftest import COHORT, JEMALLOC, ROOT, run
 from cohort import workloads
 
-NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim"]
+NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform"]
 
 # Smaller than the train inputs: a few hundredths of a second each.
 SMALL = {
@@ -27,6 +27,7 @@ SMALL = {
     "calc": ["3"],
     "mixed": ["300", "20", "7"],
     "wrapsim": ["3", "40", "7"],
+    "xform": ["800", "3", "4", "7"],
 }
 
 
