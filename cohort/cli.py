@@ -148,12 +148,13 @@ def cmd_optimize(args, target):
     for p in products + profiles[1:]:
         if os.path.lexists(p):
             claim(p, OPTIMIZE_PRODUCTS.get(p.name, "profile"), args.force)
-    done = []   # (profile path, command) of the runs that succeeded
+    done, codes = [], []   # the profiles of the runs that count; every run's exit status
     with made_dirs(out):
         for (cmd, stdin), path in zip(runs, profiles):
             data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
                                max_size=args.max_size, coverage=args.coverage, stdin=stdin)
             print(summary(data, rc), file=sys.stderr)
+            codes.append(rc)
             if rc == 0:
                 done.append(path)
             elif len(runs) > 1:
@@ -163,7 +164,7 @@ def cmd_optimize(args, target):
                 if args.allow_failure:
                     done.append(path)
     if not done:
-        status = training_failed(target, 1 if len(runs) > 1 else rc, args.allow_failure,
+        status = training_failed(target, codes[0], args.allow_failure,
                                  f"wrote {', '.join(map(str, profiles))}; not planning")
         if status:
             return status

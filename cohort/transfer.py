@@ -144,8 +144,10 @@ class Transfer:
 
 
 def decisions(plan, profile):
-    """{context id: (group or None, frames walked past the entry or None,
-    left the paths)} for every context of the profile under the plan."""
+    """{context id: (group or None, frames its walk looks at or None when
+    the quick test decides at the entry, whether the walk leaves the decision
+    paths)} for every context of the profile under the plan, and the plan's
+    sites in the profile."""
     to_profile, to_plan = plan_site_map(plan, profile)
     out = {}
     for c in profile["contexts"]:
