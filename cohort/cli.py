@@ -139,6 +139,7 @@ def cmd_optimize(args, target):
     from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs
     from cohort.planner import report
     from cohort.profile import profile, summary
+    from cohort.runner import exit_words
     runs = training_runs(args, target)
     out = Path(args.output)
     if os.path.lexists(out) and not out.is_dir():
@@ -158,7 +159,6 @@ def cmd_optimize(args, target):
             if rc == 0:
                 done.append(path)
             elif len(runs) > 1:
-                from cohort.runner import exit_words
                 note(f"WARNING: the training run {' '.join(cmd)} failed ({exit_words(rc)}); "
                      f"{'its profile is left out' if not args.allow_failure else 'its profile still counts (--allow-failure)'}")
                 if args.allow_failure:

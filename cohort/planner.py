@@ -165,7 +165,8 @@ def decision_paths(contexts, sites, verdicts, predicted, unknown_entry, stops, p
                      f"contexts (--entry-purity {purity}), sparing the rest of their walks")
     if full[0]:
         notes.append(f"some contexts keep the full walk: the decision paths reached the runtime's "
-                     f"limit of {MAX_SITES} sites or {planfile.MAX_NODES} path nodes")
+                     f"limit of {MAX_SITES} sites, {planfile.MAX_NODES} path nodes or "
+                     f"{planfile.MAX_PATH} sites in one path")
     return paths, frames, not full[0]
 
 
@@ -320,39 +321,35 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
     of their allocations) find a group. unknown-entry: "auto" has already
     chosen from the selectors (assemble); validation runs where the walks of
     unknown entries mostly find no group make it cold."""
-    if unknown_path != "auto":
-        plan.unknown_path = unknown_path
-    elif not plan.paths or not plan.paths_complete:
-        plan.unknown_path = "walk"   # contexts beyond the runtime's limits need the full walk
-    else:
-        plan.unknown_path = "walk"
-        found = tried = 0
-        read = as_read(plan, profile)
+    auto_path = unknown_path == "auto" and plan.paths and plan.paths_complete
+    auto_entry = unknown_entry == "auto" and plan.unknown_entry == "walk"
+    # Without paths, or past the runtime's limits, contexts need the full walk.
+    plan.unknown_path = unknown_path if unknown_path != "auto" else "walk"
+    tally = {"path": [0, 0], "entry": [0, 0]}   # allocations whose full walk found a group, of all
+    if validations and (auto_path or auto_entry):
+        read = as_read(plan, profile)   # unknown-path walk: what the full walk would find
+        known = {transfer.site_key(profile, s) for s in plan.verdicts}
         for v in validations:
             dec, _ = transfer.decisions(read, v)
             for c in v["contexts"]:
                 g, _, gone = dec[c["id"]]
-                if gone:
-                    tried += c["allocations"]
-                    found += c["allocations"] if g is not None and g != plan.rest else 0
+                n, found = c["allocations"], g is not None and g != plan.rest
+                unseen = bool(c["sites"]) and transfer.site_key(v, c["sites"][0]) not in known
+                for kind, counts in (("path", gone), ("entry", unseen)):
+                    if counts:
+                        tally[kind][0] += n if found else 0
+                        tally[kind][1] += n
+    if auto_path:
+        found, tried = tally["path"]
         plan.unknown_path = "walk" if tried and found * 2 > tried else "cold"
         if plan.unknown_path == "walk":
             plan.notes.append(f"unknown-path walk: on the validation runs, walks that left the decision "
                               f"paths found a group for {found} of {tried} allocations")
-    if unknown_entry == "auto" and plan.unknown_entry == "walk" and validations:
-        known = {transfer.site_key(profile, s) for s in plan.verdicts}
-        found = tried = 0
-        for v in validations:
-            dec, _ = transfer.decisions(as_read(plan, profile), v)
-            for c in v["contexts"]:
-                if c["sites"] and transfer.site_key(v, c["sites"][0]) not in known:
-                    tried += c["allocations"]
-                    g = dec[c["id"]][0]
-                    found += c["allocations"] if g is not None and g != plan.rest else 0
-        if tried and found * 2 <= tried:
-            plan.unknown_entry = "cold"
-            plan.notes.append(f"unknown-entry cold: on the validation runs, walks of allocations entering "
-                              f"where training never entered found a group for {found} of {tried}")
+    found, tried = tally["entry"]
+    if auto_entry and tried and found * 2 <= tried:
+        plan.unknown_entry = "cold"
+        plan.notes.append(f"unknown-entry cold: on the validation runs, walks of allocations entering "
+                          f"where training never entered found a group for {found} of {tried}")
 
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,

@@ -157,13 +157,12 @@ def decisions(plan, profile):
     return out, to_profile
 
 
-def evaluate(plan, train, run, costs, identify="patched", train_decisions=None):
+def evaluate(plan, train, run, costs, identify="patched"):
     """The plan (as read_plan gives it) made from `train`, replayed on the
     profile `run` of another input. costs: the planner's (COST_DEFAULTS)."""
     real = {g for g in range(len(plan["groups"])) if g != plan.get("rest")}
     dec, to_profile = decisions(plan, run)
-    if train_decisions is None:
-        train_decisions, _ = decisions(plan, train)
+    train_decisions, _ = decisions(plan, train)
     train_keys, run_keys = family_keys(train), family_keys(run)
     seen = {}   # family key -> {group: allocations} in training
     for c in train["contexts"]:

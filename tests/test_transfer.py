@@ -2,6 +2,8 @@
 profile of another run (cohort/transfer.py), the groups that do not pay
 there dropped, the unknown-path choice, and the CLI that drives it."""
 
+import pytest
+
 from conftest import BUILD, COHORT, run
 from test_planner import FREE_WALKS, shape_profile
 
@@ -72,7 +74,6 @@ def test_scores_name_families_across_runs():
 
 
 def test_other_program_or_build_is_refused():
-    import pytest
     from cohort.errors import CohortError
     a = prof(TRAIN, TRAIN_EDGES, ["/x/prog"])
     b = prof(TRAIN, TRAIN_EDGES, ["/y/other"])

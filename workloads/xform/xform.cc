@@ -90,10 +90,12 @@ void gen_element(std::string &out, unsigned depth, unsigned &budget) {
 
 struct Parser {
   const char *p;
-  unsigned name_at() {
-    for (unsigned i = 0; i < NNAMES; i++) {
-      size_t n = strlen(NAMES[i]);
-      if (!strncmp(p, NAMES[i], n) && (p[n] == '>' || p[n] == ' ')) { p += n; return i; }
+  // The index of the word of `words` at p that one of `ends` follows; p
+  // moves past it. Element and attribute names alike.
+  unsigned word_at(const char *const *words, unsigned n, const char *ends) {
+    for (unsigned i = 0; i < n; i++) {
+      size_t len = strlen(words[i]);
+      if (!strncmp(p, words[i], len) && p[len] && strchr(ends, p[len])) { p += len; return i; }
     }
     fprintf(stderr, "xform: bad document\n");
     exit(2);
@@ -107,12 +109,11 @@ struct Parser {
   Node *element() {
     p++;   // '<'
     Node *e = new Node;
-    e->name = name_at();
+    e->name = word_at(NAMES, NNAMES, "> ");
     while (*p == ' ') {
       p++;
       Attr a;
-      for (unsigned i = 0; i < NATTRS; i++)
-        if (!strncmp(p, ATTRS[i], strlen(ATTRS[i])) && p[strlen(ATTRS[i])] == '=') { a.name = i; p += strlen(ATTRS[i]); break; }
+      a.name = word_at(ATTRS, NATTRS, "=");
       p += 2;   // ="
       while (*p != '"') a.value += *p++;
       p++;
