@@ -28,6 +28,9 @@ static unsigned ngroups;
 static int rest = -1;
 static size_t rest_max;
 static bool rest_only;
+/* The frameless path (ch_identify_control): what it serves, up to what size. */
+static size_t control_max;
+static int control_group;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
 static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
 
@@ -53,7 +56,8 @@ const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3",
  * after the last flush. */
 static CH_TLS int32_t tbudget, tbudget_base;
 /* The path of allocations counted by the budget alone: direct sites under a
- * plan, every small allocation under the controls (ch_identify_control). */
+ * plan, every small allocation on the frameless path (ch_identify_control):
+ * the all and random controls, and a plan with nothing but its rest pool. */
 static enum ch_path budget_path = CH_PATH_DIRECT;
 static void flush_counts(void) {
   /* What the budget lost beyond the other counts. Under a plan they stepped
@@ -62,7 +66,7 @@ static void flush_counts(void) {
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) others += tcount[i];
   uint32_t quiet = (uint32_t)(tbudget_base - tbudget) - others;
   tcount[budget_path] += quiet;
-  if (budget_path == CH_PATH_DIRECT) tframes[0] += quiet;
+  if (budget_path == CH_PATH_DIRECT || budget_path == CH_PATH_COLD) tframes[0] += quiet;
   tbudget_base = tbudget;
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) {
     if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
@@ -165,6 +169,7 @@ void ch_identify_init(void) {
     rest_max = ch_plan->rest_max;
     bool nothing_to_decide = !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
     rest_only = rest >= 0 && nothing_to_decide;
+    if (rest_only) budget_path = CH_PATH_COLD;   /* as if the quick test had said cold */
     if (nothing_to_decide && rest < 0) {
       ch_info("plan has no selectors: nothing to group");
       return;
@@ -175,7 +180,9 @@ void ch_identify_init(void) {
   }
   if (ch_owned_map) {
     ch_identify_active = true;
-    ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM;
+    ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
+    control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
+    control_group = rest_only ? rest : 0;
   }
 }
 
@@ -221,11 +228,11 @@ static inline int random_group(void) {
   return random_pick();
 }
 
-bool ch_identify_controls;
+_Atomic bool ch_identify_controls;
 int ch_identify_control(size_t size) {
-  if (CH_UNLIKELY(size > ch_max_size || ch_in_runtime || tbudget <= 0)) return -1;
+  if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */
-  return ch_opt.mode == CH_MODE_ALL ? 0 : random_pick();
+  return ch_opt.mode == CH_MODE_RANDOM ? random_pick() : control_group;
 }
 
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {

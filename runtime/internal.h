@@ -415,10 +415,11 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
-/* The all and random controls, for the entry points' frameless path: a
+/* The all and random controls, and a plan with nothing but its rest pool
+ * (it needs no frame either), for the entry points' frameless path: a
  * group, or -1: take the ordinary path (too large, the runtime's own, or
  * the counts are due). */
-extern bool ch_identify_controls;
+extern _Atomic bool ch_identify_controls;
 int ch_identify_control(size_t size);
 void ch_identify_flush_due(void);
 unsigned ch_ngroups(void);

@@ -80,11 +80,14 @@ def test_plan_groups_named_objects(tmp_path, build, patch):
     assert ident["truncated"] == 0
 
 
-@pytest.mark.parametrize("selects", [True, False, "next"], ids=["groups-and-rest", "rest-only", "next-max"])
+@pytest.mark.parametrize("selects", [True, False, "next", "rest-max"],
+                         ids=["groups-and-rest", "rest-only", "next-max", "rest-only-max"])
 def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
     """Plan format 4: a rest group receives every small allocation that no
     verdict or selector claims (cold entries, walks that match nothing);
-    the groups keep theirs, and the output is unchanged."""
+    the groups keep theirs, and the output is unchanged. A plan with nothing
+    but its rest group decides without a look at the stack, and keeps the
+    rest group's max= there too."""
     binary = PROGRAMS / "groups_O2"
     sites = [
         (0, call_sites(binary, "build", "make_a")[0], None),
@@ -98,27 +101,34 @@ def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
         sites[3] = (0, sites[3][1], "next")
         plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "wrapped", "rest"],
                           [(0, [0]), (0, [1]), (1, [2])], version=4, rest="2 max=32")
-    elif selects:
+    elif selects is True:
         plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "wrapped", "rest"],
                           [(0, [0]), (0, [1]), (1, [2])], version=4, rest=2)
     else:
-        plan = write_plan(tmp_path / "plan", [binary], sites[3:], ["rest"], [], version=4, rest=0)
+        plan = write_plan(tmp_path / "plan", [binary], sites[3:], ["rest"], [], version=4,
+                          rest="0 max=32" if selects == "rest-max" else 0)
     base = run([binary, tmp_path / "base.log"], env=cohort_env())
     stats = tmp_path / "stats.json"
     r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     assert r.stdout == base.stdout
     objs = read_log(tmp_path / "log")
-    rest = 2 if selects else 0
-    expect = {"a": 0, "b": 0, "w1": 1} if selects else {}
+    rest = 2 if selects in (True, "next") else 0
+    expect = {"a": 0, "b": 0, "w1": 1} if rest else {}
     if selects == "next":
         expect.update(c=-1, w2=-1)
+    if selects == "rest-max":
+        expect.update(b=-1, w1=-1, w2=-1)   # over 32 bytes
     for kind in ("a", "b", "w1", "c", "w2"):
         assert all(g == expect.get(kind, rest) for _, g, _ in objs[kind]), kind
     st = json.loads(stats.read_text())
     assert st["plan_active"] is True
     assert st["groups"][rest]["name"] == "rest"
-    assert st["groups"][rest]["allocations"] >= (0 if selects == "next" else 4000 if selects else 10000)
+    assert st["groups"][rest]["allocations"] >= (0 if selects == "next" else 4000 if rest else 10000)
+    if not rest:
+        ident = st["identification"]
+        assert ident["cold"] >= 10000 and st["frames_walked"]["0"] == ident["cold"]
+        assert sum(ident.values()) == ident["cold"] + ident["large"] + ident["reentrant"]
 
 
 def test_stripped_binary_same_result(tmp_path):
