@@ -18,7 +18,6 @@ MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
 MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the default chunk size / 8
 REST_MAX = 256    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
-D1_BYTES = 32 << 10   # the D1 of the cache geometry Cohort measures with
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
@@ -420,7 +419,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     if rest == "pool":
-        add_rest(plan, contexts, entry_purity)
+        add_rest(plan, contexts)
     if validations:   # as the plan file will be, rest pool and all
         read = as_read(plan, profile)
         plan.transfers = [transfer.evaluate(read, profile, v, costs, identify) for v in validations]
@@ -497,49 +496,19 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold):
             "run; small objects still share the rest pool")
 
 
-def short_lived(contexts):
-    """Contexts whose objects mostly die before a D1's worth of other
-    objects has been allocated: their whole life is spent in the cache, so
-    no placement can save them a miss, and a pool only adds its own cost."""
-    allocs = sum(c["allocations"] for c in contexts)
-    mean_size = sum(c["bytes"] for c in contexts) / allocs if allocs else 0
-    return {c["id"] for c in contexts
-            if c["lifetime"]["mean"] is not None and c["frees"] * 2 > c["allocations"]
-            and c["lifetime"]["mean"] * mean_size < D1_BYTES}
-
-
-def add_rest(plan, contexts, purity):
+def add_rest(plan, contexts):
     """The rest pool: every allocation of up to REST_MAX bytes that no group
-    claims. Larger ones stay with the next allocator (the pools serve them
-    from mixed bins that fragment under churn of varied sizes), and so do
-    those entering at a site where short-lived objects make `purity` of the
-    allocations: such a site gets the verdict `next`."""
+    claims. Larger ones stay with the next allocator: the pools serve them
+    from mixed bins that fragment under churn of varied sizes. Short-lived
+    objects go to the rest pool too: a pooled malloc+free pair costs less
+    than glibc's (docs/runtime.md, "The group allocator's own cost"), and a
+    site sent to the next allocator would cost every allocation the quick
+    test, where a plan with nothing but its rest pool needs none."""
     plan.rest = len(plan.groups)
     plan.rest_max = REST_MAX
-    short = short_lived(contexts)
-    entering = {}
     for c in contexts:
-        if c["sites"]:
-            e = entering.setdefault(c["sites"][0], [0, 0])
-            e[0] += c["allocations"]
-            e[1] += c["allocations"] if c["id"] in short else 0
-    nexts = {s for s, v in plan.verdicts.items()
-             if v == "cold" and s in entering and entering[s][1] >= purity * max(entering[s][0], 1)}
-    sent = 0
-    for s in nexts:
-        plan.verdicts[s] = "next"
-        sent += entering[s][0]
-    for c in contexts:
-        if plan.predicted[c["id"]] is not None:
-            continue
-        if c["sites"] and c["sites"][0] in nexts:
-            continue
-        if c["max_size"] <= REST_MAX:
+        if plan.predicted[c["id"]] is None and c["max_size"] <= REST_MAX:
             plan.predicted[c["id"]] = plan.rest
-    if sent:
-        plan.notes.append(f"{sent} allocations entering at {len(nexts)} sites go to the next allocator "
-                          f"(verdict next): their objects die before {D1_BYTES >> 10} KiB of others are "
-                          f"allocated, so a pool could only add its cost")
     if not plan.groups and plan.rest not in plan.predicted.values():
         # nothing to place: a plan with no pool at all lets the runtime pass
         # every call straight through, without even the quick test
