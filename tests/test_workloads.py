@@ -1,5 +1,5 @@
 """The benchmark workloads of issues 11, 12 and 17 (bintree, quadtree, treesort,
-treesim, graph, calc, mixed, wrapsim, xform) on small inputs: the checksum must not depend on where
+treesim, graph, calc, mixed, wrapsim, xform, render) on small inputs: the checksum must not depend on where
 objects live (glibc, jemalloc, Cohort grouping everything, Cohort's random
 placement), their inputs files must be complete, and the standard-input
 convention (PHASE-stdin lines, cohort.workloads.stdin_file, bench-suite's
@@ -15,7 +15,7 @@ import pytest
 from conftest import COHORT, JEMALLOC, ROOT, run
 from cohort import workloads
 
-NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform"]
+NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render"]
 
 # Smaller than the train inputs: a few hundredths of a second each.
 SMALL = {
@@ -28,6 +28,7 @@ SMALL = {
     "mixed": ["300", "20", "7"],
     "wrapsim": ["3", "40", "7"],
     "xform": ["800", "3", "4", "7"],
+    "render": ["40", "30", "3", "5", "150"],
 }
 
 
@@ -55,6 +56,14 @@ def test_checksum_does_not_depend_on_placement(name, tmp_path):
         assert (r.returncode, r.stdout, r.stderr) == (0, plain.stdout, b""), mode
         grouped = sum(g["allocations"] for g in json.loads(stats.read_text())["groups"])
         assert grouped > 100, f"{mode}: the program's objects should really be placed by Cohort"
+
+
+def test_render_checksum_does_not_depend_on_threads():
+    """The renderer's workers take rows in whatever order they get them; the
+    picture, and so the checksum, is the same with any number of them."""
+    argv = [workloads.binary("render"), "40", "30"]
+    sums = {run([*argv, t, "5", "150"], env=PLAIN).stdout.split(b"checksum")[1] for t in ("1", "2", "4")}
+    assert len(sums) == 1
 
 
 @pytest.mark.parametrize("shape", ["ring", "split", "relay"])
