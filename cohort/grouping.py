@@ -110,6 +110,83 @@ def group(accesses, edges, total_accesses, min_weight=None, max_members=16, tole
     return groups
 
 
+def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_threshold=0.005):
+    """A second stage after Figure 6. HALO's density score keeps a node
+    whose loop outweighs its edges out of a group, so a cluster whose
+    members are each used with all the others (a scene graph's node kinds,
+    a parser's tree and its child arrays) comes out as several groups, each
+    used more with the others than within itself: each would then be
+    dropped as not paying, and the cluster would go back among everything
+    else. Here a kept group whose weight to the rest of the graph is at
+    least its internal weight is merged with the group, or node, it shares
+    the most weight with, the worst such group first, while the merged
+    group has at most `max_members` nodes; until no kept group is like that
+    or has a partner left. Returns (groups, merges): the groups in order of
+    formation (a merged group takes the place of its first part), and per
+    merge (node, partner's node, whether the partner was a kept group, the
+    weight between them, the group's internal weight before)."""
+    adj = {}
+    for (x, y), w in edges.items():
+        if w <= 0:
+            continue
+        adj.setdefault(x, {})[y] = adj.setdefault(x, {}).get(y, 0) + w
+        if x != y:
+            adj.setdefault(y, {})[x] = adj.setdefault(y, {}).get(x, 0) + w
+    grouped = {n for g in groups for n in g.members}
+    units = list(groups) + [Group(members=[n], weight=adj.get(n, {}).get(n, 0), score=0.0, kept=False,
+                                  history=[(n, None)])
+                            for n in sorted(accesses) if n not in grouped]
+
+    def split(u):   # (inside, outside) weight of a unit
+        nodes = set(u.members)
+        inside = outside = 0
+        for x in nodes:
+            for y, w in adj.get(x, {}).items():
+                if y in nodes:
+                    inside += w if x == y else w / 2
+                else:
+                    outside += w
+        return inside, outside
+
+    free = {id(u) for u in units[len(groups):]}
+    merges, stuck = [], set()
+    while True:
+        bad = []
+        for i, u in enumerate(units):
+            if u.kept and i not in stuck:
+                inside, outside = split(u)
+                if inside <= outside:
+                    bad.append((outside - inside, -i, i))
+        if not bad:
+            break
+        i = max(bad)[2]
+        u = units[i]
+        links = {}
+        owner = {n: j for j, v in enumerate(units) for n in v.members}
+        for x in u.members:
+            for y, w in adj.get(x, {}).items():
+                j = owner.get(y)
+                if j is not None and j != i:
+                    links[j] = links.get(j, 0) + w
+        fits = [(w, -j, j) for j, w in links.items() if len(u.members) + len(units[j].members) <= max_members]
+        if not fits:
+            stuck.add(i)
+            continue
+        j = max(fits)[2]
+        v = units[j]
+        members = u.members + v.members
+        weight, loops = internal(edges, members)
+        merged = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
+                       kept=weight >= total_accesses * group_threshold,
+                       history=u.history + [(v.members[0], "merged")] + v.history[1:])
+        merges.append((u.members[0], v.members[0], v.kept, links[j], split(u)[0]))
+        first, last = min(i, j), max(i, j)
+        units[first] = merged
+        del units[last]
+        stuck = {k if k < last else k - 1 for k in stuck if k not in (i, j)}
+    return [u for u in units if id(u) not in free], merges
+
+
 def from_profile(profile):
     """(accesses, edges, total accesses, members) of a profile's filtered
     graph: over its context families if it has them (cohort/families.py),

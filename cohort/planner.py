@@ -369,12 +369,17 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     accesses, edges, total, members = grouping.from_profile(profile)
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
+    formed, merges = grouping.consolidate(formed, accesses, edges, total, max_members=max_members,
+                                          group_threshold=group_threshold)
     for g in formed:   # from graph nodes (families) to their contexts
         g.nodes = g.members
         g.members = [c for n in g.nodes for c in members[n]]
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
-    notes = []
+    notes = [f"group around context {members[n][0]} merged with the {'group' if kept_partner else 'context'} "
+             f"around context {members[p][0]}: its objects are used with those ({link:.0f} affinitive "
+             f"accesses) at least as much as with each other ({inside:.0f}), and on their own would "
+             "not pay" for n, p, kept_partner, link, inside in merges]
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
         kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]

@@ -505,12 +505,15 @@ def test_no_group_because_of_an_allocator_of_its_own_names_it_and_the_remedy():
     assert any("PYTHONMALLOC=malloc" in n for n in plan.notes)
 
 
-def test_group_more_affine_outside_than_inside_is_dropped(tmp_path):
+def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dropped(tmp_path):
     """A list whose nodes are walked with the shapes they point to (made by
     other contexts): HALO's density keeps the list alone (its loop is dense),
-    but a pool of its own would take each node away from its shape, which
-    the shared rest pool keeps beside it. A group of objects used with each
-    other more than with anything else stays."""
+    but a pool of its own would take each node away from its shape. So the
+    list's group is merged with its partners, the shapes' group, and the
+    merged group keeps each node beside its shape and apart from the rest.
+    Where no merge fits (--max-members 1) it is dropped: the shared rest
+    pool keeps the nodes beside their shapes. A group of objects used with
+    each other more than with anything else stays either way."""
     from cohort.planner import make_plan
     ctxs = [(0, [1, 9], 10000, 120000), (1, [2, 3, 9], 3333, 90000), (2, [4, 5, 9], 3333, 70000),
             (3, [6, 9], 10000, 1500000)]
@@ -518,12 +521,21 @@ def test_group_more_affine_outside_than_inside_is_dropped(tmp_path):
              (3, 3, 37000), (0, 3, 12000), (1, 3, 5000), (2, 3, 3000)]
     profile = shape_profile(ctxs, edges, 2_000_000)
     plan = make_plan(profile)
+    assert sorted(sorted(g.members) for g in plan.groups) == [[0, 1, 2], [3]]
+    merged = next(i for i, g in enumerate(plan.groups) if 0 in g.members)
+    assert plan.worth[merged].inside == 248000 and plan.worth[merged].outside == 20000
+    assert any("context 1 merged with the group around context 0" in n for n in plan.notes), plan.notes
+    assert plan.predicted == {0: merged, 1: merged, 2: merged, 3: 1 - merged}
+    agrees_with_runtime(plan, profile, tmp_path)
+
+    plan = make_plan(profile, max_members=1)
     assert [g.members for g in plan.groups] == [[3]]
     assert plan.worth[0].inside == 37000 and plan.worth[0].outside == 20000
     dropped = [n for n in plan.notes if "used with objects outside it" in n]
-    assert len(dropped) == 2 and any("context 0 dropped" in n for n in dropped)
+    assert len(dropped) == 1 and "context 0 dropped" in dropped[0]
     assert plan.predicted == {0: 1, 1: 1, 2: 1, 3: 0}
-    agrees_with_runtime(plan, profile, tmp_path)
+    (tmp_path / "singletons").mkdir()
+    agrees_with_runtime(plan, profile, tmp_path / "singletons")
 
 
 def test_max_size_is_kept_within_the_runtime_limits():
