@@ -124,7 +124,7 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
     or has a partner left. Returns (groups, merges): the groups in order of
     formation (a merged group takes the place of its first part), and per
     merge (node, partner's node, whether the partner was a kept group, the
-    weight between them, the group's internal weight before)."""
+    weight between them, the group's internal and outside weight before)."""
     adj = {}
     for (x, y), w in edges.items():
         if w <= 0:
@@ -179,7 +179,8 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
         merged = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
                        kept=weight >= total_accesses * group_threshold,
                        history=u.history + [(v.members[0], "merged")] + v.history[1:])
-        merges.append((u.members[0], v.members[0], v.kept, links[j], split(u)[0]))
+        inside, outside = split(u)
+        merges.append((u.members[0], v.members[0], v.kept, links[j], inside, outside))
         first, last = min(i, j), max(i, j)
         units[first] = merged
         del units[last]

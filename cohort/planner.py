@@ -376,10 +376,11 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         g.members = [c for n in g.nodes for c in members[n]]
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
-    notes = [f"group around context {members[n][0]} merged with the {'group' if kept_partner else 'context'} "
-             f"around context {members[p][0]}: its objects are used with those ({link:.0f} affinitive "
-             f"accesses) at least as much as with each other ({inside:.0f}), and on their own would "
-             "not pay" for n, p, kept_partner, link, inside in merges]
+    notes = [f"group around context {members[n][0]} merged with the "
+             f"{'group around context' if kept_partner else 'ungrouped context'} {members[p][0]}: its objects are "
+             f"used with objects outside it ({outside:.0f} affinitive accesses, {link:.0f} of them with "
+             f"those) at least as much as with each other ({inside:.0f}), so on its own it would not pay"
+             for n, p, kept_partner, link, inside, outside in merges]
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
         kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]
