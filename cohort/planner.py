@@ -34,6 +34,7 @@ class PlannedGroup:
     conflicts: list
     unidentifiable: list
     nodes: list = field(default_factory=list)   # its nodes in the graph (families or contexts)
+    merged: bool = False   # formed by grouping.consolidate: priced as stack walks (assess)
 
 
 @dataclass
@@ -265,13 +266,17 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
             continue
         w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
         frames = walk_frames(c, plan.stops, plan.frames)
+        g = plan.predicted.get(c["id"])
+        # A merged group's selectors span the call sites of several
+        # structures, often hot recursive ones, whose stubs cost per call
+        # and are not priced (COST_DEFAULTS): it is priced as stack walks.
         patched = identify == "patched" and (direct is None or all(
-            s in direct for s in c["sites"] if s in selector_sites))
+            s in direct for s in c["sites"] if s in selector_sites)) and not (
+            g is not None and g < len(plan.groups) and plan.groups[g].merged)
         w["ns"] += c["allocations"] * (costs["patched_ns"] if patched
                                        else costs["walk_ns"] + frames * costs["frame_ns"])
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
-        g = plan.predicted.get(c["id"])
         if g is not None:
             w["groups"][g] = w["groups"].get(g, 0) + c["allocations"]
     worth = []
@@ -280,7 +285,8 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
         worth.append(Worth(inside=inside, outside=outside,
-                           saving_ns=max(0, inside - outside) * costs["miss_ns"], identify=identify))
+                           saving_ns=max(0, inside - outside) * costs["miss_ns"],
+                           identify="walk" if g.merged else identify))
     for w in sites_walk.values():
         share = sum(w["groups"].values())
         for g, n in w["groups"].items():
@@ -554,7 +560,8 @@ def assemble(profile, kept, params, notes):
             weight=g.weight, score=g.score, accesses=popularity[sel.group],
             allocations=sum(contexts[m]["allocations"] for m in g.members),
             conjunctions=sel.conjunctions, conflicts=sel.conflicts,
-            unidentifiable=sel.unidentifiable, nodes=getattr(g, "nodes", g.members)))
+            unidentifiable=sel.unidentifiable, nodes=getattr(g, "nodes", g.members),
+            merged=any(h[1] == "merged" for h in g.history)))
 
     # What the runtime will decide for every profiled context (first match).
     def first_match():
