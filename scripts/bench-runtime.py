@@ -23,6 +23,11 @@ from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "allocbench"
 OUT = ROOT / "demo-out"
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__)
+    sys.exit(0)
+if len(sys.argv) > 1 and not sys.argv[1].isdigit():
+    sys.exit(f"bench-runtime.py: TRIALS must be a number, not {sys.argv[1]!r} (--help says how)")
 TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
 SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "groups", "deep", "alt"}
 GEOMETRY = ["--D1=32768,8,64", "--LL=1048576,16,64"]
