@@ -51,6 +51,18 @@ def merge_benefit(edges, group, candidate, tolerance):
     return score(edges, a + b) - (1 - tolerance) * max(score(edges, a), score(edges, b))
 
 
+def _adjacency(edges, nodes):
+    """{node: {neighbour: weight}} over `nodes`, from the edges of positive
+    weight between two of them (a loop appears once, under its node)."""
+    adj = {n: {} for n in nodes}
+    for (x, y), w in edges.items():
+        if w > 0 and x in adj and y in adj:
+            adj[x][y] = adj[x].get(y, 0) + w
+            if x != y:
+                adj[y][x] = adj[y].get(x, 0) + w
+    return adj
+
+
 def _density(weight, loops, n):
     denominator = loops + n * (n - 1) / 2
     return weight / denominator if denominator else 0.0
@@ -68,12 +80,7 @@ def group(accesses, edges, total_accesses, min_weight=None, max_members=16, tole
     if min_weight is None:
         min_weight = max(edges.values(), default=0) / 1000
     edges = {e: w for e, w in edges.items() if w >= min_weight and w > 0}
-    adj = {n: {} for n in accesses}
-    for (x, y), w in edges.items():
-        if x in adj and y in adj:
-            adj[x][y] = adj[x].get(y, 0) + w
-            if x != y:
-                adj[y][x] = adj[y].get(x, 0) + w
+    adj = _adjacency(edges, accesses)
     loop = {n: adj[n].get(n, 0) for n in adj}
     avail = set(accesses)
     groups = []
@@ -125,13 +132,7 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
     formation (a merged group takes the place of its first part), and per
     merge (node, partner's node, whether the partner was a kept group, the
     weight between them, the group's internal and outside weight before)."""
-    adj = {}
-    for (x, y), w in edges.items():
-        if w <= 0:
-            continue
-        adj.setdefault(x, {})[y] = adj.setdefault(x, {}).get(y, 0) + w
-        if x != y:
-            adj.setdefault(y, {})[x] = adj.setdefault(y, {}).get(x, 0) + w
+    adj = _adjacency(edges, accesses)
     grouped = {n for g in groups for n in g.members}
     units = list(groups) + [Group(members=[n], weight=adj.get(n, {}).get(n, 0), score=0.0, kept=False,
                                   history=[(n, None)])
@@ -156,10 +157,10 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
             if u.kept and i not in stuck:
                 inside, outside = split(u)
                 if inside <= outside:
-                    bad.append((outside - inside, -i, i))
+                    bad.append((outside - inside, -i, i, inside, outside))
         if not bad:
             break
-        i = max(bad)[2]
+        _, _, i, inside, outside = max(bad)
         u = units[i]
         links = {}
         owner = {n: j for j, v in enumerate(units) for n in v.members}
@@ -179,7 +180,6 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
         merged = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
                        kept=weight >= total_accesses * group_threshold,
                        history=u.history + [(v.members[0], "merged")] + v.history[1:])
-        inside, outside = split(u)
         merges.append((u.members[0], v.members[0], v.kept, links[j], inside, outside))
         first, last = min(i, j), max(i, j)
         units[first] = merged
