@@ -299,6 +299,14 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
     return worth
 
 
+def replay(plan, profile, validations, costs, identify):
+    """The plan replayed on each validation run's profile (transfer.py),
+    its merged groups priced as stack walks there too (assess)."""
+    read = as_read(plan, profile)
+    walked = {i for i, g in enumerate(plan.groups) if g.merged}
+    return [transfer.evaluate(read, profile, v, costs, identify, walked) for v in validations]
+
+
 def as_read(plan, profile):
     """The plan as planfile.read_plan would read it back from its file, for
     planfile.decide and transfer.evaluate."""
@@ -401,8 +409,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays]
         if not losers and validations:
-            read = as_read(plan, profile)
-            plan.transfers = [transfer.evaluate(read, profile, v, costs, identify) for v in validations]
+            plan.transfers = replay(plan, profile, validations, costs, identify)
             moved = [(i, t) for t in plan.transfers for i, gt in enumerate(t.groups)
                      if gt is not None and not gt.pays]
             if moved:
@@ -433,8 +440,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     if rest == "pool":
         add_rest(plan, contexts)
     if validations:   # as the plan file will be, rest pool and all
-        read = as_read(plan, profile)
-        plan.transfers = [transfer.evaluate(read, profile, v, costs, identify) for v in validations]
+        plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
         plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold)
     hint = runtime_hint(profile)

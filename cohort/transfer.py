@@ -157,9 +157,11 @@ def decisions(plan, profile):
     return out, to_profile
 
 
-def evaluate(plan, train, run, costs, identify="patched"):
+def evaluate(plan, train, run, costs, identify="patched", walked=()):
     """The plan (as read_plan gives it) made from `train`, replayed on the
-    profile `run` of another input. costs: the planner's (COST_DEFAULTS)."""
+    profile `run` of another input. costs: the planner's (COST_DEFAULTS).
+    walked: groups the planner prices as stack walks whatever their sites
+    (its merged groups, planner.assess); a plan file does not say which."""
     real = {g for g in range(len(plan["groups"])) if g != plan.get("rest")}
     dec, to_profile = decisions(plan, run)
     train_decisions, _ = decisions(plan, train)
@@ -201,7 +203,7 @@ def evaluate(plan, train, run, costs, identify="patched"):
                 walk_none += n
             continue
         groups[g].walked += n
-        groups[g].walk_ns += n * (costs["patched_ns"] if patched
+        groups[g].walk_ns += n * (costs["patched_ns"] if patched and g not in walked
                                   else costs["walk_ns"] + frames * costs["frame_ns"])
 
     # Affinity on that run: a graph node belongs to the group most of its
