@@ -326,25 +326,15 @@ class Parser {
     std::string t = next();
     if (t != what) throw ParseError{"line " + std::to_string(line_) + ": expected '" + what + "', got '" + t + "'"};
   }
-  double number() {
-    std::string t = next();
-    char *end;
-    double v = strtod(t.c_str(), &end);
-    if (t.empty() || *end) throw ParseError{"line " + std::to_string(line_) + ": not a number: '" + t + "'"};
-    return v;
-  }
-  Vec vec() {
-    double x = number(), y = number();
-    return {x, y, number()};
-  }
-  // key value pairs up to '}': each key names what follows it
-  std::map<std::string, std::vector<std::string>> fields(unsigned per_key) {
+  // key value pairs up to '}': a point or colour key (center, at, min, max,
+  // color) takes three values, any other key one
+  std::map<std::string, std::vector<std::string>> fields() {
     std::map<std::string, std::vector<std::string>> f;
     expect("{");
     for (std::string k = next(); k != "}"; k = next()) {
       if (k.empty()) throw ParseError{"unexpected end of scene"};
       std::vector<std::string> &v = f[k];
-      unsigned n = k == "center" || k == "at" || k == "min" || k == "max" || k == "color" ? 3 : per_key;
+      unsigned n = k == "center" || k == "at" || k == "min" || k == "max" || k == "color" ? 3 : 1;
       for (unsigned i = 0; i < n; i++) v.push_back(next());
     }
     return f;
@@ -374,7 +364,7 @@ class Parser {
 
   void parse_material() {
     std::string name = next();
-    auto f = fields(1);
+    auto f = fields();
     auto m = std::make_unique<Material>();
     m->name = name;
     m->color = field_vec(f, "color");
@@ -383,7 +373,7 @@ class Parser {
     scene_.materials[name] = std::move(m);
   }
   void parse_light() {
-    auto f = fields(1);
+    auto f = fields();
     scene_.lights.push_back({field_vec(f, "at"), field_vec(f, "color")});
   }
 
@@ -402,7 +392,7 @@ class Parser {
     if (kind == "group") return parse_group(kind);
     std::string name = next();
     if (kind == "sphere") {
-      auto f = fields(1);
+      auto f = fields();
       Sphere *s = declare<Sphere>(kind, name);
       s->c = field_vec(f, "center");
       s->rad = field(f, "radius");
@@ -412,7 +402,7 @@ class Parser {
       return s;
     }
     if (kind == "box") {
-      auto f = fields(1);
+      auto f = fields();
       Cube *b = declare<Cube>(kind, name);
       b->bounds.add(field_vec(f, "min"));
       b->bounds.add(field_vec(f, "max"));
@@ -420,7 +410,7 @@ class Parser {
       return b;
     }
     if (kind == "mesh") {
-      auto f = fields(1);
+      auto f = fields();
       return parse_mesh(name, f);
     }
     throw ParseError{"line " + std::to_string(line_) + ": unknown object '" + kind + "'"};
