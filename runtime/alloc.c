@@ -87,15 +87,25 @@ static CH_NOINLINE void *malloc_framed(size_t size) {
   return CH_KEEP_FRAME(ch_malloc_grouping(size, ENTRY_FRAME()));
 }
 
-/* Never inlined: ch_direct_malloc's tail call must stay a jump. The all and
- * random controls need no frame. */
-CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
+/* Everything but the fast lane: the all and random controls need no frame
+ * either; under a plan, a tail call to malloc_framed. */
+static CH_NOINLINE void *malloc_rest(size_t size) {
   if (ch_identify_controls) {
     int g = ch_identify_control(size);
     if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
   }
   if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
   return malloc_framed(size);
+}
+
+/* Never inlined: ch_direct_malloc's tail call must stay a jump. */
+CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
+  struct ch_heap *h = ch_control_heap;
+  if (CH_LIKELY(h != NULL) && size < ch_control_limit) {
+    ch_control_count++;
+    return ch_group_malloc_in(h, ch_control_group, size);
+  }
+  return malloc_rest(size);
 }
 
 CH_EXPORT void free(void *p) { ch_free_impl(p); }

@@ -623,9 +623,8 @@ static CH_NOINLINE void *alloc_no_heap(unsigned group, size_t n, size_t size, bo
  * when no nearby bin could serve. Every call it makes is a tail call, so
  * it needs no frame. or_next: fall back to the next allocator instead of
  * returning NULL. */
-static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next,
-                                                               bool raw) {
-  struct ch_heap *h = my_heap;
+static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_heap *h, unsigned group,
+                                                                  size_t size, bool or_next, bool raw) {
   size_t n = ch_block_size(size);
   if (CH_UNLIKELY(!h)) goto general;
   struct ch_group_heap *gh = &h->g[group];
@@ -656,7 +655,19 @@ general:
   if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }
+static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next,
+                                                               bool raw) {
+  return group_malloc_in(my_heap, group, size, or_next, raw);
+}
 void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, size, false, false); }
+void *ch_group_malloc_in(struct ch_heap *h, unsigned group, size_t size) {
+  return group_malloc_in(h, group, size, true, false);
+}
+
+/* Armed, the thread's own heap; never in the checked mode, whose my_heap
+ * stays NULL. */
+CH_TLS struct ch_heap *ch_control_heap;
+void ch_heap_arm_control(void) { ch_control_heap = my_heap; }
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
 
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
@@ -988,7 +999,7 @@ static void heap_abandon(struct ch_heap *h) {
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
-  if (h == own_heap) own_heap = my_heap = NULL;
+  if (h == own_heap) own_heap = my_heap = ch_control_heap = NULL;
   heap_abandon(h);
   ch_in_runtime--;
 }

@@ -64,7 +64,8 @@ static void flush_counts(void) {
    * past no frame either. */
   uint32_t others = 0;
   for (unsigned i = 0; i < CH_PATH_COUNT; i++) others += tcount[i];
-  uint32_t quiet = (uint32_t)(tbudget_base - tbudget) - others;
+  uint32_t quiet = (uint32_t)(tbudget_base - tbudget) - others + ch_control_count;
+  ch_control_count = 0;
   tcount[budget_path] += quiet;
   if (budget_path == CH_PATH_DIRECT || budget_path == CH_PATH_COLD) tframes[0] += quiet;
   tbudget_base = tbudget;
@@ -183,6 +184,8 @@ void ch_identify_init(void) {
     ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
     control_group = rest_only ? rest : 0;
+    ch_control_group = (unsigned)control_group;
+    if (ch_identify_controls && ch_opt.mode != CH_MODE_RANDOM) ch_control_limit = control_max + 1;
   }
 }
 
@@ -229,10 +232,23 @@ static inline int random_group(void) {
 }
 
 _Atomic bool ch_identify_controls;
+size_t ch_control_limit;
+unsigned ch_control_group;
+CH_TLS uint32_t ch_control_count;   /* counted on budget_path when the counts are flushed */
+/* The lane is armed for a thread once its counts are flushed at its exit
+ * (tregistered) and its heap exists. It ignores ch_in_runtime: that guards
+ * stack walks, and the lane walks nothing; the heap code it enters never
+ * allocates while it is half-way through a change. */
 int ch_identify_control(size_t size) {
   if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */
-  return ch_opt.mode == CH_MODE_RANDOM ? random_pick() : control_group;
+  if (ch_opt.mode == CH_MODE_RANDOM) return random_pick();
+  if (tregistered && ch_control_limit) ch_heap_arm_control();
+  return control_group;
+}
+void ch_identify_controls_off(void) {
+  atomic_store(&ch_identify_controls, false);
+  ch_control_limit = 0;
 }
 
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {

@@ -86,8 +86,10 @@ void ch_ensure_init(void) {
         ch_direct_malloc, ch_direct_new, ch_direct_act_malloc, ch_direct_act_new,
         ch_direct_rest_malloc, ch_direct_rest_new});
     }
-    if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled)))
-      ch_identify_active = ch_identify_controls = false;
+    if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled))) {
+      ch_identify_active = false;
+      ch_identify_controls_off();
+    }
   }
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   install_stats_signal();

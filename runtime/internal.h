@@ -219,6 +219,11 @@ struct ch_heap {
 } __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
+/* The fast lane's heap: this thread's once armed, else NULL. Arming is the
+ * identify layer's call (ch_identify_control); the heap's teardown disarms. */
+extern CH_TLS struct ch_heap *ch_control_heap;
+void ch_heap_arm_control(void);
+void *ch_group_malloc_in(struct ch_heap *h, unsigned group, size_t size);   /* or_next */
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 size_t ch_group_usable(const void *p);             /* p is ours */
@@ -421,6 +426,15 @@ bool ch_identify_count_direct(void);
  * the counts are due). */
 extern _Atomic bool ch_identify_controls;
 int ch_identify_control(size_t size);
+/* The frameless path's fast lane, for malloc and operator new: a thread
+ * whose heap is armed (ch_control_heap, heap.c) sends every request below
+ * ch_control_limit to ch_control_group with no other test, and counts it in
+ * ch_control_count. The limit is 0 while the lane is closed: under a plan
+ * with groups to decide, the random control, or once a plan is disabled. */
+extern size_t ch_control_limit;
+extern unsigned ch_control_group;
+extern CH_TLS uint32_t ch_control_count;
+void ch_identify_controls_off(void);
 void ch_identify_flush_due(void);
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);

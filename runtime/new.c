@@ -62,17 +62,26 @@ static inline void *new_control(size_t n) {
   return g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : NULL;
 }
 
-/* operator new / new[]; never inlined: ch_direct_new's tail call must stay a jump */
-CH_EXPORT CH_NOINLINE void *_Znwm(size_t n) {
+/* Everything but the fast lane (see malloc). */
+static CH_NOINLINE void *new_rest(size_t n) {
   void *p;
   if (ch_identify_controls && CH_LIKELY((p = new_control(n)) != NULL)) return p;
   return new_framed(n);
 }
-CH_EXPORT CH_NOINLINE void *_Znam(size_t n) {
-  void *p;
-  if (ch_identify_controls && CH_LIKELY((p = new_control(n)) != NULL)) return p;
-  return new_framed(n);
+
+/* operator new / new[]; never inlined: ch_direct_new's tail call must stay a
+ * jump. The fast lane first, as in malloc. */
+static inline void *new_lane(size_t n) {
+  struct ch_heap *h = ch_control_heap;
+  if (CH_LIKELY(h != NULL) && n < ch_control_limit) {
+    ch_control_count++;
+    void *p = ch_group_malloc_in(h, ch_control_group, n);
+    if (CH_LIKELY(p != NULL)) return p;
+  }
+  return new_rest(n);
 }
+CH_EXPORT CH_NOINLINE void *_Znwm(size_t n) { return new_lane(n); }
+CH_EXPORT CH_NOINLINE void *_Znam(size_t n) { return new_lane(n); }
 /* Their own code, whatever another module may define under their names. */
 extern __typeof__(_Znwm) ch_new_entry __attribute__((alias("_Znwm"), visibility("hidden")));
 extern __typeof__(_Znam) ch_new_array_entry __attribute__((alias("_Znam"), visibility("hidden")));

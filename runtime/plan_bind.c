@@ -75,7 +75,7 @@ void ch_plan_bind_module(struct ch_module *m) {
       if (ch_init_state == 2) mismatch(pm, m);   /* at start-up, check_binary reports it */
       atomic_store(&ch_plan_disabled, true);
       atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
-      atomic_store(&ch_identify_controls, false);
+      ch_identify_controls_off();
       ch_direct_max = 0;
       return;
     }

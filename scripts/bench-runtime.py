@@ -177,7 +177,7 @@ def main():
              measure({"glibc": (bump, plain), "jemalloc": (bump, jem_plain), "cohort group": (bump, every),
                       "cohort group, COHORT_CHECK=1": (bump, checked)}), "glibc")
         show("grouped churn: malloc+free pairs (mode all)",
-             measure({"glibc": (churn, plain), "cohort group": (churn, every),
+             measure({"glibc": (churn, plain), "jemalloc": (churn, jem_plain), "cohort group": (churn, every),
                       "cohort group, COHORT_CHECK=1": (churn, checked)}), "glibc")
 
     # Churn spread over 1..64 groups in rotation: the allocator's own
