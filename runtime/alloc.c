@@ -92,7 +92,10 @@ static CH_NOINLINE void *malloc_framed(size_t size) {
 static CH_NOINLINE void *malloc_rest(size_t size) {
   if (ch_identify_controls) {
     int g = ch_identify_control(size);
-    if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
+    if (CH_LIKELY(g >= 0)) {
+      if (ch_identify_lane_ready()) ch_heap_arm_control();
+      return ch_group_malloc_or_next((unsigned)g, size);
+    }
   }
   if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
   return malloc_framed(size);

@@ -26,6 +26,10 @@
  * the checked mode, where my_heap stays NULL so that every allocation and
  * free leaves its fast path for the slow one, which hands it to check.c. */
 static CH_TLS struct ch_heap *own_heap, *my_heap;
+
+/* Groups whose blocks of a whole number of cache lines start on a line
+ * (bit g: group g; docs/runtime.md, "Line-sized blocks"). */
+uint64_t ch_line_groups;
 static pthread_key_t heap_key;
 static bool heap_key_ok;
 static ch_lock_t heaps_lock;                     /* heap lists and orphans */
@@ -643,6 +647,9 @@ static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_hea
   }
   p = c->bump;
   if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) goto general;
+  /* A block of whole lines at a line boundary spans no extra line; the
+   * general path aligns it and bins the gap. */
+  if (CH_UNLIKELY(((ch_line_groups >> group) & 1) && !(n & 63) && ((uintptr_t)p & 63))) goto lines;
   mark_bump(p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:
@@ -652,6 +659,11 @@ done:
   return p;
 general:
   if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
+  if (((ch_line_groups >> group) & 1) && !(n & 63)) {
+  lines:;   /* whatever the general path finds for it starts on a line too */
+    void *q = alloc_general(h, group, n, 64, false, size);
+    return q || !or_next ? q : ch_next.malloc(size);
+  }
   if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }

@@ -79,6 +79,11 @@ void ch_ensure_init(void) {
       if (!ch_plan_check_binary()) atomic_store(&ch_plan_disabled, true);
     }
     ch_identify_init();
+    /* Under a plan, every group but the rest pool places line-sized blocks
+     * on lines; the controls and the rest pool pack. */
+    if (ch_identify_active && ch_opt.mode == CH_MODE_PLAN && ch_plan)
+      for (unsigned g = 0; g < ch_plan->ngroups && g < CH_MAX_GROUPS; g++)
+        if ((int)g != ch_plan->rest) ch_line_groups |= (uint64_t)1 << g;
     if (ch_identify_active) {
       ch_patch_init();
       ch_direct_init(&(struct ch_direct_entries){

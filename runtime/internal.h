@@ -222,6 +222,7 @@ void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
 /* The fast lane's heap: this thread's once armed, else NULL. Arming is the
  * identify layer's call (ch_identify_control); the heap's teardown disarms. */
 extern CH_TLS struct ch_heap *ch_control_heap;
+extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
 void *ch_group_malloc_in(struct ch_heap *h, unsigned group, size_t size);   /* or_next */
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
@@ -435,6 +436,7 @@ extern size_t ch_control_limit;
 extern unsigned ch_control_group;
 extern CH_TLS uint32_t ch_control_count;
 void ch_identify_controls_off(void);
+bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
 void ch_identify_flush_due(void);
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);

@@ -59,7 +59,9 @@ static CH_NOINLINE void *new_framed(size_t n) {
 /* The all and random controls need no frame (see malloc). */
 static inline void *new_control(size_t n) {
   int g = ch_identify_control(n);
-  return g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : NULL;
+  if (g < 0) return NULL;
+  if (ch_identify_lane_ready()) ch_heap_arm_control();
+  return ch_group_malloc_or_next((unsigned)g, n);
 }
 
 /* Everything but the fast lane (see malloc). */

@@ -263,3 +263,44 @@ def test_paths_differing_only_further_out(tmp_path, build, selected):
     st = json.loads(stats.read_text())
     assert st["identification"]["walk_group"] == len(objs[want])
     assert st["walks_joined"] > 0
+
+
+def test_line_sized_blocks_start_on_lines_in_groups_only(tmp_path):
+    """Under a plan, a group's blocks of whole cache lines start on a line,
+    however the group's smaller blocks left its bump pointer; the gap goes
+    to the group's bins, not to another group. The rest pool packs: its
+    128-byte records follow each other as they come."""
+    binary = PROGRAMS / "lines"
+    sites = [
+        (0, call_sites(binary, "main", "make_node")[0], None),
+        (0, call_sites(binary, "main", "make_leaf")[0], None),
+        (0, call_sites(binary, "make_record", "malloc")[0], "cold"),
+    ]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "rest"], [(0, [0]), (0, [1])],
+                      version=4, rest=1)
+    base = run([binary, tmp_path / "base.log"], env=cohort_env())
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    objs = read_log(tmp_path / "log")
+    assert all(g == 0 for _, g, _ in objs["node"] + objs["leaf"])
+    assert all(g == 1 for _, g, _ in objs["record"])
+    assert all(a % 64 == 0 for _, _, a in objs["node"])
+    # node, leaf, gap, node...: the next node in the line after a leaf, or
+    # right after the last node when the leaf was served from a gap
+    nodes = [a for _, _, a in objs["node"]]
+    assert sum(1 for p, q in zip(nodes, nodes[1:]) if q - p in (128, 192)) >= len(nodes) - 3
+    records = [a for _, _, a in objs["record"]]
+    assert sum(1 for p, q in zip(records, records[1:]) if q == p + 128) >= len(records) - 3
+
+
+def test_controls_pack_line_sized_blocks(tmp_path):
+    """COHORT_MODE=all is plain pooling, the control a plan is measured
+    against: no line placement, every block right after the last."""
+    binary = PROGRAMS / "lines"
+    r = run([binary, tmp_path / "log"], env=cohort_env(mode="all"))
+    assert r.returncode == 0, r.stderr
+    objs = read_log(tmp_path / "log")
+    seq = sorted(a for kind in ("node", "leaf", "record") for _, _, a in objs[kind])
+    sizes = {a: (24 if kind == "leaf" else 128) for kind in objs for _, _, a in objs[kind]}
+    assert sum(1 for p, q in zip(seq, seq[1:]) if q == p + sizes[p]) >= len(seq) - 3
