@@ -685,6 +685,7 @@ void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
   if (align <= CH_MIN_ALIGN && !zero) return group_malloc(group, size, false, true);
   size_t n = ch_block_size(size);
+  if (align < 64 && ((ch_line_groups >> group) & 1) && !(n & 63)) align = 64;   /* calloc too */
   return alloc_general(own_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
 }
 

@@ -235,10 +235,10 @@ _Atomic bool ch_identify_controls;
 size_t ch_control_limit;
 unsigned ch_control_group;
 CH_TLS uint32_t ch_control_count;   /* counted on budget_path when the counts are flushed */
-/* The lane may be armed for a thread once its counts are flushed at its exit
- * (tregistered; the entry points arm it, once its heap exists). It ignores ch_in_runtime: that guards
- * stack walks, and the lane walks nothing; the heap code it enters never
- * allocates while it is half-way through a change. */
+/* The lane may be armed for a thread once its counts will be flushed at its
+ * exit (tregistered); the entry points arm it. It ignores ch_in_runtime: that
+ * guards stack walks, and the lane walks nothing; the heap code it enters
+ * never allocates while it is half-way through a change. */
 int ch_identify_control(size_t size) {
   if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */

@@ -219,8 +219,8 @@ struct ch_heap {
 } __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
-/* The fast lane's heap: this thread's once armed, else NULL. Arming is the
- * identify layer's call (ch_identify_control); the heap's teardown disarms. */
+/* The fast lane's heap: this thread's once armed, else NULL. The entry
+ * points arm it (when ch_identify_lane_ready); the heap's teardown disarms. */
 extern CH_TLS struct ch_heap *ch_control_heap;
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
