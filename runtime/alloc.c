@@ -93,7 +93,7 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
   if (ch_identify_controls) {
     int g = ch_identify_control(size);
     if (CH_LIKELY(g >= 0)) {
-      if (ch_identify_lane_ready()) ch_heap_arm_control();
+      ch_lane_arm();
       return ch_group_malloc_or_next((unsigned)g, size);
     }
   }
@@ -103,11 +103,8 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
 
 /* Never inlined: ch_direct_malloc's tail call must stay a jump. */
 CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
-  struct ch_heap *h = ch_control_heap;
-  if (CH_LIKELY(h != NULL) && size < ch_control_limit) {
-    ch_control_count++;
-    return ch_group_malloc_in(h, ch_control_group, size);
-  }
+  struct ch_heap *h = ch_lane(size);
+  if (CH_LIKELY(h != NULL)) return ch_group_malloc_in(h, ch_control_group, size);
   return malloc_rest(size);
 }
 

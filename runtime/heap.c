@@ -30,6 +30,7 @@ static CH_TLS struct ch_heap *own_heap, *my_heap;
 /* Groups whose blocks of a whole number of cache lines start on a line
  * (bit g: group g; docs/runtime.md, "Line-sized blocks"). */
 uint64_t ch_line_groups;
+static inline bool on_lines(unsigned group, size_t n) { return ((ch_line_groups >> group) & 1) && !(n & 63); }
 static pthread_key_t heap_key;
 static bool heap_key_ok;
 static ch_lock_t heaps_lock;                     /* heap lists and orphans */
@@ -623,6 +624,13 @@ static CH_NOINLINE void *alloc_no_heap(unsigned group, size_t n, size_t size, bo
   return p || !or_next ? p : ch_next.malloc(size);
 }
 
+/* A line-sized block of a group that places them on lines (on_lines): the
+ * general path, aligned to a line; the gap before it goes to the bins. */
+static CH_NOINLINE void *alloc_lines(struct ch_heap *h, unsigned group, size_t n, size_t size, bool or_next) {
+  void *p = alloc_general(h, group, n, 64, false, size);
+  return p || !or_next ? p : ch_next.malloc(size);
+}
+
 /* The fast path for a plain request: an exact bin, else the bump pointer
  * when no nearby bin could serve. Every call it makes is a tail call, so
  * it needs no frame. or_next: fall back to the next allocator instead of
@@ -649,7 +657,7 @@ static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_hea
   if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) goto general;
   /* A block of whole lines at a line boundary spans no extra line; the
    * general path aligns it and bins the gap. */
-  if (CH_UNLIKELY(((ch_line_groups >> group) & 1) && !(n & 63) && ((uintptr_t)p & 63))) goto lines;
+  if (CH_UNLIKELY(on_lines(group, n) && ((uintptr_t)p & 63))) return alloc_lines(h, group, n, size, or_next);
   mark_bump(p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:
@@ -659,11 +667,7 @@ done:
   return p;
 general:
   if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
-  if (((ch_line_groups >> group) & 1) && !(n & 63)) {
-  lines:;   /* whatever the general path finds for it starts on a line too */
-    void *q = alloc_general(h, group, n, 64, false, size);
-    return q || !or_next ? q : ch_next.malloc(size);
-  }
+  if (on_lines(group, n)) return alloc_lines(h, group, n, size, or_next);   /* whatever it finds, on a line */
   if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }
@@ -685,7 +689,7 @@ void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
   if (align <= CH_MIN_ALIGN && !zero) return group_malloc(group, size, false, true);
   size_t n = ch_block_size(size);
-  if (align < 64 && ((ch_line_groups >> group) & 1) && !(n & 63)) align = 64;   /* calloc too */
+  if (align < 64 && on_lines(group, n)) align = 64;   /* calloc too */
   return alloc_general(own_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
 }
 

@@ -28,9 +28,9 @@ static unsigned ngroups;
 static int rest = -1;
 static size_t rest_max;
 static bool rest_only;
-/* The frameless path (ch_identify_control): what it serves, up to what size. */
+/* The frameless path (ch_identify_control): up to what size it serves (the
+ * group it serves is ch_control_group). */
 static size_t control_max;
-static int control_group;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
 static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
 
@@ -183,8 +183,7 @@ void ch_identify_init(void) {
     ch_identify_active = true;
     ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
-    control_group = rest_only ? rest : 0;
-    ch_control_group = (unsigned)control_group;
+    ch_control_group = rest_only ? (unsigned)rest : 0;
     if (ch_identify_controls && ch_opt.mode != CH_MODE_RANDOM) ch_control_limit = control_max + 1;
   }
 }
@@ -242,7 +241,7 @@ CH_TLS uint32_t ch_control_count;   /* counted on budget_path when the counts ar
 int ch_identify_control(size_t size) {
   if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */
-  return ch_opt.mode == CH_MODE_RANDOM ? random_pick() : control_group;
+  return ch_opt.mode == CH_MODE_RANDOM ? random_pick() : (int)ch_control_group;
 }
 bool ch_identify_lane_ready(void) { return tregistered && ch_control_limit; }
 void ch_identify_controls_off(void) {

@@ -437,6 +437,20 @@ extern unsigned ch_control_group;
 extern CH_TLS uint32_t ch_control_count;
 void ch_identify_controls_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
+/* For the entry points: the heap the lane serves a request of n bytes from
+ * (counted), or NULL: the ordinary path. */
+static inline struct ch_heap *ch_lane(size_t n) {
+  struct ch_heap *h = ch_control_heap;
+  if (CH_LIKELY(h != NULL) && n < ch_control_limit) {
+    ch_control_count++;
+    return h;
+  }
+  return NULL;
+}
+/* After an allocation on the ordinary control path: arm the lane if it may be. */
+static inline void ch_lane_arm(void) {
+  if (ch_identify_lane_ready()) ch_heap_arm_control();
+}
 void ch_identify_flush_due(void);
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);

@@ -60,7 +60,7 @@ static CH_NOINLINE void *new_framed(size_t n) {
 static inline void *new_control(size_t n) {
   int g = ch_identify_control(n);
   if (g < 0) return NULL;
-  if (ch_identify_lane_ready()) ch_heap_arm_control();
+  ch_lane_arm();
   return ch_group_malloc_or_next((unsigned)g, n);
 }
 
@@ -74,9 +74,8 @@ static CH_NOINLINE void *new_rest(size_t n) {
 /* operator new / new[]; never inlined: ch_direct_new's tail call must stay a
  * jump. The fast lane first, as in malloc. */
 static inline void *new_lane(size_t n) {
-  struct ch_heap *h = ch_control_heap;
-  if (CH_LIKELY(h != NULL) && n < ch_control_limit) {
-    ch_control_count++;
+  struct ch_heap *h = ch_lane(n);
+  if (CH_LIKELY(h != NULL)) {
     void *p = ch_group_malloc_in(h, ch_control_group, n);
     if (CH_LIKELY(p != NULL)) return p;
   }
