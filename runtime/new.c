@@ -81,8 +81,8 @@ static inline void *new_lane(size_t n) {
   }
   return new_rest(n);
 }
-CH_EXPORT CH_NOINLINE void *_Znwm(size_t n) { return new_lane(n); }
-CH_EXPORT CH_NOINLINE void *_Znam(size_t n) { return new_lane(n); }
+CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znwm(size_t n) { return new_lane(n); }
+CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znam(size_t n) { return new_lane(n); }
 /* Their own code, whatever another module may define under their names. */
 extern __typeof__(_Znwm) ch_new_entry __attribute__((alias("_Znwm"), visibility("hidden")));
 extern __typeof__(_Znam) ch_new_array_entry __attribute__((alias("_Znam"), visibility("hidden")));
