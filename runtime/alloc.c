@@ -3,7 +3,7 @@
  * Each entry point asks identify.c for a group only when something could be
  * grouped; a grouped request that the group allocator cannot serve, and every
  * other request, goes to the next allocator unchanged. Pointers are routed on
- * free by the O(1) chunk map: ours to heap.c, the bootstrap arena's dropped,
+ * free by the O(1) chunk table: ours to heap.c, the bootstrap arena's dropped,
  * everything else to the next allocator. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -75,7 +75,9 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
  * bootstrap arena's included) goes to the next allocator's free, which
  * next.c has made safe for those. */
 CH_HIDDEN __attribute__((flatten)) void ch_free_impl(void *p) {
-  if (ch_owns(p)) { ch_group_free(p); return; }
+  struct ch_chunk *c = ch_chunk_lookup(p);
+  if (CH_LIKELY(c != NULL)) { ch_group_free_in(c, p); return; }
+  if (CH_UNLIKELY(ch_in_region(p))) ch_dead_chunk_free(p);
   ch_next.free(p);
 }
 
@@ -169,6 +171,7 @@ static void *realloc_impl(void *p, size_t size, const uintptr_t *fp) {
     if (size == 0) { ch_group_free(p); return NULL; }   /* as glibc does */
     return ch_group_realloc(p, size);
   }
+  if (CH_UNLIKELY(ch_in_region(p))) ch_invalid_pointer("realloc(): invalid pointer", p);
   if (CH_UNLIKELY(ch_bootstrap_owns(p))) {
     void *q = ch_malloc_impl(size, fp);
     if (q) {
@@ -230,6 +233,7 @@ CH_EXPORT void *pvalloc(size_t size) {
 CH_EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   if (ch_owns(p)) return ch_group_usable(p);
+  if (CH_UNLIKELY(ch_in_region(p))) ch_invalid_pointer("malloc_usable_size(): invalid pointer", p);
   if (ch_bootstrap_owns(p)) return ch_bootstrap_size(p);
   if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return 0;
   return ch_next.malloc_usable_size ? ch_next.malloc_usable_size(p) : 0;

@@ -1,5 +1,5 @@
-/* Cohort runtime: slabs of address space, the chunks carved from them, and
- * the map that says in O(1) whether a pointer lies in a group chunk.
+/* Cohort runtime: the region of address space group chunks are carved
+ * from, and the table that finds a pointer's live chunk in O(1).
  *
  * A chunk is chunk_size bytes, aligned to its size, owned by one group. At
  * the chunk's colour (ch_chunk_of: a whole number of cache lines from its
@@ -7,12 +7,12 @@
  * "that block is on its way back from another thread" (touched only by
  * frees from other threads), then "a block starts here" (read by every
  * free: one cache line covers 4 KiB of objects); then the header, then the
- * objects, which carry no header of their own. Masking a pointer finds all
- * of it. Slabs are reserved without access and each chunk is given access
- * when it is carved, so wild writes into the rest of a slab fault (and in
- * the checked mode every other chunk of a slab stays so, as a guard). Empty
- * chunks are kept as spares (dirty, up to COHORT_SPARES process-wide) or
- * purged (pages given back, access taken away) and kept reserved for reuse. */
+ * objects, which carry no header of their own. The region is reserved
+ * without access and each chunk is given access when it is carved, so wild
+ * writes into the rest of the region fault (and in the checked mode every
+ * other chunk stays so, as a guard). Empty chunks are kept as spares (dirty,
+ * up to COHORT_SPARES process-wide) or purged (pages given back, access taken
+ * away) and kept for reuse; either way their table entries are cleared. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -23,12 +23,10 @@ uintptr_t ch_chunk_mask;
 size_t ch_chunk_bitmap_bytes;
 size_t ch_chunk_starts_bytes;
 unsigned ch_chunk_colour_shift;
-uint64_t *ch_owned_map;
-_Atomic uintptr_t ch_map_limit;
+struct ch_region ch_region;
 
 static ch_lock_t chunk_lock;
-static char *slab_cur, *slab_end;     /* uncarved rest of the newest slab */
-static size_t slab_bytes;             /* size of the next slab to reserve */
+static char *region_cur, *region_end;   /* the region's uncarved rest */
 static struct ch_chunk *spares;       /* empty, dirty: reused first */
 static unsigned nspares;
 /* Purged chunks are listed outside themselves: writing a link into a purged
@@ -36,7 +34,11 @@ static unsigned nspares;
 static struct ch_chunk **cleans;
 static size_t ncleans, cleans_cap;
 
-#define SLAB_DEFAULT (256u << 20)
+/* The largest region tried: far more than any machine's memory, and only
+ * address space (Valgrind grants about 32 GiB, `ulimit -v` may grant less:
+ * the size halves until the reservation succeeds). */
+#define REGION_MAX ((uintptr_t)1 << 40)
+#define REGION_MIN ((uintptr_t)64 << 20)
 
 void ch_chunks_init(void) {
   ch_chunk_size = ch_opt.chunk_size;
@@ -44,26 +46,31 @@ void ch_chunks_init(void) {
   ch_chunk_starts_bytes = ch_chunk_size / CH_GRANULE / 8;
   ch_chunk_bitmap_bytes = 2 * ch_chunk_starts_bytes;
   ch_chunk_colour_shift = (unsigned)__builtin_ctzll(ch_chunk_size) - 6;
-  slab_bytes = SLAB_DEFAULT > ch_chunk_size * 4 ? SLAB_DEFAULT : ch_chunk_size * 4;
-  /* Untouched pages of the map cost nothing. */
-  uintptr_t granules = (uintptr_t)1 << (47 - CH_MAP_SHIFT);
-  ch_owned_map = ch_os_reserve(granules / 8);
-  if (!ch_owned_map) { ch_warn("cannot reserve the chunk map; grouping is off"); return; }
-  atomic_store_explicit(&ch_map_limit, granules, memory_order_release);
+  uintptr_t min = REGION_MIN > 4 * ch_chunk_size ? REGION_MIN : 4 * ch_chunk_size;
+  char *base = NULL;
+  uintptr_t size = REGION_MAX;
+  for (; !base && size >= min; size /= 2) base = ch_os_reserve_aligned(size, ch_chunk_size);
+  if (!base) { ch_warn("cannot reserve address space for group chunks; grouping is off"); return; }
+  size *= 2;   /* undo the loop's last halving */
+  /* Untouched pages of the table cost nothing. */
+  struct ch_chunk **table = ch_os_reserve((size >> CH_TABLE_SHIFT) * sizeof *table);
+  if (!table) {
+    ch_os_release(base, size);
+    ch_warn("cannot reserve the chunk table; grouping is off");
+    return;
+  }
+  region_cur = base;
+  region_end = base + size;
+  ch_region.table = table;
+  ch_region.base = (uintptr_t)base;
+  __atomic_store_n(&ch_region.size, size, __ATOMIC_RELEASE);
+  atomic_fetch_add(&ch_slabs, 1);
 }
 
-/* A chunk covers chunk_size >> CH_MAP_SHIFT consecutive bits, which stay
- * within one word up to 16 MiB chunks and are whole words beyond. */
-static void set_owned(struct ch_chunk *c, bool on) {
-  uintptr_t n = ch_chunk_base(c) >> CH_MAP_SHIFT, k = ch_chunk_size >> CH_MAP_SHIFT;
-  for (uintptr_t i = n; i < n + k; ) {
-    _Atomic uint64_t *w = (_Atomic uint64_t *)&ch_owned_map[i >> 6];
-    unsigned span = k - (i - n) < 64 - (i & 63) ? (unsigned)(k - (i - n)) : 64 - (unsigned)(i & 63);
-    uint64_t bits = (span == 64 ? ~(uint64_t)0 : (((uint64_t)1 << span) - 1)) << (i & 63);
-    if (on) atomic_fetch_or(w, bits);
-    else atomic_fetch_and(w, ~bits);
-    i += span;
-  }
+/* Enter the chunk in the table (or take it out): chunk_size >> 18 entries. */
+static void set_table(struct ch_chunk *c, bool on) {
+  uintptr_t i = (ch_chunk_base(c) - ch_region.base) >> CH_TABLE_SHIFT, k = ch_chunk_size >> CH_TABLE_SHIFT;
+  for (uintptr_t j = i; j < i + k; j++) __atomic_store_n(&ch_region.table[j], on ? c : NULL, __ATOMIC_RELEASE);
 }
 
 /* Pages of this chunk that have been touched: the start bits that cover the
@@ -80,29 +87,19 @@ size_t ch_chunk_resident(const struct ch_chunk *c) {
 }
 
 static char *carve_locked(void) {
-  if (slab_cur == slab_end) {
-    char *s = NULL;
-    while (!s && slab_bytes >= ch_chunk_size) {
-      s = ch_os_reserve_aligned(slab_bytes, ch_chunk_size);
-      if (!s) slab_bytes /= 2;   /* inside Valgrind, or a tight ulimit -v */
-    }
-    if (!s) return NULL;
-    slab_cur = s;
-    slab_end = s + slab_bytes;
-    atomic_fetch_add(&ch_slabs, 1);
-  }
-  char *c = slab_cur;
+  if ((size_t)(region_end - region_cur) < ch_chunk_size) return NULL;   /* the region is full */
+  char *c = region_cur;
   if (!ch_os_commit(c, ch_chunk_size)) return NULL;   /* out of mappings: the next allocator serves */
-  slab_cur += ch_chunk_size;
+  region_cur += ch_chunk_size;
   /* Checked mode: an inaccessible chunk after each, so an overrun of a
    * chunk's length faults instead of landing in the next (check.c). */
-  if (ch_checked && slab_cur != slab_end) slab_cur += ch_chunk_size;
+  if (ch_checked && region_cur != region_end) region_cur += ch_chunk_size;
   atomic_fetch_add(&ch_chunks_carved, 1);
   return c;
 }
 
 struct ch_chunk *ch_chunk_new(uint32_t group) {
-  if (!ch_owned_map) return NULL;
+  if (!ch_region.size) return NULL;
   ch_lock(&chunk_lock);
   struct ch_chunk *c;
   char *hwm = NULL;
@@ -129,7 +126,7 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
   c->bump = c->data;
   c->end = (char *)ch_chunk_base(c) + ch_chunk_size;
   c->hwm = hwm ? hwm : c->data;
-  set_owned(c, true);
+  set_table(c, true);
   atomic_fetch_add(&ch_gstats[group].chunks, 1);
   unsigned long n = atomic_load(&ch_gstats[group].chunks);
   if (n > atomic_load(&ch_gstats[group].peak_chunks)) atomic_store(&ch_gstats[group].peak_chunks, n);
@@ -154,7 +151,7 @@ void ch_chunk_retire(struct ch_chunk *c) {
   unsigned g = c->group;
   ch_stats_resident(g, -(long)ch_chunk_resident(c));
   atomic_fetch_sub(&ch_gstats[g].chunks, 1);
-  set_owned(c, false);
+  set_table(c, false);
   /* The bump pointer's mark may be at the high-water mark. */
   ch_chunk_clear_starts(c, c->data, c->hwm);
   c->magic = 0;

@@ -884,8 +884,8 @@ static CH_NOINLINE void free_next_word(struct ch_heap *h, struct ch_chunk *c, un
  * needs no clearing: the key changes whenever the bump pointer starts over,
  * so older keys above it are stale. Every call but the one that stops the
  * program is a tail call, so the common path needs no frame. */
-static inline __attribute__((always_inline)) void group_free(void *p, struct ch_heap *h, bool raw) {
-  struct ch_chunk *c = ch_chunk_of(p);
+static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c, void *p, struct ch_heap *h,
+                                                             bool raw) {
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
   size_t g = granule(p);
@@ -905,8 +905,14 @@ static inline __attribute__((always_inline)) void group_free(void *p, struct ch_
   }
   free_exact(h, c, group, p, b);
 }
-void ch_group_free(void *p) { group_free(p, my_heap, false); }
-void ch_group_free_raw(void *p) { group_free(p, own_heap, true); }
+void ch_group_free(void *p) { group_free(ch_chunk_of(p), p, my_heap, false); }
+void ch_group_free_in(struct ch_chunk *c, void *p) { group_free(c, p, my_heap, false); }
+void ch_group_free_raw(void *p) { group_free(ch_chunk_of(p), p, own_heap, true); }
+
+/* A free of a pointer in the region but in no live chunk: its chunk was
+ * retired, which it is only once every block in it has been freed, or it was
+ * never carved (or is a checked-mode guard). */
+_Noreturn void ch_dead_chunk_free(const void *p) { ch_invalid_pointer("free(): double free or invalid pointer", p); }
 
 /* Finish frees other threads started (freed bits are set): each block goes
  * to whoever owns its chunk now. h is the draining heap, or NULL. */

@@ -179,7 +179,7 @@ void ch_identify_init(void) {
   default:
     return;
   }
-  if (ch_owned_map) {
+  if (ch_region.size) {
     ch_identify_active = true;
     ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;

@@ -3,7 +3,7 @@
  * Layers, bottom up (a layer may use only the layers below it):
  *   os.c, log.c, options.c        system calls, messages, settings
  *   next.c                         the next allocator and the bootstrap arena
- *   chunk.c                        slabs, chunks, the ownership map
+ *   chunk.c                        the region, chunks, the chunk table
  *   heap.c                         per-thread group heaps: bump, bins, remote frees
  *   modules.c, cfi.c, unwind.c     loaded modules, .eh_frame rules, stack walks
  *   plan.c, plan_bind.c            the plan: parsing (system layer only), binding to modules
@@ -176,18 +176,26 @@ static inline struct ch_chunk *ch_chunk_of(const void *p) {
 static inline struct ch_heap *ch_owner_heap(uintptr_t owner) {
   return (struct ch_heap *)(owner & ~CH_OWNER_GROUP);
 }
-/* O(1): does p lie inside a live group chunk? One bit per 256 KiB of the
- * 47-bit user address space (the smallest chunk size), so the shift is a
- * constant; a chunk sets chunk_size >> 18 bits. ch_map_limit is 0 until the
- * map exists, which makes the one bounds test also the "no map yet" test. */
-#define CH_MAP_SHIFT 18
-extern uint64_t *ch_owned_map;
-extern _Atomic uintptr_t ch_map_limit;   /* granules the map covers, or 0 */
-static inline bool ch_owns(const void *p) {
-  uintptr_t c = (uintptr_t)p >> CH_MAP_SHIFT;
-  if (c >= atomic_load_explicit(&ch_map_limit, memory_order_acquire)) return false;
-  return (ch_owned_map[c >> 6] >> (c & 63)) & 1;
+/* Every chunk lies in one reservation, the region, made at start-up, so
+ * "is p ours" is a range test, and its live chunk's header one load from a
+ * table with an entry per 256 KiB of the region (the smallest chunk size,
+ * so the shift is a constant; a chunk fills chunk_size >> 18 entries).
+ * size is 0 until the region exists, which makes the range test also the
+ * "no region yet" test. */
+#define CH_TABLE_SHIFT 18
+struct ch_region {
+  uintptr_t base, size;
+  struct ch_chunk **table;   /* NULL entries: no live chunk there */
+};
+extern struct ch_region ch_region;
+static inline bool ch_in_region(const void *p) { return (uintptr_t)p - ch_region.base < ch_region.size; }
+/* The live chunk p lies in, or NULL. */
+static inline struct ch_chunk *ch_chunk_lookup(const void *p) {
+  uintptr_t off = (uintptr_t)p - ch_region.base;
+  if (off >= ch_region.size) return NULL;
+  return __atomic_load_n(&ch_region.table[off >> CH_TABLE_SHIFT], __ATOMIC_RELAXED);
 }
+static inline bool ch_owns(const void *p) { return ch_chunk_lookup(p) != NULL; }
 void ch_chunks_init(void);
 struct ch_chunk *ch_chunk_new(uint32_t group);   /* NULL when the OS says no */
 void ch_chunk_retire(struct ch_chunk *c);         /* chunk is empty: spare or purge */
@@ -227,6 +235,8 @@ void ch_heap_arm_control(void);
 void *ch_group_malloc_in(struct ch_heap *h, unsigned group, size_t size);   /* or_next */
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
+void ch_group_free_in(struct ch_chunk *c, void *p);   /* c: ch_chunk_lookup(p) */
+_Noreturn void ch_dead_chunk_free(const void *p);  /* p in the region, in no live chunk */
 size_t ch_group_usable(const void *p);             /* p is ours */
 void *ch_group_realloc(void *p, size_t size);      /* p is ours, size > 0 */
 void ch_heaps_atfork_prepare(void);

@@ -2,8 +2,10 @@
 pass-through overhead, cost of a grouped allocation, identification cost.
 Interleaved trials, medians and quartiles of allocbench's ns/op.
 Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS] [SECTION ...]
-with sections passthrough, real, grouped, groups, deep, alt (default: all).
-The groups section also counts, under cachegrind (fixed geometry), the
+with sections passthrough, real, grouped, pairs, groups, deep, alt (default:
+all). The pairs section counts, under cachegrind, what one malloc+free pair
+of allocbench churn costs (mode all: no identification), and the groups
+section also counts, under cachegrind (fixed geometry), the
 instructions and D1 misses each malloc+free pair costs: the difference
 between runs of 2N and N pairs, divided by N, so start-up is left out."""
 
@@ -29,7 +31,7 @@ if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
 if len(sys.argv) > 1 and not sys.argv[1].isdigit():
     sys.exit(f"bench-runtime.py: TRIALS must be a number, not {sys.argv[1]!r} (--help says how)")
 TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
-SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "groups", "deep", "alt"}
+SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "pairs", "groups", "deep", "alt"}
 GEOMETRY = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 
 
@@ -179,6 +181,12 @@ def main():
         show("grouped churn: malloc+free pairs (mode all)",
              measure({"glibc": (churn, plain), "jemalloc": (churn, jem_plain), "cohort group": (churn, every),
                       "cohort group, COHORT_CHECK=1": (churn, checked)}), "glibc")
+
+    if "pairs" in SECTIONS:
+        print("\ncachegrind, per malloc+free pair of allocbench churn (loop included, about 26 instructions)")
+        for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort group (mode all)", every)):
+            i, d = per_pair(lambda n: [BIN, "churn", n], env, 200_000)
+            print(f"  {name:<28} {i:7.1f} instructions  {d:6.3f} D1 misses")
 
     # Churn spread over 1..64 groups in rotation: the allocator's own
     # metadata must not make a pair dearer as groups are added.

@@ -36,7 +36,17 @@ int main(int argc, char **argv) {
   else if (!strcmp(what, "double-free-after-remote")) { free_elsewhere(p); free(p); }
   /* freed again after its chunk emptied and started over */
   else if (!strcmp(what, "double-free-emptied")) { free(p); free(keep); free(p); }
-  /* a write far past a block, into the reserved part of a slab no chunk
+  /* freed again after its chunk emptied and was retired: a chunk holds
+   * about 250 of these blocks, so b[400] is in the second (the first holds
+   * p and keep), which neither is current nor keeps a live block */
+  else if (!strcmp(what, "double-free-retired")) {
+    enum { N = 2048 };
+    static char *b[N];
+    for (int i = 0; i < N; i++) b[i] = malloc(4000);
+    for (int i = 0; i < N / 2; i++) free(b[i]);
+    free(b[400]);
+  }
+  /* a write far past a block, into the reserved part of the region no chunk
    * uses yet: it faults, as it would past the end of glibc's heap */
   else if (!strcmp(what, "overrun-reserved")) {
     volatile char *far = (char *)(((uintptr_t)p | ((1u << 20) - 1)) + 1) + (8u << 20);
