@@ -107,8 +107,8 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
  * the lane's group allocation is inlined here, not a call (7 instructions a
  * malloc+free pair in allocbench churn under all). */
 CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *malloc(size_t size) {
-  struct ch_heap *h = ch_lane(size);
-  if (CH_LIKELY(h != NULL)) return ch_group_malloc_in(h, ch_control_group, size);
+  struct ch_group_heap *gh = ch_lane(size);
+  if (CH_LIKELY(gh != NULL)) return ch_group_malloc_lane(gh, size);
   return malloc_rest(size);
 }
 

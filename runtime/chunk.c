@@ -179,6 +179,20 @@ void ch_chunk_retire(struct ch_chunk *c) {
   ch_unlock(&chunk_lock);
 }
 
+/* The lock keeps ch_chunk_retire from purging a chunk fn is reading: it
+ * clears the chunk's table entries before it takes the lock, and purges only
+ * after. */
+void ch_chunks_each(void (*fn)(const struct ch_chunk *c, void *arg), void *arg) {
+  if (!ch_region.size) return;
+  ch_lock(&chunk_lock);
+  for (char *b = (char *)ch_region.base; b < region_cur; b += ch_chunk_size) {
+    struct ch_chunk *c = __atomic_load_n(&ch_region.table[((uintptr_t)b - ch_region.base) >> CH_TABLE_SHIFT],
+                                         __ATOMIC_ACQUIRE);
+    if (c) fn(c, arg);
+  }
+  ch_unlock(&chunk_lock);
+}
+
 void ch_chunks_atfork_prepare(void) { ch_lock(&chunk_lock); }
 void ch_chunks_atfork_parent(void) { ch_unlock(&chunk_lock); }
 void ch_chunks_atfork_child(void) { ch_lock_init(&chunk_lock); }

@@ -58,20 +58,27 @@ static uint64_t new_key(void) {
 
 /* A chunk not current whose bins hold at least this much is worth allocating from. */
 #define AVAIL_MIN (ch_chunk_size / 16)
-/* Live-byte changes a thread holds back before touching the shared counter. */
-#define STATS_BATCH 16384
+/* How far a chunk's live bytes may move before it reports them to the
+ * shared statistics: the error of a group's live and peak figures is at most
+ * this per chunk in use. */
+#define STATS_BATCH 4096
 
 /* ----------------------------------------------------------- statistics */
 
-/* A thread holds back live-byte changes until they reach STATS_BATCH. */
-static CH_NOINLINE void flush_live(struct ch_group_heap *gh, unsigned g) {
-  long p = gh->pending_live;
-  gh->pending_live = 0;
-  ch_stats_live(g, p);
-}
-static CH_NOINLINE void *flush_live_then(struct ch_group_heap *gh, unsigned g, void *p) {
-  flush_live(gh, g);
-  return p;
+/* A chunk holds back its live-byte change and its free count until the
+ * change reaches STATS_BATCH either way (low and high, see set_low) or the
+ * chunk empties: then the change goes to the shared statistics and the
+ * count to its owner's heap (gh; NULL: orphaned, the count goes to the
+ * shared statistics too). The statistics file adds what chunks hold back. */
+static void chunk_report(struct ch_group_heap *gh, struct ch_chunk *c) {
+  long d = (long)c->live_bytes - (long)c->told;
+  c->told = c->live_bytes;
+  c->high = c->told + STATS_BATCH;
+  if (d) ch_stats_live(c->group, d);
+  if (!c->frees) return;
+  if (gh) gh->frees += c->frees;
+  else atomic_fetch_add_explicit(&ch_gstats[c->group].frees, c->frees, memory_order_relaxed);
+  c->frees = 0;
 }
 
 static void drain_list(struct ch_heap *h, void *b);
@@ -89,14 +96,25 @@ void ch_heaps_drain_exited(void) {
   drain_list(NULL, late);
 }
 
-void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live) {
+struct held { uint64_t *frees; long *live; };
+static void add_held(const struct ch_chunk *c, void *arg) {
+  struct held *t = arg;
+  unsigned g = c->group;
+  if (g >= CH_MAX_GROUPS) return;   /* a spare being made a chunk again */
+  t->frees[g] += c->frees;
+  t->live[g] += (long)c->live_bytes - (long)c->told;
+}
+
+void ch_heaps_sum(uint64_t allocs[CH_MAX_GROUPS], uint64_t frees[CH_MAX_GROUPS], long live[CH_MAX_GROUPS]) {
   ch_lock(&heaps_lock);
-  for (struct ch_heap *h = all_heaps; h; h = h->all_next) {
-    *allocs += h->g[g].allocs;
-    *frees += h->g[g].frees;
-    *pending_live += h->g[g].pending_live;
-  }
+  for (struct ch_heap *h = all_heaps; h; h = h->all_next)
+    for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
+      allocs[g] += h->g[g].allocs;
+      frees[g] += h->g[g].frees;
+    }
   ch_unlock(&heaps_lock);
+  struct held t = {frees, live};
+  ch_chunks_each(add_held, &t);
 }
 
 /* ------------------------------------------------------------- bitmaps */
@@ -241,12 +259,18 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
 enum { CH_WAITS_NOT, CH_WAITS_AVAIL, CH_WAITS_ROOM };
 static inline bool has_room(const struct ch_chunk *c) { return (size_t)(c->end - c->bump) >= AVAIL_MIN; }
 
-/* The free path calls after_free only once live_bytes falls below c->low:
+/* The chunk's state calls for after_free once live_bytes falls below this:
  * when empty for the current chunk (it starts over) and for chunks already
  * offered or too little used to offer, else once the bins hold AVAIL_MIN. */
-static inline void set_low(const struct ch_group_heap *gh, struct ch_chunk *c) {
+static inline size_t state_low(const struct ch_group_heap *gh, const struct ch_chunk *c) {
   size_t used = (size_t)(c->bump - c->data);
-  c->low = c == gh->current || c == gh->spill || c->waits == CH_WAITS_AVAIL || used < AVAIL_MIN ? 1 : used - AVAIL_MIN + 1;
+  return c == gh->current || c == gh->spill || c->waits == CH_WAITS_AVAIL || used < AVAIL_MIN ? 1 : used - AVAIL_MIN + 1;
+}
+/* The free path's one threshold: the state's, or the statistics' (a fall of
+ * STATS_BATCH since the last report), whichever comes first. */
+static inline void set_low(const struct ch_group_heap *gh, struct ch_chunk *c) {
+  size_t s = state_low(gh, c), t = c->told >= STATS_BATCH ? c->told - STATS_BATCH + 1 : 0;
+  c->low = (uint32_t)(s > t ? s : t);
 }
 
 static void list_add(struct ch_group_heap *gh, struct ch_chunk *c) {
@@ -295,9 +319,26 @@ static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
   if (after != before) ch_stats_resident(c->group, (long)(after - before));
 }
 
-static inline void note_alloc(struct ch_group_heap *gh, unsigned group, size_t bytes) {
+/* An allocation took live_bytes above c->high: report, and move both thresholds. */
+static CH_NOINLINE void report_rise(struct ch_group_heap *gh, struct ch_chunk *c) {
+  chunk_report(gh, c);
+  set_low(gh, c);
+}
+static CH_NOINLINE void *report_rise_then(struct ch_group_heap *gh, struct ch_chunk *c, void *p) {
+  report_rise(gh, c);
+  return p;
+}
+static inline void note_alloc(struct ch_group_heap *gh, struct ch_chunk *c, size_t bytes) {
   gh->allocs++;
-  if (CH_UNLIKELY((gh->pending_live += (long)bytes) >= STATS_BATCH)) flush_live(gh, group);
+  uint32_t live = c->live_bytes += (uint32_t)bytes;
+  if (CH_UNLIKELY(live > c->high)) report_rise(gh, c);
+}
+
+/* The chunk holds no live block and leaves the heap: what it held back goes
+ * to the statistics first. */
+static void retire(struct ch_group_heap *gh, struct ch_chunk *c) {
+  chunk_report(gh, c);
+  ch_chunk_retire(c);
 }
 
 /* Everything in the chunk is free again: start over from its beginning. */
@@ -306,7 +347,7 @@ static void chunk_reset(struct ch_chunk *c) {
   /* binmask covers every non-empty bin (exact bins' bits are cleared lazily) */
   for (uint64_t m = c->binmask; m; m &= m - 1) c->bins[__builtin_ctzll(m)] = NULL;
   c->binmask = 0;
-  c->live_bytes = 0;
+  c->live_bytes = 0;    /* reported already (after_free) */
   c->key = new_key();   /* keys left in the old blocks are stale now */
   c->coalesced_at = c->freed;
   if (c->bump > c->top) c->top = c->bump;
@@ -320,10 +361,15 @@ static void chunk_reset(struct ch_chunk *c) {
 static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
   bool active = c == gh->current || c == gh->spill;
   if (c->live_bytes == 0) {
-    if (active) { chunk_reset(c); return; }
+    if (active) {
+      chunk_report(gh, c);
+      chunk_reset(c);
+      set_low(gh, c);
+      return;
+    }
     wait_del(gh, c);
     list_del(&gh->chunks, c);
-    ch_chunk_retire(c);
+    retire(gh, c);
     return;
   }
   if (active || c->waits == CH_WAITS_AVAIL) { set_low(gh, c); return; }
@@ -359,7 +405,7 @@ static inline size_t next_start(uintptr_t bits, size_t g, size_t gend) {
  * the start bits in use and a visit to every free block, so this keeps its
  * cost within a small share of the frees'. */
 static inline bool coalesce_due(const struct ch_chunk *c, size_t n) {
-  size_t f = free_bytes(c), since = c->freed - c->coalesced_at;
+  size_t f = free_bytes(c), since = (uint32_t)(c->freed - c->coalesced_at);
   return f >= n && since >= AVAIL_MIN && since >= f / 2;
 }
 
@@ -461,8 +507,7 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
   if (!p) fresh = (p = bump_take(c, n, align, fresh_ok)) != NULL;
   if (!p && any_bins) p = bins_take(c, n, b, CH_NBINS - 1, &bsize);
   if (!p) return NULL;
-  c->live_bytes += bsize;
-  note_alloc(gh, group, bsize);
+  note_alloc(gh, c, bsize);
   if (zero) {
     /* Fresh memory above the old high-water mark is still zero. */
     size_t z = req;
@@ -512,7 +557,7 @@ static void make_current(struct ch_group_heap *gh, struct ch_chunk *c) {
   struct ch_chunk *old = gh->current;
   if (c == gh->spill) gh->spill = NULL;
   gh->current = c;
-  c->low = 1;
+  set_low(gh, c);
   if (old) after_free(gh, old);
 }
 
@@ -557,7 +602,7 @@ static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_
   if (!(sp = chunk_with_room(h, group))) return NULL;
   struct ch_chunk *old = gh->spill;
   gh->spill = sp;
-  sp->low = 1;
+  set_low(gh, sp);
   if (old) after_free(gh, old);
   return chunk_alloc(gh, sp, group, n, align, zero, req, true);
 }
@@ -631,17 +676,15 @@ static CH_NOINLINE void *alloc_lines(struct ch_heap *h, unsigned group, size_t n
   return p || !or_next ? p : ch_next.malloc(size);
 }
 
-/* The fast path for a plain request: an exact bin, else the bump pointer
- * when no nearby bin could serve. Every call it makes is a tail call, so
- * it needs no frame. or_next: fall back to the next allocator instead of
- * returning NULL. */
-static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_heap *h, unsigned group,
-                                                                  size_t size, bool or_next, bool raw) {
-  size_t n = ch_block_size(size);
-  if (CH_UNLIKELY(!h)) goto general;
-  struct ch_group_heap *gh = &h->g[group];
+/* The fast path: a block of n bytes from gh's current chunk, an exact bin's
+ * or else the bump pointer's when no nearby bin could serve; or NULL: the
+ * general path. lines: the group may place line-sized blocks on lines (the
+ * general path does that). Calls only in tail position, so it needs no
+ * frame. */
+static inline __attribute__((always_inline)) void *fast_take(struct ch_group_heap *gh, unsigned group, size_t n,
+                                                             bool lines) {
   struct ch_chunk *c = gh->current;
-  if (CH_UNLIKELY(!c)) goto general;
+  if (CH_UNLIKELY(!c)) return NULL;
   char *p;
   if (CH_LIKELY(n <= EXACT_MAX)) {
     void **bin = &c->bins[n / CH_GRANULE - 1];
@@ -651,22 +694,29 @@ static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_hea
       goto done;
     }
   } else if (c->binmask & ((uint64_t)0xF << bin_of(n))) {
-    goto general;   /* a nearby mixed bin may fit: reuse before bumping */
+    return NULL;   /* a nearby mixed bin may fit: reuse before bumping */
   }
   p = c->bump;
-  if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) goto general;
-  /* A block of whole lines at a line boundary spans no extra line; the
-   * general path aligns it and bins the gap. */
-  if (CH_UNLIKELY(on_lines(group, n) && ((uintptr_t)p & 63))) return alloc_lines(h, group, n, size, or_next);
+  if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) return NULL;
+  /* A block of whole lines at a line boundary spans no extra line. */
+  if (lines && CH_UNLIKELY(on_lines(group, n) && ((uintptr_t)p & 63))) return NULL;
   mark_bump(p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:
-  c->live_bytes += n;
   gh->allocs++;
-  if (CH_UNLIKELY((gh->pending_live += (long)n) >= STATS_BATCH)) return flush_live_then(gh, group, p);
+  uint32_t live = c->live_bytes += (uint32_t)n;
+  if (CH_UNLIKELY(live > c->high)) return report_rise_then(gh, c, p);
   return p;
-general:
+}
+
+/* A plain request: the fast path, else the general one. or_next: fall back
+ * to the next allocator instead of returning NULL. */
+static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_heap *h, unsigned group,
+                                                                  size_t size, bool or_next, bool raw) {
+  size_t n = ch_block_size(size);
   if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
+  void *p = fast_take(&h->g[group], group, n, true);
+  if (CH_LIKELY(p != NULL)) return p;
   if (on_lines(group, n)) return alloc_lines(h, group, n, size, or_next);   /* whatever it finds, on a line */
   if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
@@ -676,14 +726,20 @@ static inline __attribute__((always_inline)) void *group_malloc(unsigned group, 
   return group_malloc_in(my_heap, group, size, or_next, raw);
 }
 void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, size, false, false); }
-void *ch_group_malloc_in(struct ch_heap *h, unsigned group, size_t size) {
-  return group_malloc_in(h, group, size, true, false);
-}
 
-/* Armed, the thread's own heap; never in the checked mode, whose my_heap
- * stays NULL. */
-CH_TLS struct ch_heap *ch_control_heap;
-void ch_heap_arm_control(void) { ch_control_heap = my_heap; }
+/* Armed, the control group's line of the thread's own heap; never in the
+ * checked mode, whose my_heap stays NULL. */
+CH_TLS struct ch_group_heap *ch_control_gh;
+void ch_heap_arm_control(void) { ch_control_gh = my_heap ? &my_heap->g[ch_control_group] : NULL; }
+static CH_NOINLINE void *lane_general(size_t size) {
+  return group_malloc_in(my_heap, ch_control_group, size, true, false);
+}
+void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
+  /* The control group packs: no line placement to look at. */
+  void *p = fast_take(gh, 0, ch_block_size(size), false);
+  if (CH_LIKELY(p != NULL)) return p;
+  return lane_general(size);
+}
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
 
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
@@ -704,23 +760,24 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
-/* After a free: the live-byte count to pass on, or the chunk at its threshold. */
-static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c, unsigned group) {
-  if (gh->pending_live <= -STATS_BATCH) flush_live(gh, group);
-  if (c->live_bytes < c->low) after_free(gh, c);
+/* After frees took live_bytes below c->low: report, then whatever the
+ * chunk's state calls for. */
+static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c) {
+  chunk_report(gh, c);
+  if (c->live_bytes < state_low(gh, c)) after_free(gh, c);
+  else set_low(gh, c);
 }
+static CH_NOINLINE void free_check_in(struct ch_heap *h, struct ch_chunk *c) { free_check(&h->g[c->group], c); }
 
 /* The owner's free of a block whose size is known, then whatever the
  * chunk's new state calls for. */
 static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
                                       size_t size) {
-  struct ch_group_heap *gh = &h->g[group];
   bin_push(c, p, size);
-  c->live_bytes -= size;
-  c->freed += size;
-  gh->frees++;
-  gh->pending_live -= (long)size;
-  free_check(gh, c, group);
+  uint32_t live = c->live_bytes -= (uint32_t)size;
+  c->freed += (uint32_t)size;
+  c->frees++;
+  if (live < c->low) free_check(&h->g[group], c);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -756,14 +813,16 @@ static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
   size_t size = block_size(c, p);
   freed_clear(p);        /* it is in a bin now: the key says so */
   bin_push(c, p, size);
-  c->live_bytes -= size;
-  c->freed += size;
+  /* Counted and reported at once: told moves with live_bytes. */
+  c->live_bytes -= (uint32_t)size;
+  c->told -= (uint32_t)size;
+  c->freed += (uint32_t)size;
   atomic_fetch_add(&ch_gstats[g].frees, 1);
   ch_stats_live(g, -(long)size);
   if (c->live_bytes == 0) {
     list_del(&orphans[g], c);
     ch_unlock(&heaps_lock);
-    ch_chunk_retire(c);
+    retire(NULL, c);
     return;
   }
   ch_unlock(&heaps_lock);
@@ -836,41 +895,39 @@ static CH_NOINLINE void free_invalid(const void *p) {
 /* The owner's free of a block the fast path did not finish: its size needs
  * a scan of the start bits, it goes to a mixed bin, or it carries the key
  * (a double free, unless the program planted it). */
-static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g,
+static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p, size_t g,
                                   uint64_t starts) {
   if ((char *)p >= c->bump) free_invalid(p);   /* the bump pointer's mark */
   size_t size = owner_block_size(c, g, starts);
   if (holds_key(c, p) && (freed_bit(p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
-  release_block(h, c, group, p, size);
+  release_block(h, c, c->group, p, size);
 }
 
 /* The owner's free of a block of an exact bin's size, not in a bin. */
-static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, struct ch_chunk *c, unsigned group,
-                                                             void *p, size_t b) {
-  size_t size = (b + 1) * CH_GRANULE;
+static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, struct ch_chunk *c, void *p,
+                                                             size_t b) {
+  uint32_t size = (uint32_t)(b + 1) * CH_GRANULE;
   uint64_t *blk = p;
   blk[0] = (uint64_t)(uintptr_t)c->bins[b];
   blk[1] = c->key;
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
-  size_t live = c->live_bytes -= size;
+  uint32_t live = c->live_bytes -= size;
   c->freed += size;
-  struct ch_group_heap *gh = &h->g[group];
-  gh->frees++;
-  long pending = gh->pending_live -= (long)size;
-  if (CH_UNLIKELY(live < c->low || pending <= -STATS_BATCH)) free_check(gh, c, group);
+  c->frees++;
+  if (CH_UNLIKELY(live < c->low)) free_check_in(h, c);
 }
 /* A block whose start is the last in its word of start bits (a quarter of
  * them): it ends in the next word, unless this is the last word, which the
  * header follows, or the block is the bump pointer's mark, above which no
  * bit is set (free_rest tells both apart). */
-static CH_NOINLINE void free_next_word(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p, size_t g) {
+static CH_NOINLINE void free_next_word(struct ch_heap *h, struct ch_chunk *c, void *p, size_t g) {
   const uint64_t *w = bitwords_at(chunk_bits(c), g);
   uint64_t starts = load_word(w), next = (const void *)(w + 1) == (const void *)c ? 0 : load_word(w + 1);
   size_t b = 63 - (g & 63) + (size_t)__builtin_ctzll(next);
-  if (!next || b >= NEXACT || holds_key(c, p)) { free_rest(h, c, group, p, g, starts); return; }
-  free_exact(h, c, group, p, b);
+  if (!next || b >= NEXACT || holds_key(c, p)) { free_rest(h, c, p, g, starts); return; }
+  free_exact(h, c, p, b);
 }
 
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
@@ -890,20 +947,18 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
   size_t g = granule(p);
   uint64_t starts = load_word(bitwords_at(chunk_bits(c), g));
-  unsigned at = (unsigned)(g & 63);
-  if (CH_UNLIKELY((~(starts >> at) & 1) | ((uintptr_t)p & (CH_MIN_ALIGN - 1)))) {
-    free_invalid(p);   /* does not return; a tail call keeps this path frameless */
+  uint64_t from = starts >> (g & 63);
+  /* Each does not return; tail calls keep this path frameless. */
+  if (CH_UNLIKELY(!(from & 1))) { free_invalid(p); return; }
+  if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) { free_invalid(p); return; }
+  uint64_t later = from >> 1;
+  size_t b = (size_t)__builtin_ctzll(later);   /* exact bin b */
+  if (CH_UNLIKELY(!later)) { free_next_word(h, c, p, g); return; }
+  if (CH_UNLIKELY(b >= NEXACT || holds_key(c, p))) {
+    free_rest(h, c, p, g, starts);
     return;
   }
-  unsigned group = (unsigned)(owner & CH_OWNER_GROUP);
-  uint64_t later = (starts >> at) >> 1;
-  size_t b = (size_t)__builtin_ctzll(later), size = (b + 1) * CH_GRANULE;   /* exact bin b */
-  if (CH_UNLIKELY(!later)) { free_next_word(h, c, group, p, g); return; }
-  if (CH_UNLIKELY(size > EXACT_MAX || holds_key(c, p))) {
-    free_rest(h, c, group, p, g, starts);
-    return;
-  }
-  free_exact(h, c, group, p, b);
+  free_exact(h, c, p, b);
 }
 void ch_group_free(void *p) { group_free(ch_chunk_of(p), p, my_heap, false); }
 void ch_group_free_in(struct ch_chunk *c, void *p) { group_free(c, p, my_heap, false); }
@@ -961,10 +1016,9 @@ void *ch_group_realloc(void *p, size_t size) {
       char *tail = (char *)p + n;
       set_start(tail);
       bin_push(c, tail, old - n);
-      c->live_bytes -= old - n;
-      c->freed += old - n;
-      gh->pending_live -= (long)(old - n);
-      after_free(gh, c);
+      c->live_bytes -= (uint32_t)(old - n);
+      c->freed += (uint32_t)(old - n);
+      free_check(gh, c);
     }
     return p;
   }
@@ -974,9 +1028,9 @@ void *ch_group_realloc(void *p, size_t size) {
     mark_bump((char *)p + n);
     __atomic_store_n(&c->bump, (char *)p + n, __ATOMIC_RELEASE);
     if ((char *)p + n > c->hwm) advance_hwm(c, (char *)p + n);
-    c->live_bytes += n - old;
-    if ((gh->pending_live += (long)(n - old)) >= STATS_BATCH) flush_live(gh, c->group);
-    if (c->waits != CH_WAITS_AVAIL) set_low(gh, c);
+    c->live_bytes += (uint32_t)(n - old);
+    if (c->live_bytes > c->high) report_rise(gh, c);
+    else if (c->waits != CH_WAITS_AVAIL) set_low(gh, c);
     return p;
   }
   void *q = NULL;
@@ -991,14 +1045,13 @@ void *ch_group_realloc(void *p, size_t size) {
 /* ---------------------------------------------------------- heap life */
 
 static void heap_abandon(struct ch_heap *h) {
-  for (unsigned g = 0; g < CH_MAX_GROUPS; g++)
-    if (h->g[g].pending_live) flush_live(&h->g[g], g);
   for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
     struct ch_group_heap *gh = &h->g[g];
     struct ch_chunk *c;
     while ((c = gh->chunks)) {
       list_del(&gh->chunks, c);
       c->waits = CH_WAITS_NOT;
+      chunk_report(gh, c);   /* an orphan holds nothing back */
       if (c->live_bytes == 0) { ch_chunk_retire(c); continue; }
       ch_lock(&heaps_lock);
       atomic_store(&c->owner, ORPHANED(g));
@@ -1022,7 +1075,7 @@ static void heap_abandon(struct ch_heap *h) {
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
-  if (h == own_heap) own_heap = my_heap = ch_control_heap = NULL;
+  if (h == own_heap) { own_heap = my_heap = NULL; ch_control_gh = NULL; }
   heap_abandon(h);
   ch_in_runtime--;
 }

@@ -128,18 +128,22 @@ struct ch_chunk {
   char *hwm;                          /* page boundary above every byte ever handed out:
                                          below it pages may be resident and dirty, above
                                          it they are zero */
-  size_t live_bytes;                  /* owner's view (remote frees count once drained);
-                                         every byte below bump is live or in a bin; 0: empty */
-  size_t low;                         /* a free that leaves live_bytes <= low must look at the
-                                         chunk: it is empty, or now worth allocating from */
   uint64_t binmask;                   /* bit b: bins[b] may hold blocks (exact bins are
                                          cleared lazily) */
-  size_t freed;                       /* bytes the owner has freed into the chunk, ever: the
-                                         clock that says when coalescing is due (heap.c) */
   uint64_t key;                       /* in the second word of every block in a bin, never
                                          in a live one; new whenever the chunk starts over,
                                          so keys left in memory above the bump pointer are
                                          stale (heap.c) */
+  uint64_t frees;                     /* the owner's frees here not yet counted in its heap */
+  uint32_t live_bytes;                /* owner's view (remote frees count once drained);
+                                         every byte below bump is live or in a bin; 0: empty */
+  uint32_t low;                       /* a free that leaves live_bytes below low must look at
+                                         the chunk: it is empty, or now worth allocating
+                                         from, or its statistics are due (heap.c) */
+  uint32_t high;                      /* an allocation that takes live_bytes above high
+                                         reports it to the statistics */
+  uint32_t freed;                     /* bytes the owner has freed into the chunk, modulo
+                                         2^32: the clock that says when coalescing is due */
   /* Line 1: the rest. */
   char *data;                         /* first usable byte */
   char *end;                          /* end of the chunk */
@@ -149,11 +153,13 @@ struct ch_chunk {
                                          from it is on: CH_WAITS_* (heap.c) */
   struct ch_chunk *next, *prev;       /* owner's chunk list for this group */
   struct ch_chunk *wait_next, *wait_prev;
-  size_t coalesced_at;                /* `freed` at the last coalescing */
+  /* Line 2. */
   char *top;                          /* the bump pointer's highest since it last went down:
                                          blocks between the two were all freed (heap.c) */
-  /* Lines 2-9. */
-  void *bins[CH_NBINS];               /* free blocks, singly linked through their first word */
+  uint32_t coalesced_at;              /* `freed` at the last coalescing */
+  uint32_t told;                      /* live_bytes as last added to the group's statistics */
+  /* Lines 3-10 (from a line boundary). */
+  _Alignas(64) void *bins[CH_NBINS];  /* free blocks, singly linked through their first word */
 } __attribute__((aligned(64)));
 
 #define CH_CHUNK_MAGIC 0x43484f52544b4e43ull
@@ -201,6 +207,9 @@ struct ch_chunk *ch_chunk_new(uint32_t group);   /* NULL when the OS says no */
 void ch_chunk_retire(struct ch_chunk *c);         /* chunk is empty: spare or purge */
 void ch_chunk_clear_starts(struct ch_chunk *c, const char *from, const char *to);
 size_t ch_chunk_resident(const struct ch_chunk *c);
+/* Calls fn on every live chunk, under the chunk lock, so that none is purged
+ * meanwhile (its fields may still change). */
+void ch_chunks_each(void (*fn)(const struct ch_chunk *c, void *arg), void *arg);
 void ch_chunks_atfork_prepare(void);
 void ch_chunks_atfork_parent(void);
 void ch_chunks_atfork_child(void);
@@ -210,8 +219,7 @@ void ch_chunks_atfork_child(void);
  * allocation in the group and every free into it. */
 struct ch_group_heap {
   struct ch_chunk *current;
-  uint64_t allocs, frees;      /* this thread's, summed by stats.c */
-  long pending_live;           /* live-byte change not yet added to ch_gstats */
+  uint64_t allocs, frees;      /* this thread's (and its chunks', reported), summed by stats.c */
   struct ch_chunk *chunks;     /* every chunk this heap owns for the group */
   struct ch_chunk *avail;      /* chunks whose bins may satisfy requests */
   struct ch_chunk *room;       /* chunks set aside with untouched room (heap.c) */
@@ -227,12 +235,13 @@ struct ch_heap {
 } __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
-/* The fast lane's heap: this thread's once armed, else NULL. The entry
- * points arm it (when ch_identify_lane_ready); the heap's teardown disarms. */
-extern CH_TLS struct ch_heap *ch_control_heap;
+/* The fast lane: the control group's line of this thread's heap once armed,
+ * else NULL. The entry points arm it (when ch_identify_lane_ready); the
+ * heap's teardown disarms. */
+extern CH_TLS struct ch_group_heap *ch_control_gh;
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
-void *ch_group_malloc_in(struct ch_heap *h, unsigned group, size_t size);   /* or_next */
+void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size);   /* or_next */
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 void ch_group_free_in(struct ch_chunk *c, void *p);   /* c: ch_chunk_lookup(p) */
@@ -244,7 +253,9 @@ void ch_heaps_atfork_parent(void);
 void ch_heaps_atfork_child(void);
 void ch_heaps_init(void);
 void ch_heaps_drain_exited(void);
-void ch_heaps_sum(unsigned g, uint64_t *allocs, uint64_t *frees, long *pending_live);
+/* Per group, what the heaps and chunks hold back from ch_gstats: counts, and
+ * the live bytes their chunks have not reported yet. */
+void ch_heaps_sum(uint64_t allocs[CH_MAX_GROUPS], uint64_t frees[CH_MAX_GROUPS], long live[CH_MAX_GROUPS]);
 _Noreturn void ch_invalid_pointer(const char *what, const void *p);
 /* The group allocator without the checked mode's redzones, for check.c. */
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero);
@@ -438,7 +449,7 @@ bool ch_identify_count_direct(void);
 extern _Atomic bool ch_identify_controls;
 int ch_identify_control(size_t size);
 /* The frameless path's fast lane, for malloc and operator new: a thread
- * whose heap is armed (ch_control_heap, heap.c) sends every request below
+ * whose heap is armed (ch_control_gh, heap.c) sends every request below
  * ch_control_limit to ch_control_group with no other test, and counts it in
  * ch_control_count. The limit is 0 while the lane is closed: under a plan
  * with groups to decide, the random control, or once a plan is disabled. */
@@ -447,13 +458,13 @@ extern unsigned ch_control_group;
 extern CH_TLS uint32_t ch_control_count;
 void ch_identify_controls_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
-/* For the entry points: the heap the lane serves a request of n bytes from
- * (counted), or NULL: the ordinary path. */
-static inline struct ch_heap *ch_lane(size_t n) {
-  struct ch_heap *h = ch_control_heap;
-  if (CH_LIKELY(h != NULL) && n < ch_control_limit) {
+/* For the entry points: the heap line the lane serves a request of n bytes
+ * from (counted), or NULL: the ordinary path. */
+static inline struct ch_group_heap *ch_lane(size_t n) {
+  struct ch_group_heap *gh = ch_control_gh;
+  if (CH_LIKELY(gh != NULL) && n < ch_control_limit) {
     ch_control_count++;
-    return h;
+    return gh;
   }
   return NULL;
 }

@@ -74,9 +74,9 @@ static CH_NOINLINE void *new_rest(size_t n) {
 /* operator new / new[]; never inlined: ch_direct_new's tail call must stay a
  * jump. The fast lane first, as in malloc. */
 static inline void *new_lane(size_t n) {
-  struct ch_heap *h = ch_lane(n);
-  if (CH_LIKELY(h != NULL)) {
-    void *p = ch_group_malloc_in(h, ch_control_group, n);
+  struct ch_group_heap *gh = ch_lane(n);
+  if (CH_LIKELY(gh != NULL)) {
+    void *p = ch_group_malloc_lane(gh, n);
     if (CH_LIKELY(p != NULL)) return p;
   }
   return new_rest(n);

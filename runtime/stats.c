@@ -199,12 +199,17 @@ int ch_stats_write(const char *path) {
   put(o, "},\n  \"groups\": [");
   unsigned ng = ch_ngroups();
   ch_heaps_drain_exited();
+  /* Static, as out_buf is, and as safe: the writer holds out_lock. */
+  static uint64_t held_allocs[CH_MAX_GROUPS], held_frees[CH_MAX_GROUPS];
+  static long held_live[CH_MAX_GROUPS];
+  memset(held_allocs, 0, sizeof held_allocs);
+  memset(held_frees, 0, sizeof held_frees);
+  memset(held_live, 0, sizeof held_live);
+  ch_heaps_sum(held_allocs, held_frees, held_live);
   for (unsigned g = 0; g < ng; g++) {
     struct ch_group_stats *s = &ch_gstats[g];
-    uint64_t allocs = atomic_load(&s->allocs), frees = atomic_load(&s->frees);
-    long pending = 0;
-    ch_heaps_sum(g, &allocs, &frees, &pending);
-    long live = atomic_load(&s->live_bytes) + pending;
+    uint64_t allocs = atomic_load(&s->allocs) + held_allocs[g], frees = atomic_load(&s->frees) + held_frees[g];
+    long live = atomic_load(&s->live_bytes) + held_live[g];
     unsigned long peak = atomic_load(&s->peak_live);
     long res = atomic_load(&s->resident);
     unsigned long res_peak = atomic_load(&s->resident_at_peak);
