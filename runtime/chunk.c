@@ -6,7 +6,8 @@
  * start) come two bitmaps with one bit per 8-byte granule of the chunk:
  * "that block is on its way back from another thread" (touched only by
  * frees from other threads), then "a block starts here" (read by every
- * free: one cache line covers 4 KiB of objects); then the header, then the
+ * free: one cache line covers 4 KiB of objects); a line of zeros; then the
+ * header, then the
  * objects, which carry no header of their own. The region is reserved
  * without access and each chunk is given access when it is carved, so wild
  * writes into the rest of the region fault (and in the checked mode every
@@ -44,7 +45,7 @@ void ch_chunks_init(void) {
   ch_chunk_size = ch_opt.chunk_size;
   ch_chunk_mask = ch_chunk_size - 1;
   ch_chunk_starts_bytes = ch_chunk_size / CH_GRANULE / 8;
-  ch_chunk_bitmap_bytes = 2 * ch_chunk_starts_bytes;
+  ch_chunk_bitmap_bytes = 2 * ch_chunk_starts_bytes + CH_STARTS_PAD;
   ch_chunk_colour_shift = (unsigned)__builtin_ctzll(ch_chunk_size) - 6;
   uintptr_t min = REGION_MIN > 4 * ch_chunk_size ? REGION_MIN : 4 * ch_chunk_size;
   char *base = NULL;
@@ -78,7 +79,7 @@ static void set_table(struct ch_chunk *c, bool on) {
  * freed bits, set only by frees from other threads, are left out.) */
 size_t ch_chunk_resident(const struct ch_chunk *c) {
   size_t ps = ch_page_size();
-  uintptr_t bits0 = (uintptr_t)c - ch_chunk_starts_bytes, hdr = (uintptr_t)c & ~(ps - 1);
+  uintptr_t bits0 = (uintptr_t)ch_chunk_starts(c), hdr = (uintptr_t)c & ~(ps - 1);
   uintptr_t bits1 = bits0 + ((uintptr_t)c->hwm & ch_chunk_mask) / CH_GRANULE / 8;
   size_t bits = ((bits1 + ps - 1) & ~(ps - 1)) - (bits0 & ~(ps - 1));
   if (bits1 > hdr) bits = hdr - (bits0 & ~(ps - 1));   /* the header's page is counted below */
@@ -142,7 +143,7 @@ void ch_chunk_clear_starts(struct ch_chunk *c, const char *from, const char *to)
   size_t nwords = ch_chunk_size / CH_GRANULE / 64;
   size_t w0 = ((uintptr_t)from - base) / CH_GRANULE / 64, w1 = ((uintptr_t)to - base) / CH_GRANULE / 64;
   if (w1 >= nwords) w1 = nwords - 1;
-  uint64_t *starts = (uint64_t *)((char *)c - ch_chunk_starts_bytes);
+  uint64_t *starts = ch_chunk_starts(c);
   for (size_t w = w0; w <= w1; w++) __atomic_store_n(&starts[w], 0, __ATOMIC_RELAXED);
 }
 

@@ -119,17 +119,22 @@ void ch_heaps_sum(uint64_t allocs[CH_MAX_GROUPS], uint64_t frees[CH_MAX_GROUPS],
 
 /* ------------------------------------------------------------- bitmaps */
 
-/* The start bits end where the header begins and the freed bits end where
- * the start bits begin, so a block's bits are found from its address alone:
- * granule g of the chunk is covered by word g/64 of each. */
+/* The start bits end a line before the header begins and the freed bits
+ * end where the start bits begin, so a block's bits are found from its
+ * address alone: granule g of the chunk is covered by word g/64 of each. */
 static inline size_t granule(const void *p) { return ((uintptr_t)p & ch_chunk_mask) / CH_GRANULE; }
-static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)c - ch_chunk_starts_bytes; }
+static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)ch_chunk_starts(c); }
 static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t *)bits + (g >> 6); }
 static inline uint64_t *bitwords(const void *p) { return bitwords_at(chunk_bits(ch_chunk_of(p)), granule(p)); }
 static inline uint64_t *freed_word(const void *p) {
   return (uint64_t *)((char *)bitwords(p) - ch_chunk_starts_bytes);
 }
 static inline uint64_t gbit(size_t g) { return (uint64_t)1 << (g & 63); }
+/* The 64 bits of hi:lo from bit n on (n < 64): one shrd. */
+static inline uint64_t shift_right_pair(uint64_t lo, uint64_t hi, unsigned n) {
+  __asm__("shrdq %%cl, %1, %0" : "+r"(lo) : "r"(hi), "c"(n) : "cc");
+  return lo;
+}
 static inline uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
 static inline void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
@@ -918,18 +923,6 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
   c->frees++;
   if (CH_UNLIKELY(live < c->low)) free_check_in(h, c);
 }
-/* A block whose start is the last in its word of start bits (a quarter of
- * them): it ends in the next word, unless this is the last word, which the
- * header follows, or the block is the bump pointer's mark, above which no
- * bit is set (free_rest tells both apart). */
-static CH_NOINLINE void free_next_word(struct ch_heap *h, struct ch_chunk *c, void *p, size_t g) {
-  const uint64_t *w = bitwords_at(chunk_bits(c), g);
-  uint64_t starts = load_word(w), next = (const void *)(w + 1) == (const void *)c ? 0 : load_word(w + 1);
-  size_t b = 63 - (g & 63) + (size_t)__builtin_ctzll(next);
-  if (!next || b >= NEXACT || holds_key(c, p)) { free_rest(h, c, p, g, starts); return; }
-  free_exact(h, c, p, b);
-}
-
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a block handed out passes: start bits exist only for blocks below the bump
  * pointer and for the bump pointer's own mark, which has no later start bit
@@ -946,15 +939,19 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
   size_t g = granule(p);
-  uint64_t starts = load_word(bitwords_at(chunk_bits(c), g));
-  uint64_t from = starts >> (g & 63);
+  const uint64_t *w = bitwords_at(chunk_bits(c), g);
+  uint64_t starts = load_word(w);
+  /* The start bits from p's granule on, 64 of them across two words (the
+   * pad makes the last word's successor readable), so a block that ends in
+   * the next word, a quarter of them, takes no other branch. */
+  uint64_t from = shift_right_pair(starts, load_word(w + 1), (unsigned)(g & 63));
   /* Each does not return; tail calls keep this path frameless. */
   if (CH_UNLIKELY(!(from & 1))) { free_invalid(p); return; }
   if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) { free_invalid(p); return; }
   uint64_t later = from >> 1;
   size_t b = (size_t)__builtin_ctzll(later);   /* exact bin b */
-  if (CH_UNLIKELY(!later)) { free_next_word(h, c, p, g); return; }
-  if (CH_UNLIKELY(b >= NEXACT || holds_key(c, p))) {
+  /* No later start within 63 granules: a large block, or the bump pointer's mark. */
+  if (CH_UNLIKELY(!later || b >= NEXACT || holds_key(c, p))) {
     free_rest(h, c, p, g, starts);
     return;
   }

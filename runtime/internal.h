@@ -116,7 +116,7 @@ struct ch_heap;
 
 /* A chunk is chunk_size bytes aligned to its size: at a per-chunk colour
  * offset the bitmaps (freed bits, then start bits, one bit per 8-byte
- * granule of the whole chunk each), then
+ * granule of the whole chunk each), a line of zeros (CH_STARTS_PAD), then
  * this header, then the objects. Colouring keeps the headers and bitmaps of
  * many chunks, all at the same offsets of 1 MiB-aligned chunks otherwise,
  * out of a few cache sets (docs/runtime.md, "The group allocator's own
@@ -167,8 +167,15 @@ struct ch_chunk {
 #define CH_OWNER_GROUP ((uintptr_t)CH_MAX_GROUPS - 1)   /* heaps are 64-aligned */
 extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
-extern size_t ch_chunk_bitmap_bytes;    /* the bitmaps' size: the header's offset from its colour */
-extern size_t ch_chunk_starts_bytes;    /* one bitmap's size: the start bits' offset from the header */
+extern size_t ch_chunk_bitmap_bytes;    /* the bitmaps and the pad: the header's offset from its colour */
+extern size_t ch_chunk_starts_bytes;    /* one bitmap's size */
+/* Between the start bits and the header, a line that stays zero: the word
+ * after the last word of start bits reads as "no block starts here", so the
+ * free path may read any start-bit word's successor. */
+#define CH_STARTS_PAD 64
+static inline uint64_t *ch_chunk_starts(const struct ch_chunk *c) {
+  return (uint64_t *)((char *)c - CH_STARTS_PAD - ch_chunk_starts_bytes);
+}
 extern unsigned ch_chunk_colour_shift;  /* log2(chunk_size) - 6 */
 
 static inline uintptr_t ch_chunk_base(const void *p) { return (uintptr_t)p & ~ch_chunk_mask; }
