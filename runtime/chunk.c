@@ -54,7 +54,8 @@ void ch_chunks_init(void) {
   if (!base) { ch_warn("cannot reserve address space for group chunks; grouping is off"); return; }
   size *= 2;   /* undo the loop's last halving */
   /* Untouched pages of the table cost nothing. */
-  struct ch_chunk **table = ch_os_reserve((size >> CH_TABLE_SHIFT) * sizeof *table);
+  unsigned shift = (unsigned)__builtin_ctzll(ch_chunk_size);
+  struct ch_chunk **table = ch_os_reserve((size >> shift) * sizeof *table);
   if (!table) {
     ch_os_release(base, size);
     ch_warn("cannot reserve the chunk table; grouping is off");
@@ -63,15 +64,16 @@ void ch_chunks_init(void) {
   region_cur = base;
   region_end = base + size;
   ch_region.table = table;
+  ch_region.shift = shift;
   ch_region.base = (uintptr_t)base;
   __atomic_store_n(&ch_region.size, size, __ATOMIC_RELEASE);
   atomic_fetch_add(&ch_slabs, 1);
 }
 
-/* Enter the chunk in the table (or take it out): chunk_size >> 18 entries. */
+/* Enter the chunk in the table (or take it out). */
 static void set_table(struct ch_chunk *c, bool on) {
-  uintptr_t i = (ch_chunk_base(c) - ch_region.base) >> CH_TABLE_SHIFT, k = ch_chunk_size >> CH_TABLE_SHIFT;
-  for (uintptr_t j = i; j < i + k; j++) __atomic_store_n(&ch_region.table[j], on ? c : NULL, __ATOMIC_RELEASE);
+  uintptr_t i = (ch_chunk_base(c) - ch_region.base) >> ch_region.shift;
+  __atomic_store_n(&ch_region.table[i], on ? c : NULL, __ATOMIC_RELEASE);
 }
 
 /* Pages of this chunk that have been touched: the start bits that cover the
@@ -187,7 +189,7 @@ void ch_chunks_each(void (*fn)(const struct ch_chunk *c, void *arg), void *arg) 
   if (!ch_region.size) return;
   ch_lock(&chunk_lock);
   for (char *b = (char *)ch_region.base; b < region_cur; b += ch_chunk_size) {
-    struct ch_chunk *c = __atomic_load_n(&ch_region.table[((uintptr_t)b - ch_region.base) >> CH_TABLE_SHIFT],
+    struct ch_chunk *c = __atomic_load_n(&ch_region.table[((uintptr_t)b - ch_region.base) >> ch_region.shift],
                                          __ATOMIC_ACQUIRE);
     if (c) fn(c, arg);
   }

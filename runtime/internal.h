@@ -191,14 +191,12 @@ static inline struct ch_heap *ch_owner_heap(uintptr_t owner) {
 }
 /* Every chunk lies in one reservation, the region, made at start-up, so
  * "is p ours" is a range test, and its live chunk's header one load from a
- * table with an entry per 256 KiB of the region (the smallest chunk size,
- * so the shift is a constant; a chunk fills chunk_size >> 18 entries).
- * size is 0 until the region exists, which makes the range test also the
- * "no region yet" test. */
-#define CH_TABLE_SHIFT 18
+ * table with an entry per chunk of the region. size is 0 until the region
+ * exists, which makes the range test also the "no region yet" test. */
 struct ch_region {
   uintptr_t base, size;
   struct ch_chunk **table;   /* NULL entries: no live chunk there */
+  unsigned shift;            /* log2(chunk_size) */
 };
 extern struct ch_region ch_region;
 static inline bool ch_in_region(const void *p) { return (uintptr_t)p - ch_region.base < ch_region.size; }
@@ -206,7 +204,7 @@ static inline bool ch_in_region(const void *p) { return (uintptr_t)p - ch_region
 static inline struct ch_chunk *ch_chunk_lookup(const void *p) {
   uintptr_t off = (uintptr_t)p - ch_region.base;
   if (off >= ch_region.size) return NULL;
-  return __atomic_load_n(&ch_region.table[off >> CH_TABLE_SHIFT], __ATOMIC_RELAXED);
+  return __atomic_load_n(&ch_region.table[off >> ch_region.shift], __ATOMIC_RELAXED);
 }
 static inline bool ch_owns(const void *p) { return ch_chunk_lookup(p) != NULL; }
 void ch_chunks_init(void);
