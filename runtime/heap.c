@@ -744,12 +744,15 @@ void ch_heap_arm_control(void) { ch_control_gh = my_heap ? &my_heap->g[ch_contro
 static CH_NOINLINE void *lane_general(size_t size) {
   return group_malloc_in(my_heap, ch_control_group, size, true, false);
 }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wattributes"   /* always_inline across files: see internal.h */
 void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
   /* The control group packs: no line placement to look at. */
   void *p = fast_take(gh, 0, ch_block_size(size), false);
   if (CH_LIKELY(p != NULL)) return p;
   return lane_general(size);
 }
+#pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
 
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {

@@ -246,7 +246,14 @@ void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
 extern CH_TLS struct ch_group_heap *ch_control_gh;
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
-void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size);   /* or_next */
+/* or_next. The entry points' whole fast lane, defined in heap.c and inlined
+ * into malloc and operator new at link time: without always_inline, operator
+ * new called it (an inlining limit). GCC warns that an always_inline
+ * function outside its callers' file might not be inlinable; with LTO it is. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wattributes"
+__attribute__((always_inline)) void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size);
+#pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 void ch_group_free_in(struct ch_chunk *c, void *p);   /* c: ch_chunk_lookup(p) */
