@@ -71,10 +71,10 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
   return p;
 }
 
-/* free and every operator delete. A pointer that is not ours (NULL and the
- * bootstrap arena's included) goes to the next allocator's free, which
- * next.c has made safe for those. */
-CH_HIDDEN __attribute__((flatten)) void ch_free_impl(void *p) {
+/* free, and through ch_free_impl every operator delete. A pointer that is
+ * not ours (NULL and the bootstrap arena's included) goes to the next
+ * allocator's free, which next.c has made safe for those. */
+CH_EXPORT __attribute__((flatten)) void free(void *p) {
   struct ch_chunk *c = ch_chunk_lookup(p);
   if (CH_LIKELY(c != NULL)) { ch_group_free_in(c, p); return; }
   if (CH_UNLIKELY(ch_in_region(p))) ch_dead_chunk_free(p);
@@ -112,7 +112,9 @@ CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *malloc(size_t size) {
   return malloc_rest(size);
 }
 
-CH_EXPORT void free(void *p) { ch_free_impl(p); }
+/* free's own code, whatever another module may define under its name; the
+ * operators delete jump here. (free itself holds the code: one jump less.) */
+extern __typeof__(free) ch_free_impl __attribute__((alias("free"), visibility("hidden")));
 
 /* malloc's own code, whatever another module may define under its name. */
 extern __typeof__(malloc) ch_malloc_entry __attribute__((alias("malloc"), visibility("hidden")));
