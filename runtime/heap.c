@@ -12,10 +12,12 @@
  * threads become orphans, handled under a lock until a heap adopts them: the
  * first thread with a heap that frees into one, or that needs a chunk.
  *
- * The common allocation and free touch the group's line of the thread's
- * heap, the chunk header's first line, one line of bins and the block
- * itself; the free also reads one word of start bits. Rarer work hangs off one
- * threshold test each way. */
+ * The common allocation touches the group's line of the thread's heap, the
+ * chunk header's first line, one line of bins and the block itself; the
+ * common free the chunk's table entry, the header's first line, two words
+ * of start bits, one line of bins and the block (not the heap line: the
+ * chunk counts its frees and reports them in batches). Rarer work hangs off
+ * one threshold test each way. */
 #define _GNU_SOURCE
 #include "internal.h"
 
