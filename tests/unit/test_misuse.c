@@ -58,6 +58,11 @@ int main(int argc, char **argv) {
    * where a freed one left its key, the program leaves that word alone and
    * another thread frees the block */
   else if (!strcmp(what, "stale-key")) {
+    /* enough blocks that the empty chunk starts over (it does only once
+     * its bump pointer has moved 4 KiB; before, freed blocks are reused) */
+    char *fill[128];
+    for (int i = 0; i < 128; i++) fill[i] = malloc(64);
+    for (int i = 0; i < 128; i++) free(fill[i]);
     uint64_t old_key;
     free(p);
     memcpy(&old_key, p + 8, sizeof old_key);
