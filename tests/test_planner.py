@@ -462,9 +462,9 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     patched = make_plan(profile)
     assert patched.groups == []
     assert any("2000000 allocations decided from patched call sites" in n for n in patched.notes)
-    modest = make_plan(churn_profile(affinity=4_000_000, accesses=5_000_000))
+    modest = make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000))
     assert len(modest.groups) == 1 and modest.worth[0].identify == "patched"
-    assert len(make_plan(churn_profile(affinity=4_000_000, accesses=5_000_000), identify="walk").groups) == 0
+    assert len(make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000), identify="walk").groups) == 0
 
 
 @pytest.mark.parametrize("nodes", ["empty", "cold"])
