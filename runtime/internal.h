@@ -221,7 +221,8 @@ void ch_chunks_atfork_child(void);
 
 /* ---------------------------------------------------------------- heap.c */
 /* A thread's state for one group: one cache line, touched by every
- * allocation in the group and every free into it. */
+ * allocation in the group; a free touches it only when its chunk reports
+ * (heap.c, chunk_report). */
 struct ch_group_heap {
   struct ch_chunk *current;
   uint64_t allocs, frees;      /* this thread's (and its chunks', reported), summed by stats.c */
