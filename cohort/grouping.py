@@ -117,7 +117,8 @@ def group(accesses, edges, total_accesses, min_weight=None, max_members=16, tole
     return groups
 
 
-def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_threshold=0.005):
+def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_threshold=0.005,
+                nbytes=None):
     """A second stage after Figure 6. HALO's density score keeps a node
     whose loop outweighs its edges out of a group, so a cluster whose
     members are each used with all the others (a scene graph's node kinds,
@@ -128,10 +129,16 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
     least its internal weight is merged with the group, or node, it shares
     the most weight with, the worst such group first, while the merged
     group has at most `max_members` nodes; until no kept group is like that
-    or has a partner left. Returns (groups, merges): the groups in order of
-    formation (a merged group takes the place of its first part), and per
-    merge (node, partner's node, whether the partner was a kept group, the
-    weight between them, the group's internal and outside weight before)."""
+    or has a partner left. A merge also puts each side's objects among the
+    other's: with `nbytes` (bytes allocated, per node) it is made only if the
+    weight between them outweighs that dilution, each side's internal weight
+    times the share of the pool's bytes the other side takes (a log written
+    once per node of a tree, merged with the tree, spreads the tree that its
+    walks read over a third more lines). Returns (groups, merges): the
+    groups in order of formation (a merged group takes the place of its
+    first part), and per merge (node, partner's node, whether the partner
+    was a kept group, the weight between them, the group's internal and
+    outside weight before)."""
     adj = _adjacency(edges, accesses)
     grouped = {n for g in groups for n in g.members}
     units = list(groups) + [Group(members=[n], weight=adj.get(n, {}).get(n, 0), score=0.0, kept=False,
@@ -148,6 +155,15 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
                 else:
                     outside += w
         return inside, outside
+
+    def dilution(u, v, u_inside):
+        """What merging u with v costs: each side's internal weight times
+        the share of the merged pool's bytes the other side holds."""
+        bu = sum(nbytes.get(n, 0) for n in u.members)
+        bv = sum(nbytes.get(n, 0) for n in v.members)
+        if bu + bv == 0:
+            return 0.0
+        return u_inside * bv / (bu + bv) + split(v)[0] * bu / (bu + bv)
 
     free = {id(u) for u in units[len(groups):]}
     merges, stuck = [], set()
@@ -169,7 +185,8 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
                 j = owner.get(y)
                 if j is not None and j != i:
                     links[j] = links.get(j, 0) + w
-        fits = [(w, -j, j) for j, w in links.items() if len(u.members) + len(units[j].members) <= max_members]
+        fits = [(w, -j, j) for j, w in links.items() if len(u.members) + len(units[j].members) <= max_members
+                and (nbytes is None or w >= dilution(u, units[j], inside))]
         if not fits:
             stuck.add(i)
             continue
@@ -208,3 +225,9 @@ def from_profile(profile):
         key = (min(x, y), max(x, y))
         edges[key] = edges.get(key, 0) + w
     return accesses, edges, profile["totals"]["accesses"], members
+
+
+def node_bytes(profile, members):
+    """{node: bytes its contexts allocated}, for consolidate()."""
+    contexts = profile["contexts"]
+    return {n: sum(contexts[c].get("bytes", 0) for c in cs) for n, cs in members.items()}

@@ -386,7 +386,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
     formed, merges = grouping.consolidate(formed, accesses, edges, total, max_members=max_members,
-                                          group_threshold=group_threshold)
+                                          group_threshold=group_threshold,
+                                          nbytes=grouping.node_bytes(profile, members))
     for g in formed:   # from graph nodes (families) to their contexts
         g.nodes = g.members
         g.members = [c for n in g.nodes for c in members[n]]

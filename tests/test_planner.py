@@ -622,3 +622,20 @@ def test_decision_paths_end_walks_where_the_contexts_agree(tmp_path):
     assert decide(read, [index[1], None, index[20], index[30]]) is None
     assert decide(dict(read, unknown_path="walk"), [index[1], None, index[20], index[30]]) == 0
     assert make_plan(profile, unknown_path="walk", **FREE_WALKS).unknown_path == "walk"
+
+
+@pytest.mark.parametrize("link,merged", [(82_780, False), (900_000, True)])
+def test_consolidation_weighs_what_a_merge_dilutes(link, merged):
+    """A tree walked over and over (a heavy loop) and a log written once per
+    few nodes (used more with the tree than with itself): merging the log
+    into the tree's pool would spread the tree over a fifth more bytes, which
+    costs its walks more than the log's link to it brings, unless that link
+    is heavy."""
+    from cohort.planner import make_plan
+    profile = shape_profile([(0, [1, 10], 32768, 2_700_000), (1, [2, 11], 8192, 340_000)],
+                            [(0, 0, 1_576_327), (0, 1, link), (1, 1, 28_725)], 3_100_000)
+    plan = make_plan(profile)
+    members = [sorted(g.members) for g in plan.groups]
+    assert ([0, 1] in members) == merged
+    if not merged:
+        assert members == [[0]]
