@@ -749,8 +749,10 @@ void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, 
  * checked mode, whose my_heap stays NULL. */
 CH_TLS struct ch_group_heap *ch_control_gh;
 void ch_heap_arm_control(void) { ch_control_gh = my_heap ? &my_heap->g[ch_control_group] : NULL; }
+/* The lane's fast path failed: straight to the general path (the control
+ * group places nothing on lines). */
 static CH_NOINLINE void *lane_general(size_t size) {
-  return group_malloc_in(my_heap, ch_control_group, size, true, false);
+  return alloc_general_or_next(my_heap, ch_control_group, ch_block_size(size), size);
 }
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wattributes"   /* always_inline across files: see internal.h */
@@ -790,15 +792,19 @@ static CH_NOINLINE void free_check(struct ch_group_heap *gh, struct ch_chunk *c)
 }
 static CH_NOINLINE void free_check_in(struct ch_heap *h, struct ch_chunk *c) { free_check(&h->g[c->group], c); }
 
-/* The owner's free of a block whose size is known, then whatever the
- * chunk's new state calls for. */
-static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, unsigned group, void *p,
-                                      size_t size) {
-  bin_push(c, p, size);
-  uint32_t live = c->live_bytes -= (uint32_t)size;
-  c->freed += (uint32_t)size;
+/* The owner's free of size bytes, its block binned: the chunk's counts, and
+ * whatever its new state calls for. */
+static inline __attribute__((always_inline)) void note_free(struct ch_heap *h, struct ch_chunk *c, uint32_t size) {
+  uint32_t live = c->live_bytes -= size;
+  c->freed += size;
   c->frees++;
-  if (live < c->low) free_check(&h->g[group], c);
+  if (CH_UNLIKELY(live < c->low)) free_check_in(h, c);
+}
+
+/* The owner's free of a block whose size is known. */
+static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, void *p, size_t size) {
+  bin_push(c, p, size);
+  note_free(h, c, (uint32_t)size);
 }
 
 static void free_remote(struct ch_heap *owner, void *p) {
@@ -828,7 +834,7 @@ static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
     if (owner != h) { free_remote(owner, p); return; }   /* adopted meanwhile by another */
     if (adopted) set_low(&h->g[g], c);
     freed_clear(p);   /* before the release, which may retire the chunk */
-    release_block(h, c, g, p, block_size(c, p));
+    release_block(h, c, p, block_size(c, p));
     return;
   }
   size_t size = block_size(c, p);
@@ -922,7 +928,7 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p
   size_t size = owner_block_size(c, g, starts);
   if (holds_key(c, p) && (freed_bit(p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
-  release_block(h, c, c->group, p, size);
+  release_block(h, c, p, size);
 }
 
 /* The owner's free of a block of an exact bin's size, not in a bin. */
@@ -934,10 +940,7 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
   blk[1] = c->key;
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
-  uint32_t live = c->live_bytes -= size;
-  c->freed += size;
-  c->frees++;
-  if (CH_UNLIKELY(live < c->low)) free_check_in(h, c);
+  note_free(h, c, size);
 }
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a block handed out passes: start bits exist only for blocks below the bump
@@ -993,7 +996,7 @@ static void drain_list(struct ch_heap *h, void *b) {
     if (owner && owner == h) {
       size_t size = block_size(c, b);
       freed_clear(b);   /* before the release, which may retire the chunk */
-      release_block(h, c, (unsigned)(ow & CH_OWNER_GROUP), b, size);
+      release_block(h, c, b, size);
     }
     else if (!owner) free_orphaned(h, c, b);
     else free_remote(owner, b);
