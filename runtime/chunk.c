@@ -7,13 +7,13 @@
  * "that block is on its way back from another thread" (touched only by
  * frees from other threads), then "a block starts here" (read by every
  * free: one cache line covers 4 KiB of objects); a line of zeros; then the
- * header, then the
- * objects, which carry no header of their own. The region is reserved
- * without access and each chunk is given access when it is carved, so wild
- * writes into the rest of the region fault (and in the checked mode every
- * other chunk stays so, as a guard). Empty chunks are kept as spares (dirty,
- * up to COHORT_SPARES process-wide) or purged (pages given back, access taken
- * away) and kept for reuse; either way their table entries are cleared. */
+ * header, then the objects, which carry no header of their own. The region
+ * is reserved without access and each chunk is given access when it is
+ * carved, so wild writes into the rest of the region fault (and in the
+ * checked mode every other chunk stays so, as a guard). Empty chunks are
+ * kept as spares (dirty, up to COHORT_SPARES process-wide) or purged (pages
+ * given back, access taken away) and kept for reuse; either way their table
+ * entry is cleared. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -183,14 +183,14 @@ void ch_chunk_retire(struct ch_chunk *c) {
 }
 
 /* The lock keeps ch_chunk_retire from purging a chunk fn is reading: it
- * clears the chunk's table entries before it takes the lock, and purges only
+ * clears the chunk's table entry before it takes the lock, and purges only
  * after. */
 void ch_chunks_each(void (*fn)(const struct ch_chunk *c, void *arg), void *arg) {
   if (!ch_region.size) return;
   ch_lock(&chunk_lock);
-  for (char *b = (char *)ch_region.base; b < region_cur; b += ch_chunk_size) {
-    struct ch_chunk *c = __atomic_load_n(&ch_region.table[((uintptr_t)b - ch_region.base) >> ch_region.shift],
-                                         __ATOMIC_ACQUIRE);
+  uintptr_t carved = ((uintptr_t)region_cur - ch_region.base) >> ch_region.shift;
+  for (uintptr_t i = 0; i < carved; i++) {
+    struct ch_chunk *c = __atomic_load_n(&ch_region.table[i], __ATOMIC_ACQUIRE);
     if (c) fn(c, arg);
   }
   ch_unlock(&chunk_lock);
