@@ -275,8 +275,7 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
         patched = identify == "patched" and (direct is None or all(
             s in direct for s in c["sites"] if s in selector_sites)) and not (
             g is not None and g < len(plan.groups) and plan.groups[g].merged)
-        w["ns"] += c["allocations"] * (costs["patched_ns"] if patched
-                                       else costs["walk_ns"] + frames * costs["frame_ns"])
+        w["ns"] += c["allocations"] * transfer.identification_ns(costs, patched, frames)
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
         if g is not None:

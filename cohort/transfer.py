@@ -143,6 +143,12 @@ class Transfer:
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
 
 
+def identification_ns(costs, patched, frames):
+    """What deciding one allocation costs: from the bits of patched call
+    sites, or a stack walk of `frames` frames (planner.COST_DEFAULTS)."""
+    return costs["patched_ns"] if patched else costs["walk_ns"] + frames * costs["frame_ns"]
+
+
 def decisions(plan, profile):
     """{context id: (group or None, frames its walk looks at or None when
     the quick test decides at the entry, whether the walk leaves the decision
@@ -203,8 +209,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=()):
                 walk_none += n
             continue
         groups[g].walked += n
-        groups[g].walk_ns += n * (costs["patched_ns"] if patched and g not in walked
-                                  else costs["walk_ns"] + frames * costs["frame_ns"])
+        groups[g].walk_ns += n * identification_ns(costs, patched and g not in walked, frames)
 
     # Affinity on that run: a graph node belongs to the group most of its
     # allocations are decided into.
