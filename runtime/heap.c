@@ -6,8 +6,8 @@
  * inside a chunk is reused by the same group and a long-lived object cannot
  * pin an otherwise empty chunk. Only the owning thread touches a chunk's
  * bins and counts; another thread's free sets the block's freed bit
- * atomically and pushes the block onto the owning heap's delayed list, which
- * the owner drains. Heaps are never freed (an exited thread's heap waits for
+ * atomically and pushes the block onto the owning heap's delayed list (in
+ * batches, from a thread with a heap), which the owner drains. Heaps are never freed (an exited thread's heap waits for
  * reuse), so that push can never land in freed memory. Chunks of exited
  * threads become orphans, handled under a lock until a heap adopts them: the
  * first thread with a heap that frees into one, or that needs a chunk.
@@ -814,6 +814,42 @@ static void free_remote(struct ch_heap *owner, void *p) {
                                                 memory_order_relaxed));
 }
 
+/* A thread with a heap batches its frees into another heap's chunks and
+ * hands them over with one compare-and-swap: a consumer freeing a
+ * producer's blocks otherwise pays one on the producer's list for each. At
+ * most REMOTE_BATCH blocks wait, all for one heap; the batch goes when it is
+ * full, when a block for another heap comes, and when the thread exits
+ * (heap_thread_exit). A thread without a heap has no exit hook to send it,
+ * so its frees go one at a time. A block in a batch is on its way back like
+ * any other: its freed bit is set, so freeing it again is a double free. */
+#define REMOTE_BATCH 32
+static CH_TLS struct remote_batch {
+  struct ch_heap *owner;
+  void *head, *tail;   /* linked through their first word, as on the delayed list */
+  unsigned n;
+} rbatch;
+static void remote_flush(void) {
+  struct remote_batch *r = &rbatch;
+  if (!r->n) return;
+  void *old = atomic_load_explicit(&r->owner->delayed, memory_order_relaxed);
+  do *(void **)r->tail = old;
+  while (!atomic_compare_exchange_weak_explicit(&r->owner->delayed, &old, r->head, memory_order_release,
+                                                memory_order_relaxed));
+  r->head = r->tail = NULL;
+  r->n = 0;
+}
+static void free_remote_batched(struct ch_heap *owner, void *p) {
+  struct remote_batch *r = &rbatch;
+  if (r->owner != owner) {
+    remote_flush();
+    r->owner = owner;
+  }
+  *(void **)p = r->head;
+  if (!r->n) r->tail = p;
+  r->head = p;
+  if (++r->n >= REMOTE_BATCH) remote_flush();
+}
+
 /* Free in a chunk whose owner thread has exited (the freed bit is set). A
  * thread with a heap adopts the chunk first, so that its later frees there
  * are its own, without the lock: a thread that inherits a finished thread's
@@ -895,6 +931,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   ((uint64_t *)p)[1] = c->key;
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(own_heap, c, p);
+  else if (own_heap) free_remote_batched(owner, p);
   else free_remote(owner, p);
 }
 
@@ -1091,6 +1128,7 @@ static void heap_abandon(struct ch_heap *h) {
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
+  remote_flush();   /* before our own chunks are orphaned: none of the batch is ours */
   if (h == own_heap) { own_heap = my_heap = NULL; ch_control_gh = NULL; }
   heap_abandon(h);
   ch_in_runtime--;

@@ -57,6 +57,7 @@ def test_chunk_reuse_and_purge(tmp_path, spares):
     ("free-at-bump", "free(): invalid pointer"),
     ("double-free-remote", "free(): double free detected"),
     ("double-free-after-remote", "free(): double free detected"),
+    ("double-free-batched", "free(): double free detected"),
     ("double-free-emptied", "free(): double free detected"),
     ("double-free-retired", "free(): double free or invalid pointer"),
 ])

@@ -8,6 +8,16 @@
 #include <string.h>
 
 static void *free_in_thread(void *p) { free(p); return NULL; }
+/* The same from a thread with a heap of its own (it has allocated), whose
+ * frees into other threads' chunks wait in a batch: the second finds the
+ * block still there. */
+static void *free_twice_with_heap(void *p) {
+  void *mine = malloc(32);
+  free(p);
+  free(p);
+  free(mine);
+  return NULL;
+}
 static void free_elsewhere(void *p) {
   pthread_t t;
   pthread_create(&t, NULL, free_in_thread, p);
@@ -34,6 +44,11 @@ int main(int argc, char **argv) {
   /* freed here and then by another thread, or the other way round */
   else if (!strcmp(what, "double-free-remote")) { free(p); free_elsewhere(p); }
   else if (!strcmp(what, "double-free-after-remote")) { free_elsewhere(p); free(p); }
+  else if (!strcmp(what, "double-free-batched")) {
+    pthread_t t;
+    pthread_create(&t, NULL, free_twice_with_heap, p);
+    pthread_join(t, NULL);
+  }
   /* freed again after its chunk emptied and started over */
   else if (!strcmp(what, "double-free-emptied")) { free(p); free(keep); free(p); }
   /* freed again after its chunk emptied and was retired: a chunk holds
