@@ -249,6 +249,7 @@ CH_EXPORT int cohort_group_of(const void *p) {
 
 CH_EXPORT int cohort_write_stats(const char *path) {
   ch_identify_flush_thread();
+  ch_heap_flush_remote();
   return ch_stats_write(path ? path : ch_opt.stats_path);
 }
 

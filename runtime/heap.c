@@ -838,6 +838,8 @@ static void remote_flush(void) {
   r->head = r->tail = NULL;
   r->n = 0;
 }
+/* Not from a signal handler: it may have interrupted this thread's batch. */
+void ch_heap_flush_remote(void) { remote_flush(); }
 static void free_remote_batched(struct ch_heap *owner, void *p) {
   struct remote_batch *r = &rbatch;
   if (r->owner != owner) {

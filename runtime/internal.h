@@ -247,6 +247,9 @@ void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
 extern CH_TLS struct ch_group_heap *ch_control_gh;
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
+/* Hand this thread's batch of frees into other threads' chunks to their
+ * owners now (the statistics writers that are not signal handlers). */
+void ch_heap_flush_remote(void);
 /* or_next. The entry points' whole fast lane, defined in heap.c and inlined
  * into malloc and operator new at link time: without always_inline, operator
  * new called it (an inlining limit). GCC warns that an always_inline
