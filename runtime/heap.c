@@ -7,8 +7,9 @@
  * pin an otherwise empty chunk. Only the owning thread touches a chunk's
  * bins and counts; another thread's free sets the block's freed bit
  * atomically and pushes the block onto the owning heap's delayed list (in
- * batches, from a thread with a heap), which the owner drains. Heaps are never freed (an exited thread's heap waits for
- * reuse), so that push can never land in freed memory. Chunks of exited
+ * batches, from a thread with a heap), which the owner drains. Heaps are
+ * never freed (an exited thread's heap waits for reuse), so that push can
+ * never land in freed memory. Chunks of exited
  * threads become orphans, handled under a lock until a heap adopts them: the
  * first thread with a heap that frees into one, or that needs a chunk.
  *
@@ -807,12 +808,15 @@ static CH_NOINLINE void release_block(struct ch_heap *h, struct ch_chunk *c, voi
   note_free(h, c, (uint32_t)size);
 }
 
-static void free_remote(struct ch_heap *owner, void *p) {
+/* Push the blocks head..tail (linked through their first word) onto the
+ * owner's delayed list. */
+static void push_remote(struct ch_heap *owner, void *head, void *tail) {
   void *old = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
-  do *(void **)p = old;
-  while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &old, p, memory_order_release,
+  do *(void **)tail = old;
+  while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &old, head, memory_order_release,
                                                 memory_order_relaxed));
 }
+static void free_remote(struct ch_heap *owner, void *p) { push_remote(owner, p, p); }
 
 /* A thread with a heap batches its frees into another heap's chunks and
  * hands them over with one compare-and-swap: a consumer freeing a
@@ -831,10 +835,7 @@ static CH_TLS struct remote_batch {
 static void remote_flush(void) {
   struct remote_batch *r = &rbatch;
   if (!r->n) return;
-  void *old = atomic_load_explicit(&r->owner->delayed, memory_order_relaxed);
-  do *(void **)r->tail = old;
-  while (!atomic_compare_exchange_weak_explicit(&r->owner->delayed, &old, r->head, memory_order_release,
-                                                memory_order_relaxed));
+  push_remote(r->owner, r->head, r->tail);
   r->head = r->tail = NULL;
   r->n = 0;
 }
