@@ -248,8 +248,7 @@ CH_EXPORT int cohort_group_of(const void *p) {
 }
 
 CH_EXPORT int cohort_write_stats(const char *path) {
-  ch_identify_flush_thread();
-  ch_heap_flush_remote();
+  ch_flush_thread();
   return ch_stats_write(path ? path : ch_opt.stats_path);
 }
 

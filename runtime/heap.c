@@ -832,25 +832,25 @@ static CH_TLS struct remote_batch {
   void *head, *tail;   /* linked through their first word, as on the delayed list */
   unsigned n;
 } rbatch;
-static void remote_flush(void) {
+/* Also from the statistics writers, never from a signal handler: it may
+ * have interrupted this thread's batch. */
+void ch_heap_flush_remote(void) {
   struct remote_batch *r = &rbatch;
   if (!r->n) return;
   push_remote(r->owner, r->head, r->tail);
   r->head = r->tail = NULL;
   r->n = 0;
 }
-/* Not from a signal handler: it may have interrupted this thread's batch. */
-void ch_heap_flush_remote(void) { remote_flush(); }
 static void free_remote_batched(struct ch_heap *owner, void *p) {
   struct remote_batch *r = &rbatch;
   if (r->owner != owner) {
-    remote_flush();
+    ch_heap_flush_remote();
     r->owner = owner;
   }
   *(void **)p = r->head;
   if (!r->n) r->tail = p;
   r->head = p;
-  if (++r->n >= REMOTE_BATCH) remote_flush();
+  if (++r->n >= REMOTE_BATCH) ch_heap_flush_remote();
 }
 
 /* Free in a chunk whose owner thread has exited (the freed bit is set). A
@@ -1131,7 +1131,7 @@ static void heap_abandon(struct ch_heap *h) {
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
-  remote_flush();   /* before our own chunks are orphaned: none of the batch is ours */
+  ch_heap_flush_remote();   /* nothing would send the batch after the thread */
   if (h == own_heap) { own_heap = my_heap = NULL; ch_control_gh = NULL; }
   heap_abandon(h);
   ch_in_runtime--;

@@ -106,10 +106,14 @@ void ch_ensure_init(void) {
 
 __attribute__((constructor(101))) static void cohort_init(void) { ch_ensure_init(); }
 
+void ch_flush_thread(void) {
+  ch_identify_flush_thread();
+  ch_heap_flush_remote();
+}
+
 __attribute__((destructor)) static void cohort_fini(void) {
   if (ch_opt.stats_path) {
-    ch_identify_flush_thread();
-    ch_heap_flush_remote();
+    ch_flush_thread();
     if (ch_stats_write(ch_opt.stats_path) == -1)   /* -2: refused, and said so */
       ch_warn("cannot write statistics to %s", ch_opt.stats_path);
   }

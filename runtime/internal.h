@@ -248,7 +248,7 @@ extern CH_TLS struct ch_group_heap *ch_control_gh;
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
 /* Hand this thread's batch of frees into other threads' chunks to their
- * owners now (the statistics writers that are not signal handlers). */
+ * owners now (when it is full, at the thread's exit, and ch_flush_thread). */
 void ch_heap_flush_remote(void);
 /* or_next. The entry points' whole fast lane, defined in heap.c and inlined
  * into malloc and operator new at link time: without always_inline, operator
@@ -617,6 +617,10 @@ int ch_stats_write(const char *path);  /* 0; -1 cannot write; -2 refused (not ou
 /* ---------------------------------------------------------------- init.c */
 extern atomic_int ch_init_state;   /* 0 none, 1 running, 2 done */
 void ch_ensure_init(void);
+/* What this thread holds back (path counts, a batch of frees into other
+ * threads' chunks) goes out now: before a statistics write that is not in a
+ * signal handler. */
+void ch_flush_thread(void);
 extern CH_TLS int ch_in_runtime;   /* >0 while the runtime itself is allocating */
 
 #endif
