@@ -50,14 +50,14 @@ def cmd_run(args, target):
     plan = plan_option(args.plan)
     if plan:
         check_plan_fits(plan, resolve_program(target))
-    elif not args.mode:
+    elif not args.mode and not args.policy:
         late = [a for a in target[1:] if a.split("=")[0] in ("--plan", "--mode", "--allocator", "--stats")]
         note(f"no --plan and no --mode: running {target[0]} in pass-through (nothing is grouped)"
              + (f"; {late[0].split('=')[0]} after `--` is the program's own argument (cohort's options "
                 "go before `--`)" if late else ""))
     if args.stats and "%p" not in args.stats:
         claim(args.stats, "stats", args.force)
-    env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats)
+    env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats, policy=args.policy)
     if args.stats and args.force:
         env["COHORT_STATS_FORCE"] = "1"
     if args.check:
@@ -279,6 +279,9 @@ def build_parser():
                    help="the allocator behind Cohort for everything not grouped (default: glibc)")
     r.add_argument("--mode", help="runtime mode: plan, off, all (group every small object) "
                                   "or random[:N] (HALO's random control)")
+    r.add_argument("--policy", help="where objects go: halo (the plan's groups; the default with --plan) "
+                                    "or dpa (online pooling by call chain, no profile needed; "
+                                    "docs/policies.md)")
     r.add_argument("--stats", help="write the runtime's statistics (JSON) to this file at exit "
                                    "(%%p: the process id)")
     r.add_argument("--check", action="store_true",

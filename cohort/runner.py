@@ -115,16 +115,18 @@ def open_input(path):
         raise CohortError(f"cannot read {path}: {e.strerror}") from None
 
 
-def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, patch=None):
+def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, patch=None, policy=None):
     """The environment for a run: LD_PRELOAD puts libcohort first, the chosen
     allocator behind it, then whatever the user already preloads. A plan
     that declares no group leaves libcohort out: it would only pass every
     call through (`cohort run` says so). patch: "0" keeps the runtime from
-    patching selector call sites (COHORT_PATCH); None leaves it as it is."""
+    patching selector call sites (COHORT_PATCH); None leaves it as it is.
+    policy: COHORT_POLICY (halo, or an online policy such as dpa); the
+    runtime itself warns about one it does not know and passes through."""
     env = dict(os.environ if base is None else base)
     # Read (and so checked by the runtime's parser) once, under the run's environment.
     read = read_plan(plan, env) if plan is not None else None
-    idle = read is not None and mode is None and not read["groups"]
+    idle = read is not None and mode is None and policy is None and not read["groups"]
     preload = [] if idle else [str(runtime_library())]
     alloc = allocator_library(allocator)
     if alloc:
@@ -134,7 +136,7 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, 
     env["LD_PRELOAD"] = " ".join(preload)
     if not preload:
         del env["LD_PRELOAD"]
-    for key in ("COHORT_PLAN", "COHORT_MODE", "COHORT_STATS"):
+    for key in ("COHORT_PLAN", "COHORT_MODE", "COHORT_STATS", "COHORT_POLICY"):
         env.pop(key, None)
     if idle:
         return env
@@ -146,6 +148,8 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, 
         if mode.split(":")[0] not in MODES:
             raise CohortError(f"unknown mode '{mode}' (choose from {', '.join(MODES)})")
         env["COHORT_MODE"] = mode
+    if policy is not None:
+        env["COHORT_POLICY"] = policy
     if stats is not None:
         env["COHORT_STATS"] = str(Path(stats).resolve())
     return env

@@ -36,6 +36,7 @@ static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
 static inline void *try_group(size_t size, size_t align, bool zero, const uintptr_t *fp) {
   if (!ch_identify_active) return NULL;
   int g = ch_identify(size, fp);
+  if (CH_UNLIKELY(g == CH_IDENTIFY_SAMPLE)) g = ch_dpa_unsample();   /* only malloc samples */
   if (g < 0) return NULL;
   return ch_group_alloc((unsigned)g, size, align, zero);
 }
@@ -54,6 +55,7 @@ CH_HIDDEN void *ch_malloc_impl(size_t size, const uintptr_t *fp) {
 CH_HIDDEN __attribute__((flatten)) void *ch_malloc_grouping(size_t size, const uintptr_t *fp) {
   int g = ch_identify(size, fp);
   if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
+  if (CH_UNLIKELY(g == CH_IDENTIFY_SAMPLE)) return ch_dpa_malloc_sampled(size);
   return ch_next.malloc(size);
 }
 

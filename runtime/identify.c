@@ -17,7 +17,7 @@
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "patched", "all", "random", "direct",
+  "patched", "all", "random", "direct", "dpa", "dpa_below",
 };
 
 _Atomic bool ch_identify_active;
@@ -132,7 +132,7 @@ static inline void count_frames(unsigned n) {
   tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
 }
 
-unsigned ch_ngroups(void) { return ngroups; }
+unsigned ch_ngroups(void) { return ch_opt.mode == CH_MODE_DPA ? ch_dpa_pools() : ngroups; }
 
 const char *ch_group_name(unsigned g) {
   static const char *const random_names[] = {"random-0", "random-1", "random-2", "random-3"};
@@ -140,6 +140,7 @@ const char *ch_group_name(unsigned g) {
   case CH_MODE_ALL: return "all";
   case CH_MODE_RANDOM: return g < 4 ? random_names[g] : "random";
   case CH_MODE_PLAN: return ch_plan ? ch_plan->group_names[g] : "?";
+  case CH_MODE_DPA: return ch_dpa_pool_name(g);
   default: return "?";
   }
 }
@@ -161,6 +162,12 @@ void ch_identify_init(void) {
   case CH_MODE_RANDOM:
     ngroups = ch_opt.random_pools;
     budget_path = CH_PATH_RANDOM;
+    break;
+  case CH_MODE_DPA:
+    /* DPA's own size threshold, unless COHORT_MAX_SIZE says otherwise. */
+    if (!ch_opt.max_size) ch_max_size = ch_opt.dpa_max_size;
+    ch_dpa_init();
+    if (ch_opt.mode != CH_MODE_DPA) return;
     break;
   case CH_MODE_PLAN:
     if (!ch_plan) return;
@@ -314,6 +321,11 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       return identify_plan(size, fp, q);
     }
     if (!ch_in_runtime) {
+      if (ch_opt.mode == CH_MODE_DPA) {
+        int g = ch_dpa_identify(size, fp);
+        count((g == CH_IDENTIFY_SAMPLE ? ch_dpa_unsample() : g) >= 0 ? CH_PATH_DPA : CH_PATH_DPA_BELOW);
+        return g;
+      }
       if (ch_opt.mode == CH_MODE_ALL) { count(CH_PATH_ALL); return 0; }
       if (ch_opt.mode == CH_MODE_RANDOM) return random_group();
     }

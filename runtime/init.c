@@ -39,6 +39,7 @@ static void atfork_child(void) {
   ch_chunks_atfork_child();
   ch_heaps_atfork_child();
   ch_modules_atfork_child();
+  if (ch_opt.mode == CH_MODE_DPA) ch_dpa_atfork_child();
 }
 
 static void on_stats_signal(int sig) {

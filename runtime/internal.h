@@ -71,7 +71,7 @@ void ch_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void ch_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------------- options.c */
-enum ch_mode { CH_MODE_OFF, CH_MODE_PLAN, CH_MODE_ALL, CH_MODE_RANDOM };
+enum ch_mode { CH_MODE_OFF, CH_MODE_PLAN, CH_MODE_ALL, CH_MODE_RANDOM, CH_MODE_DPA };
 struct ch_options {
   enum ch_mode mode;
   unsigned random_pools;      /* CH_MODE_RANDOM: number of pools */
@@ -84,6 +84,8 @@ struct ch_options {
   bool verbose;
   bool patch;                 /* COHORT_PATCH: rewrite selector call sites (default on) */
   bool check;                 /* COHORT_CHECK: redzones around grouped blocks (check.c) */
+  unsigned dpa_min_objects;   /* COHORT_DPA_MIN_OBJECTS: a DPA group's objects before its pool */
+  size_t dpa_max_size;        /* COHORT_DPA_MAX_SIZE: DPA's largest pooled object */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);
@@ -369,6 +371,18 @@ int ch_walk_entry(const uintptr_t *fp);
  * each application frame that has a plan site, with the stack address its
  * return address was read from. false: the walk was cut short. */
 bool ch_walk_sites(const uintptr_t *fp, void (*fn)(void *arg, uintptr_t slot, int site), void *arg);
+/* The return addresses of the frames from the entry point's frame outwards,
+ * innermost first, one at a time: ch_frames_next gives the next one and
+ * whether it lies in a system module; false when the walk has ended. */
+struct ch_frames {
+  struct ch_regs r;
+  uintptr_t tag, sp0;
+  uintptr_t from;   /* where the last pc given was read from the stack */
+  bool fixed;       /* every frame stepped so far had CFA = %rsp + a constant */
+  bool done;
+};
+bool ch_frames_start(struct ch_frames *it, const uintptr_t *fp);
+bool ch_frames_next(struct ch_frames *it, uintptr_t *pc, bool *system);
 void ch_unwind_init(void);
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo */
@@ -446,6 +460,8 @@ enum ch_path {
   CH_PATH_ALL,           /* test mode: every small allocation grouped */
   CH_PATH_RANDOM,        /* control mode: a random pool */
   CH_PATH_DIRECT,        /* a patched call site that reaches its group directly (direct.c) */
+  CH_PATH_DPA,           /* DPA: the call chain's pool */
+  CH_PATH_DPA_BELOW,     /* DPA: the chain's group has no pool (yet): the next allocator */
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
@@ -455,6 +471,10 @@ extern atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
 extern _Atomic bool ch_identify_active;  /* fast flag: anything to decide at all */
 extern size_t ch_max_size;
 int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1 */
+/* ch_identify under DPA, when the allocation is sampled for the shape graph:
+ * malloc allocates through ch_dpa_malloc_sampled, other entry points take
+ * the decided group from ch_dpa_unsample. */
+#define CH_IDENTIFY_SAMPLE (-100)
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
@@ -624,3 +644,50 @@ void ch_flush_thread(void);
 extern CH_TLS int ch_in_runtime;   /* >0 while the runtime itself is allocating */
 
 #endif
+
+/* ---------------------------------------------------------- wrapper.c */
+/* Verdicts on a call site's function: is it an allocation wrapper? */
+enum { CH_WRAP_NO, CH_WRAP_YES, CH_WRAP_UNFOLLOWED, CH_WRAP_UNDECODED, CH_WRAP_TOO_LARGE, CH_WRAP_NO_CODE,
+       CH_WRAP_VERDICTS };
+/* The function [start, end) and the return address ret of a call in it
+ * that returned a new object (at_call: the unwind rule at the call, or
+ * NULL): a CH_WRAP_* verdict. Not thread-safe (dpa.c
+ * holds its lock). */
+int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const struct ch_cfi_rule *at_call);
+
+/* -------------------------------------------------------------- dpa.c */
+#define CH_DPA_MAX_OGS 4096
+#define CH_DPA_CHAIN_MAX 8
+#define CH_DPA_COUNTING (-1)   /* a group's pool while it counts towards the threshold */
+#define CH_DPA_NO_POOL (-2)    /* none: every Cohort group was taken */
+/* An object group: one adaptive partial call chain. */
+struct ch_dpa_og {
+  _Atomic int pool;                         /* a Cohort group, or CH_DPA_COUNTING / NO_POOL */
+  _Atomic unsigned objects;                 /* counted until the pool exists */
+  uint32_t size;                            /* the first object's size */
+  _Atomic bool mixed;                       /* sizes differ (seen while counting) */
+  uint8_t length;                           /* application frames in the chain */
+  int16_t frame_module[CH_DPA_CHAIN_MAX];   /* ch_modules_at index, -1: unknown */
+  uintptr_t frame_offset[CH_DPA_CHAIN_MAX]; /* return address in the module's file */
+};
+struct ch_dpa_counts {
+  atomic_ulong verdicts[CH_WRAP_VERDICTS];  /* call sites analysed, by verdict */
+  atomic_ulong groups_refused, pools_refused, table_full;
+  atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
+};
+extern struct ch_dpa_counts ch_dpa_counts;
+extern struct ch_dpa_og *ch_dpa_ogs;
+extern _Atomic unsigned ch_dpa_nogs;
+extern uint32_t ch_dpa_pool_size[CH_MAX_GROUPS];
+void ch_dpa_init(void);
+int ch_dpa_identify(size_t size, const uintptr_t *fp);
+unsigned ch_dpa_pools(void);
+const char *ch_dpa_pool_name(unsigned g);
+void *ch_dpa_malloc_sampled(size_t size);
+int ch_dpa_unsample(void);
+void ch_dpa_atfork_child(void);
+
+/* -------------------------------------------------------------- ssg.c */
+void ch_ssg_note(void *p, unsigned og, size_t size);
+int ch_ssg_pool_for(unsigned og, size_t size);
+void ch_ssg_atfork_child(void);

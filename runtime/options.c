@@ -13,6 +13,8 @@ struct ch_options ch_opt = {
   .max_size = 0,
   .max_spares = 8,
   .patch = true,
+  .dpa_min_objects = 100,
+  .dpa_max_size = 128,
 };
 
 /* "123", "64K", "1M": returns false on anything else. */
@@ -35,6 +37,7 @@ static const char *env(const char *name) {
 
 void ch_options_load(void) {
   const char *v;
+  size_t sz;
   ch_opt.plan_path = env("COHORT_PLAN");
   ch_opt.stats_path = env("COHORT_STATS");
   ch_opt.verbose = env("COHORT_VERBOSE") && strcmp(env("COHORT_VERBOSE"), "0") != 0;
@@ -56,6 +59,31 @@ void ch_options_load(void) {
       ch_opt.mode = CH_MODE_OFF;
     }
   }
+  if ((v = env("COHORT_POLICY"))) {
+    /* The policy that decides where objects go: halo (a plan), or one of
+     * the online policies, which need none. */
+    if (!strcmp(v, "halo")) {
+      if (ch_opt.mode != CH_MODE_PLAN || !ch_opt.plan_path) {
+        ch_warn("COHORT_POLICY=halo needs a plan (COHORT_PLAN); grouping is off");
+        ch_opt.mode = CH_MODE_OFF;
+      }
+    } else if (!strcmp(v, "dpa")) {
+      if (env("COHORT_MODE") || ch_opt.plan_path)
+        ch_warn("COHORT_POLICY=dpa: COHORT_MODE and COHORT_PLAN are ignored");
+      ch_opt.mode = CH_MODE_DPA;
+    } else {
+      ch_warn("COHORT_POLICY=%s is not halo or dpa; grouping is off", v);
+      ch_opt.mode = CH_MODE_OFF;
+    }
+  }
+  if ((v = env("COHORT_DPA_MIN_OBJECTS"))) {
+    if (parse_size(v, &sz) && sz >= 1 && sz <= 1000000) ch_opt.dpa_min_objects = (unsigned)sz;
+    else ch_warn("COHORT_DPA_MIN_OBJECTS=%s must be a count from 1 to 1000000; using 100", v);
+  }
+  if ((v = env("COHORT_DPA_MAX_SIZE"))) {
+    if (parse_size(v, &sz) && sz >= 8 && sz <= 4096) ch_opt.dpa_max_size = sz;
+    else ch_warn("COHORT_DPA_MAX_SIZE=%s must be from 8 to 4096 bytes; using 128", v);
+  }
   if ((v = env("COHORT_PATCH"))) {
     if (!strcmp(v, "0") || !strcmp(v, "1")) ch_opt.patch = v[0] == '1';
     else ch_warn("COHORT_PATCH=%s must be 0 or 1; patching stays on", v);
@@ -66,7 +94,6 @@ void ch_options_load(void) {
   }
   if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
 
-  size_t sz;
   if ((v = env("COHORT_CHUNK_SIZE"))) {
     if (parse_size(v, &sz) && sz >= (256u << 10) && sz <= (64u << 20) && !(sz & (sz - 1)))
       ch_opt.chunk_size = sz;

@@ -84,12 +84,70 @@ static void field_pct(struct out *o, const char *name, unsigned long num, unsign
   put_u(o, hund % 100);
 }
 
+static void field_i(struct out *o, const char *name, long v, bool comma) {
+  put_str(o, name);
+  put(o, v < 0 ? ": -" : ": ");
+  put_u(o, v < 0 ? (unsigned long)-v : (unsigned long)v);
+  if (comma) put(o, ", ");
+}
+
+/* DPA's section (docs/stats-format.md): its call chains and what became of them. */
+#define DPA_CHAINS_LISTED 512
+static void put_dpa(struct out *o) {
+  static const char *const verdict_names[CH_WRAP_VERDICTS] = {
+    "no", "yes", "unfollowed", "undecoded", "too_large", "no_code"};
+  const struct ch_dpa_counts *k = &ch_dpa_counts;
+  unsigned n = atomic_load(&ch_dpa_nogs), lengths[CH_DPA_CHAIN_MAX + 1] = {0};
+  for (unsigned i = 0; i < n; i++) lengths[ch_dpa_ogs[i].length <= CH_DPA_CHAIN_MAX ? ch_dpa_ogs[i].length : 0]++;
+  put(o, "  \"dpa\": {");
+  field_u(o, "min_objects", ch_opt.dpa_min_objects, true);
+  field_u(o, "max_size", ch_max_size, true);
+  field_u(o, "object_groups", n, true);
+  field_u(o, "pools", ch_dpa_pools(), true);
+  field_u(o, "groups_refused", atomic_load(&k->groups_refused), true);
+  field_u(o, "pools_refused", atomic_load(&k->pools_refused), true);
+  field_u(o, "samples", atomic_load(&k->samples), true);
+  field_u(o, "edges", atomic_load(&k->edges), true);
+  put(o, "\"merges\": {");
+  field_u(o, "type1", atomic_load(&k->merges[0]), true);
+  field_u(o, "type2", atomic_load(&k->merges[1]), false);
+  put(o, "}, \"wrapper_verdicts\": {");
+  for (unsigned v = 0; v < CH_WRAP_VERDICTS; v++) field_u(o, verdict_names[v], atomic_load(&k->verdicts[v]), v + 1 < CH_WRAP_VERDICTS);
+  put(o, "}, \"chain_lengths\": {");
+  for (unsigned l = 1; l <= CH_DPA_CHAIN_MAX; l++) {
+    char t[24];
+    field_u(o, decimal(l, t), lengths[l], l < CH_DPA_CHAIN_MAX);
+  }
+  put(o, "},\n    \"chains\": [");
+  for (unsigned i = 0; i < n && i < DPA_CHAINS_LISTED; i++) {
+    const struct ch_dpa_og *g = &ch_dpa_ogs[i];
+    put(o, i ? ",\n      {" : "\n      {");
+    field_u(o, "id", i, true);
+    field_i(o, "pool", atomic_load(&g->pool), true);
+    field_u(o, "objects_counted", atomic_load(&g->objects), true);
+    field_u(o, "size", g->size, true);
+    put(o, atomic_load(&g->mixed) ? "\"mixed\": true, " : "\"mixed\": false, ");
+    put(o, "\"frames\": [");
+    for (unsigned f = 0; f < g->length && f < CH_DPA_CHAIN_MAX; f++) {
+      int m = g->frame_module[f];
+      put(o, f ? ", {\"module\": " : "{\"module\": ");
+      put_str(o, m >= 0 && (unsigned)m < ch_modules_count() ? ch_modules_at((unsigned)m)->path : "?");
+      put(o, ", ");
+      field_u(o, "offset", g->frame_offset[f], false);
+      put(o, "}");
+    }
+    put(o, "]}");
+  }
+  put(o, n ? "\n    ]\n  },\n" : "]\n  },\n");
+}
+
 static const char *mode_name(void) {
   switch (ch_opt.mode) {
   case CH_MODE_OFF: return "off";
   case CH_MODE_PLAN: return "plan";
   case CH_MODE_ALL: return "all";
   case CH_MODE_RANDOM: return "random";
+  case CH_MODE_DPA: return "dpa";
   }
   return "?";
 }
@@ -196,7 +254,9 @@ int ch_stats_write(const char *path) {
   for (unsigned i = 0; i < CH_PATCH_REASONS; i++)
     field_u(o, ch_patch_reason_names[i], atomic_load(&ch_patch_unpatched_by[i]), i + 1 < CH_PATCH_REASONS);
   put(o, "}");
-  put(o, "},\n  \"groups\": [");
+  put(o, "},\n");
+  if (ch_opt.mode == CH_MODE_DPA && ch_dpa_ogs) put_dpa(o);
+  put(o, "  \"groups\": [");
   unsigned ng = ch_ngroups();
   ch_heaps_drain_exited();
   /* Static, as out_buf is, and as safe: the writer holds out_lock. */

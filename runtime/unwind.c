@@ -425,6 +425,27 @@ int ch_walk_entry(const uintptr_t *fp) {
   return CH_QUICK_UNSEEN;
 }
 
+/* Frames one at a time, for the online policies' call chains (dpa.c). */
+bool ch_frames_start(struct ch_frames *it, const uintptr_t *fp) {
+  it->done = !walk_start(&it->r, fp);
+  it->tag = tag_now();
+  it->sp0 = it->r.sp;
+  it->fixed = true;
+  return !it->done;
+}
+bool ch_frames_next(struct ch_frames *it, uintptr_t *pc, bool *system) {
+  if (it->done) return false;
+  uint64_t v = rule_for(it->r.pc, it->tag);
+  uintptr_t slot;
+  bool truncated = false;
+  *pc = it->r.pc;
+  it->from = it->r.sp - 8;   /* the CFA's word below: where pc was read */
+  *system = (v & F_SYSTEM) != 0;
+  it->fixed &= !(v & F_SLOW);   /* CFA = %rsp + a constant: the caller's slot is at a fixed distance */
+  if (!step(&it->r, v, it->sp0, &truncated, &slot)) it->done = true;
+  return true;
+}
+
 bool ch_walk_sites(const uintptr_t *fp, void (*fn)(void *arg, uintptr_t slot, int site), void *arg) {
   struct ch_regs r;
   if (!walk_start(&r, fp)) return false;

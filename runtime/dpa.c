@@ -1,0 +1,336 @@
+/* Cohort runtime: DPA, profile-free pooling (Wang, Wu & Yew, CGO 2010;
+ * docs/policies.md).
+ *
+ * An allocation's object group is its adaptive partial call chain (APCC):
+ * the return addresses from the allocator's caller outwards, one frame more
+ * for as long as the frame is a wrapper (wrapper.c) or lies in a system
+ * library, at most CHAIN_MAX application frames. A group gets a pool (a
+ * Cohort group) once it has allocated min_objects objects of at most
+ * max_size bytes; until then, and for larger objects, the next allocator
+ * serves. Groups whose objects point at each other, or are pointed at from
+ * the same field of one group, and have one size, share a pool (ssg.c).
+ *
+ * The compound table (DPA's section 4) maps every prefix of a chain met so
+ * far, as a hash of its return addresses, to "extend" (the prefix ends in a
+ * wrapper) or to its object group. An allocation whose caller is not a
+ * wrapper is decided with one probe of it, keyed by the caller's return
+ * address alone; a chain through wrappers costs one stack load and one probe
+ * per further frame (short_chain), and the unwinder runs only for prefixes
+ * not seen before. Entries are written once, under the lock, and read
+ * without it. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <string.h>
+
+#define CHAIN_MAX 8             /* application frames in a chain */
+#define FRAMES_MAX 32           /* frames in all, system ones included */
+#define TABLE_BITS 15
+#define TABLE_SIZE (1u << TABLE_BITS)
+#define TABLE_PROBES 16
+#define VERDICT_SIZE 4096       /* wrapper verdicts cached by return address */
+
+/* A table value: its kind in the low two bits. An object group's index, and
+ * for an extended prefix of one frame the place of the next return address
+ * (its offset from the entry point's frame + 1; 0: not at a fixed place),
+ * sit above them. */
+enum { V_EMPTY, V_EXTEND, V_NONE, V_OG };
+#define KIND(v) ((v) & 3)
+#define OG_VAL(i) ((uint32_t)(i) << 8 | V_OG)
+#define OG_OF(v) ((v) >> 8)
+struct entry { _Atomic uint64_t key; _Atomic uint32_t val; };
+
+static struct entry *table;
+struct ch_dpa_og *ch_dpa_ogs;
+_Atomic unsigned ch_dpa_nogs;
+static ch_lock_t lock;
+static unsigned min_objects = 100;
+struct ch_dpa_counts ch_dpa_counts;
+static struct { uintptr_t ret; uint8_t verdict; } *verdicts;
+
+/* Pools: Cohort groups made so far, and each pool's object size (0: mixed sizes, never merged). */
+static _Atomic unsigned npools;
+uint32_t ch_dpa_pool_size[CH_MAX_GROUPS];
+static char pool_names[CH_MAX_GROUPS][16];
+
+static inline uint64_t chain_key(uint64_t k, uintptr_t pc) {
+  uint64_t x = (k ^ pc) * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return x | 1;   /* never 0, the empty key */
+}
+static inline size_t slot_of(uint64_t key) { return (size_t)(key >> (64 - TABLE_BITS)); }
+
+static inline uint32_t table_get(uint64_t key) {
+  size_t h = slot_of(key);
+  for (unsigned i = 0; i < TABLE_PROBES; i++) {
+    struct entry *e = &table[(h + i) & (TABLE_SIZE - 1)];
+    uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
+    if (k == key) return atomic_load_explicit(&e->val, memory_order_relaxed);
+    if (!k) return V_EMPTY;
+  }
+  return V_EMPTY;
+}
+/* Under the lock. The value is written before the key is published. false: full. */
+static bool table_put(uint64_t key, uint32_t val) {
+  size_t h = slot_of(key);
+  for (unsigned i = 0; i < TABLE_PROBES; i++) {
+    struct entry *e = &table[(h + i) & (TABLE_SIZE - 1)];
+    uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
+    if (k == key) return true;
+    if (k) continue;
+    atomic_store_explicit(&e->val, val, memory_order_relaxed);
+    atomic_store_explicit(&e->key, key, memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+void ch_dpa_init(void) {
+  ch_lock_init(&lock);
+  if (ch_opt.dpa_min_objects) min_objects = ch_opt.dpa_min_objects;
+  table = ch_os_reserve(sizeof(struct entry) * TABLE_SIZE);
+  ch_dpa_ogs = ch_os_reserve(sizeof(struct ch_dpa_og) * CH_DPA_MAX_OGS);
+  verdicts = ch_os_reserve(sizeof *verdicts * VERDICT_SIZE);
+  if (!table || !ch_dpa_ogs || !verdicts) {
+    ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
+    ch_opt.mode = CH_MODE_OFF;
+  }
+}
+
+unsigned ch_dpa_pools(void) { return atomic_load_explicit(&npools, memory_order_acquire); }
+const char *ch_dpa_pool_name(unsigned g) { return g < CH_MAX_GROUPS ? pool_names[g] : "?"; }
+
+/* ------------------------------------------------------------ wrappers */
+
+/* Is the function around the call returning to pc a wrapper? Cached per
+ * return address; under the lock. */
+static bool is_wrapper(uintptr_t pc) {
+  size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 52) & (VERDICT_SIZE - 1);
+  for (unsigned i = 0; i < VERDICT_SIZE; i++, h = (h + 1) & (VERDICT_SIZE - 1)) {
+    if (verdicts[h].ret == pc) return verdicts[h].verdict == CH_WRAP_YES;
+    if (!verdicts[h].ret) break;
+  }
+  const struct ch_module *m = ch_module_for(pc);
+  uintptr_t start, end;
+  int v;
+  if (!m || !ch_cfi_function(m, pc - 1, &start, &end) || !ch_module_maps(m, start, end - start))
+    v = CH_WRAP_NO_CODE;
+  else {
+    struct ch_cfi_rule at;
+    v = ch_wrapper_analyse(start, end, pc, ch_cfi_find(m, pc - 1, &at) ? &at : NULL);
+  }
+  atomic_fetch_add_explicit(&ch_dpa_counts.verdicts[v], 1, memory_order_relaxed);
+  static const char *const said[CH_WRAP_VERDICTS] = {
+    "not a wrapper", "a wrapper", "not followed", "not decoded", "too large", "no code found"};
+  ch_info("dpa: call site %s+%#lx: %s", m ? m->path : "?", (unsigned long)(m ? pc - m->bias : pc), said[v]);
+  if (!verdicts[h].ret) { verdicts[h].verdict = (uint8_t)v; verdicts[h].ret = pc; }
+  return v == CH_WRAP_YES;
+}
+
+/* --------------------------------------------------------------- groups */
+
+/* A new object group for the chain pcs[0..n) (under the lock); V_NONE when
+ * the table of groups is full. */
+static uint32_t og_new(const uintptr_t *pcs, const bool *sys, unsigned n, size_t size) {
+  unsigned i = atomic_load_explicit(&ch_dpa_nogs, memory_order_relaxed);
+  if (i == CH_DPA_MAX_OGS) { atomic_fetch_add(&ch_dpa_counts.groups_refused, 1); return V_NONE; }
+  struct ch_dpa_og *o = &ch_dpa_ogs[i];
+  o->size = (uint32_t)size;
+  atomic_store_explicit(&o->pool, CH_DPA_COUNTING, memory_order_relaxed);
+  unsigned napp = 0;
+  for (unsigned k = 0; k < n; k++) {
+    if (sys[k]) continue;
+    const struct ch_module *m = ch_module_for(pcs[k]);
+    o->frame_module[napp] = m ? (int16_t)(m - ch_modules_at(0)) : -1;
+    o->frame_offset[napp] = m ? pcs[k] - m->bias : pcs[k];
+    napp++;
+  }
+  o->length = (uint8_t)napp;
+  atomic_store_explicit(&ch_dpa_nogs, i + 1, memory_order_release);
+  return OG_VAL(i);
+}
+
+/* Under the lock: where the next step of the chain goes for the prefix
+ * whose last frame is pc, from scratch. */
+static uint32_t decide(uint64_t key, const uintptr_t *pcs, const bool *sys, unsigned n, unsigned napp,
+                       bool more, size_t size, int32_t next_off) {
+  uint32_t v = table_get(key);
+  if (v != V_EMPTY) return v;
+  bool extend = more && n < FRAMES_MAX &&
+                (sys[n - 1] || (napp < CHAIN_MAX && is_wrapper(pcs[n - 1])));
+  v = !extend ? og_new(pcs, sys, n, size)
+      : next_off > 0 && next_off < (1 << 23) ? (uint32_t)(next_off + 1) << 8 | V_EXTEND : V_EXTEND;
+  if (!table_put(key, v)) atomic_fetch_add(&ch_dpa_counts.table_full, 1);
+  return v;
+}
+
+/* The stack ended (or was cut short, or recursed) inside wrappers: the
+ * chain pcs[0..n), whose key is key, is all of it. */
+static uint32_t end_group(uint64_t key, const uintptr_t *pcs, const bool *sys, unsigned n, size_t size) {
+  key = chain_key(key, 0);
+  uint32_t v = table_get(key);
+  if (v == V_EMPTY) {
+    ch_lock(&lock);
+    if ((v = table_get(key)) == V_EMPTY) {
+      v = og_new(pcs, sys, n, size);
+      table_put(key, v);
+    }
+    ch_unlock(&lock);
+  }
+  return v;
+}
+
+/* The chain's object group, walking as far as the table says: OG_VAL(i),
+ * or V_NONE. */
+static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
+  struct ch_frames it;
+  uintptr_t pcs[FRAMES_MAX];
+  bool sys[FRAMES_MAX];
+  unsigned n = 0, napp = 0;
+  uint64_t key = 0;
+  uint32_t v = V_NONE;
+  if (!ch_frames_start(&it, fp)) return V_NONE;
+  while (n < FRAMES_MAX && ch_frames_next(&it, &pcs[n], &sys[n])) {
+    /* A call site met again is recursion: the chain so far is the group,
+     * whatever the depth. */
+    bool again = false;
+    for (unsigned k = 0; k < n && !again; k++) again = pcs[k] == pcs[n];
+    if (again) {
+      /* The prefix with the repeated frame gets the group too, so that the
+       * short path finds it next time. */
+      uint32_t g = end_group(key, pcs, sys, n, size);
+      ch_lock(&lock);
+      table_put(chain_key(key, pcs[n]), g);
+      ch_unlock(&lock);
+      return g;
+    }
+    key = chain_key(key, pcs[n]);
+    napp += !sys[n];
+    n++;
+    v = table_get(key);
+    if (v == V_EMPTY) {
+      ch_lock(&lock);
+      int32_t next = it.done || !it.fixed ? 0 : (int32_t)(it.r.sp - 8 - (uintptr_t)fp);
+      v = decide(key, pcs, sys, n, napp, !it.done, size, next);
+      ch_unlock(&lock);
+    }
+    if (KIND(v) != V_EXTEND) return v;
+  }
+  return n ? end_group(key, pcs, sys, n, size) : V_NONE;
+}
+
+/* The group reached the threshold: its pool, shared with a group it is
+ * affine to (ssg.c) or new; none when every Cohort group is taken. */
+static CH_NOINLINE int promote(struct ch_dpa_og *o) {
+  ch_lock(&lock);
+  int p = atomic_load_explicit(&o->pool, memory_order_relaxed);
+  if (p == CH_DPA_COUNTING) {
+    bool mixed = atomic_load_explicit(&o->mixed, memory_order_relaxed);
+    p = mixed ? -1 : ch_ssg_pool_for((unsigned)(o - ch_dpa_ogs), o->size);
+    if (p < 0) {
+      unsigned g = atomic_load_explicit(&npools, memory_order_relaxed);
+      if (g < CH_MAX_GROUPS) {
+        ch_dpa_pool_size[g] = mixed ? 0 : o->size;
+        memcpy(pool_names[g], "dpa-", 4);
+        unsigned k = 4;
+        char d[8];
+        unsigned nd = 0;
+        for (unsigned x = g; nd == 0 || x; x /= 10) d[nd++] = (char)('0' + x % 10);
+        while (nd) pool_names[g][k++] = d[--nd];
+        pool_names[g][k] = 0;
+        p = (int)g;
+        atomic_store_explicit(&npools, g + 1, memory_order_release);
+      } else {
+        p = CH_DPA_NO_POOL;
+        atomic_fetch_add(&ch_dpa_counts.pools_refused, 1);
+      }
+    }
+    atomic_store_explicit(&o->pool, p, memory_order_release);
+  }
+  ch_unlock(&lock);
+  return p;
+}
+
+/* One more object of a group still counting towards its pool. */
+static CH_NOINLINE int og_count(struct ch_dpa_og *o, size_t size) {
+  if (o->size != size && !atomic_load_explicit(&o->mixed, memory_order_relaxed))
+    atomic_store_explicit(&o->mixed, true, memory_order_relaxed);
+  unsigned n = atomic_fetch_add_explicit(&o->objects, 1, memory_order_relaxed) + 1;
+  if (n < min_objects) return -1;
+  int p = promote(o);
+  return p >= 0 ? p : -1;
+}
+
+/* --------------------------------------------------------------- sampling */
+
+/* Every sample_gap-th allocation of a thread is sampled for the shape graph;
+ * the gap doubles every SAMPLE_STEP samples up to SAMPLE_GAP_MAX, so the
+ * graph is learnt early and costs next to nothing later. */
+#define SAMPLE_GAP_MIN 16
+#define SAMPLE_GAP_MAX 65536
+#define SAMPLE_STEP 512
+static _Atomic int32_t sample_gap = SAMPLE_GAP_MIN;
+static CH_TLS int32_t sample_in;
+static CH_TLS int sampled_group;
+static CH_TLS unsigned sampled_og;
+
+static CH_NOINLINE int sample_due(unsigned og, int g) {
+  int32_t gap = atomic_load_explicit(&sample_gap, memory_order_relaxed);
+  sample_in = gap;
+  unsigned long n = atomic_fetch_add_explicit(&ch_dpa_counts.samples, 1, memory_order_relaxed) + 1;
+  if (n % SAMPLE_STEP == 0 && gap < SAMPLE_GAP_MAX) atomic_store_explicit(&sample_gap, gap * 2, memory_order_relaxed);
+  sampled_group = g;
+  sampled_og = og;
+  return CH_IDENTIFY_SAMPLE;
+}
+
+int ch_dpa_unsample(void) { return sampled_group; }
+
+void *ch_dpa_malloc_sampled(size_t size) {
+  int g = sampled_group;
+  void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
+  if (p && !ch_in_runtime) {
+    ch_in_runtime++;
+    ch_ssg_note(p, sampled_og, size);
+    ch_in_runtime--;
+  }
+  return p;
+}
+
+/* ---------------------------------------------------------- identification */
+
+/* The short path (DPA's Short PCC table): the entry's prefix was extended,
+ * and each extended prefix whose frames all have fixed sizes says where the
+ * next return address sits relative to the entry point's frame. Reading it
+ * there and probing the longer prefix, frame after frame, finds the group
+ * with no unwinding. Each read is safe: the prefix matched so far fixes the
+ * frames it spans, and the next word lies just beyond them. */
+static inline uint32_t short_chain(const uintptr_t *fp, uint32_t v) {
+  uint64_t key = chain_key(0, fp[1]);
+  for (unsigned k = 0; KIND(v) == V_EXTEND && (v >> 8) && k < FRAMES_MAX; k++) {
+    key = chain_key(key, *(const uintptr_t *)((const char *)fp + (v >> 8) - 1));
+    v = table_get(key);
+  }
+  return v;
+}
+
+int ch_dpa_identify(size_t size, const uintptr_t *fp) {
+  uint32_t v = table_get(chain_key(0, fp[1]));
+  if (CH_UNLIKELY(KIND(v) != V_OG)) v = short_chain(fp, v);
+  if (CH_UNLIKELY(KIND(v) != V_OG)) {
+    if (ch_in_runtime) return -1;
+    ch_in_runtime++;   /* the walk may look up modules, which may allocate */
+    v = chain_group(fp, size);
+    ch_in_runtime--;
+    if (KIND(v) != V_OG) return -1;
+  }
+  unsigned og = OG_OF(v);
+  struct ch_dpa_og *o = &ch_dpa_ogs[og];
+  int g = atomic_load_explicit(&o->pool, memory_order_acquire);
+  if (CH_UNLIKELY(g < 0)) g = g == CH_DPA_COUNTING ? og_count(o, size) : -1;
+  if (CH_UNLIKELY(--sample_in < 0)) return sample_due(og, g);
+  return g;
+}
+
+/* After a fork the child has one thread: a lock held by another is free. */
+void ch_dpa_atfork_child(void) { ch_lock_init(&lock); ch_ssg_atfork_child(); }

@@ -1,0 +1,150 @@
+"""DPA, the online policy (COHORT_POLICY=dpa): adaptive partial call chains
+through wrappers found by machine-code analysis, thresholds, merging by the
+storage shape graph, and plain pass-through on bad settings."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import BUILD, cohort_env, run
+
+WORKLOADS = BUILD / "workloads"
+
+
+def functions(binary):
+    """(start, name) of the binary's functions, sorted, from its symbol table."""
+    out = subprocess.run(["nm", "-n", str(binary)], capture_output=True, text=True, check=True).stdout
+    syms = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tT":
+            syms.append((int(parts[0], 16), parts[2]))
+    return syms
+
+
+def name_of(syms, offset):
+    best = "?"
+    for start, name in syms:
+        if start <= offset:
+            best = name
+    return best
+
+
+def dpa_run(tmp_path, argv, stdin=None, **settings):
+    stats = tmp_path / "stats.json"
+    plain = run(argv, input=stdin)
+    r = run(argv, env=cohort_env(policy="dpa", stats=stats, **settings), input=stdin)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+    return r, json.loads(stats.read_text())
+
+
+def chains(stats, binary):
+    syms = functions(binary)
+    return [(c, [name_of(syms, f["offset"]) for f in c["frames"]]) for c in stats["dpa"]["chains"]]
+
+
+def test_wrapped_two_level_wrapper(tmp_path):
+    """safe_malloc -> xalloc -> malloc: safe_malloc is a tail call (no frame of
+    its own), xalloc a wrapper; each chain ends at the caller that links the
+    object into its structure, so the three structures get three groups."""
+    binary = WORKLOADS / "wrapped"
+    _, stats = dpa_run(tmp_path, [binary, 20000, 100000])
+    named = chains(stats, binary)
+    assert sorted(tuple(f) for _, f in named) == [
+        ("xalloc", "insert_entry"), ("xalloc", "new_record"), ("xalloc", "tree_insert")]
+    assert stats["dpa"]["chain_lengths"]["2"] == 3
+    assert stats["dpa"]["wrapper_verdicts"]["yes"] == 1
+    assert stats["dpa"]["pools"] == 3
+    assert all(c["pool"] >= 0 for c, _ in named)
+    assert stats["identification"]["dpa"] > 40000
+
+
+def test_interpreter_wrappers(tmp_path):
+    """The stdin interpreter shape: kind_alloc -> xmalloc -> malloc. xmalloc
+    and the constructors that fill in their object and return it are both
+    wrappers, so those chains reach the code that uses the object."""
+    binary = WORKLOADS / "calc"
+    program = run([binary, "--generate", 48, 2]).stdout
+    _, stats = dpa_run(tmp_path, [binary, 10], stdin=program)
+    named = chains(stats, binary)
+    assert named and all(f[0] == "xmalloc" for _, f in named)
+    constructors = {"node_alloc", "num_alloc", "cell_alloc", "list_alloc", "str_alloc", "dict_alloc", "entry_alloc"}
+    through = [f for _, f in named if f[1] in constructors]
+    assert len(through) >= 10
+    assert all(len(f) >= 3 for f in through), [f for f in through if len(f) < 3]
+    # symbol_alloc hands its object to memcpy: not a wrapper, the chain stops there
+    assert all(len(f) == 2 for _, f in named if f[1] == "symbol_alloc")
+    assert stats["dpa"]["merges"]["type1"] >= 1
+
+
+def test_recursive_builder_merges(tmp_path):
+    """A recursive tree builder allocates from one site reached through two
+    recursive calls: two chains of one size whose objects point at each
+    other, merged into one pool (type I)."""
+    binary = WORKLOADS / "bintree"
+    args = (WORKLOADS.parent.parent / "workloads" / "bintree" / "inputs").read_text()
+    train = next(line.split(":", 1)[1].split() for line in args.splitlines() if line.startswith("train:"))
+    _, stats = dpa_run(tmp_path, [binary, *train])
+    assert stats["dpa"]["merges"]["type1"] >= 1
+    pools = {c["pool"] for c in stats["dpa"]["chains"] if c["pool"] >= 0}
+    assert len(pools) < len([c for c in stats["dpa"]["chains"] if c["pool"] >= 0])
+
+
+def test_threshold_keeps_small_groups_out(tmp_path):
+    """Below COHORT_DPA_MIN_OBJECTS a group has no pool: the next allocator serves."""
+    _, stats = dpa_run(tmp_path, [WORKLOADS / "wrapped", 2000, 1000], dpa_min_objects=100000)
+    assert stats["dpa"]["pools"] == 0
+    assert stats["identification"]["dpa"] == 0
+    assert stats["identification"]["dpa_below"] > 0
+    assert all(c["pool"] == -1 for c in stats["dpa"]["chains"])
+
+
+def test_size_threshold(tmp_path):
+    """Objects above COHORT_DPA_MAX_SIZE go to the next allocator."""
+    _, stats = dpa_run(tmp_path, [WORKLOADS / "wrapped", 2000, 1000], dpa_max_size=16)
+    assert stats["dpa"]["max_size"] == 16
+    assert stats["dpa"]["pools"] == 0
+    assert stats["identification"]["large"] > 0
+
+
+@pytest.mark.parametrize("workload", ["mt", "xform"])
+def test_threads_and_cxx_unchanged(tmp_path, workload):
+    args = (WORKLOADS.parent.parent / "workloads" / workload / "inputs").read_text()
+    train = next(line.split(":", 1)[1].split() for line in args.splitlines() if line.startswith("train:"))
+    _, stats = dpa_run(tmp_path, [WORKLOADS / workload, *train])
+    assert stats["mode"] == "dpa"
+    assert stats["dpa"]["pools"] >= 1
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"policy": "nonsense"}, "COHORT_POLICY=nonsense is not halo or dpa; grouping is off"),
+    ({"policy": "halo"}, "COHORT_POLICY=halo needs a plan (COHORT_PLAN); grouping is off"),
+    ({"policy": "dpa", "dpa_min_objects": "lots"}, "COHORT_DPA_MIN_OBJECTS=lots must be a count"),
+    ({"policy": "dpa", "dpa_max_size": "0"}, "COHORT_DPA_MAX_SIZE=0 must be from 8 to 4096 bytes"),
+])
+def test_bad_settings_warn_once(tmp_path, setting, message):
+    argv = [WORKLOADS / "wrapped", 2000, 1000]
+    plain = run(argv)
+    r = run(argv, env=cohort_env(**setting))
+    assert r.returncode == 0
+    assert r.stdout == plain.stdout
+    err = r.stderr.decode()
+    assert err.count(message) == 1, err
+    assert err.count("\n") == 1, err
+
+
+def test_cli_policy(tmp_path):
+    """`cohort run --policy dpa` needs no plan; an unknown policy is the
+    runtime's one warning, and the program runs as it would without Cohort."""
+    from conftest import COHORT
+    argv = [WORKLOADS / "wrapped", 2000, 1000]
+    plain = run(argv)
+    stats = tmp_path / "s.json"
+    r = run([COHORT, "run", "--policy", "dpa", "--stats", stats, "--", *argv])
+    assert r.returncode == 0 and r.stdout == plain.stdout, r.stderr
+    assert json.loads(stats.read_text())["mode"] == "dpa"
+    r = run([COHORT, "run", "--policy", "bogus", "--", *argv])
+    assert r.returncode == 0 and r.stdout == plain.stdout
+    assert r.stderr.decode().strip() == "cohort: warning: COHORT_POLICY=bogus is not halo or dpa; grouping is off"
