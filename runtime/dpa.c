@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define CHAIN_MAX 8             /* application frames in a chain */
@@ -30,10 +31,10 @@
 #define TABLE_PROBES 16
 #define VERDICT_SIZE 4096       /* wrapper verdicts cached by return address */
 
-/* A table value: its kind in the low two bits. An object group's index, and
- * for an extended prefix of one frame the place of the next return address
- * (its offset from the entry point's frame + 1; 0: not at a fixed place),
- * sit above them. */
+/* A table value: its kind in the low two bits. Above them, an object
+ * group's index, or for an extended prefix the place of the next return
+ * address (its offset from the entry point's frame + 1; 0: not at a fixed
+ * place, and the chain is walked). */
 enum { V_EMPTY, V_EXTEND, V_NONE, V_OG };
 #define KIND(v) ((v) & 3)
 #define OG_VAL(i) ((uint32_t)(i) << 8 | V_OG)
@@ -210,6 +211,7 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
     v = table_get(key);
     if (v == V_EMPTY) {
       ch_lock(&lock);
+      /* The next return address sits just below the CFA the step reached. */
       int32_t next = it.done || !it.fixed ? 0 : (int32_t)(it.r.sp - 8 - (uintptr_t)fp);
       v = decide(key, pcs, sys, n, napp, !it.done, size, next);
       ch_unlock(&lock);
@@ -231,13 +233,7 @@ static CH_NOINLINE int promote(struct ch_dpa_og *o) {
       unsigned g = atomic_load_explicit(&npools, memory_order_relaxed);
       if (g < CH_MAX_GROUPS) {
         ch_dpa_pool_size[g] = mixed ? 0 : o->size;
-        memcpy(pool_names[g], "dpa-", 4);
-        unsigned k = 4;
-        char d[8];
-        unsigned nd = 0;
-        for (unsigned x = g; nd == 0 || x; x /= 10) d[nd++] = (char)('0' + x % 10);
-        while (nd) pool_names[g][k++] = d[--nd];
-        pool_names[g][k] = 0;
+        snprintf(pool_names[g], sizeof pool_names[g], "dpa-%u", g);   /* no allocation, as log.c's */
         p = (int)g;
         atomic_store_explicit(&npools, g + 1, memory_order_release);
       } else {

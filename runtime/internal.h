@@ -377,7 +377,6 @@ bool ch_walk_sites(const uintptr_t *fp, void (*fn)(void *arg, uintptr_t slot, in
 struct ch_frames {
   struct ch_regs r;
   uintptr_t tag, sp0;
-  uintptr_t from;   /* where the last pc given was read from the stack */
   bool fixed;       /* every frame stepped so far had CFA = %rsp + a constant */
   bool done;
 };

@@ -49,6 +49,9 @@ static unsigned resolve(unsigned pool) {
 static inline uint64_t pack(unsigned og, unsigned off, unsigned pool) {
   return ((uint64_t)og << 32 | (uint64_t)off << 8 | pool) + 1;
 }
+static inline unsigned edge_og(uint64_t e) { return (unsigned)((e - 1) >> 32); }
+static inline unsigned edge_off(uint64_t e) { return (unsigned)(((e - 1) >> 8) & 0xffffff); }
+static inline unsigned edge_pool(uint64_t e) { return (unsigned)((e - 1) & 0xff); }
 
 /* false: already known (or no room). */
 static bool edge_add(uint64_t e) {
@@ -97,10 +100,8 @@ static void edge_new(unsigned og, unsigned off, unsigned pool) {
   /* Type II: the same field of og points into another pool of this size. */
   for (unsigned h = 0; h < EDGE_SLOTS; h++) {
     uint64_t e = edges[h];
-    if (!e) continue;
-    e--;
-    if ((unsigned)(e >> 32) != og || (unsigned)((e >> 8) & 0xffffff) != off) continue;
-    unsigned q = resolve((unsigned)(e & 0xff));
+    if (!e || edge_og(e) != og || edge_off(e) != off) continue;
+    unsigned q = resolve(edge_pool(e));
     if (q != pool && same_size(q, pool)) { merge(q, pool, 1); return; }
   }
 }
@@ -149,8 +150,8 @@ int ch_ssg_pool_for(unsigned og, size_t size) {
   ch_lock(&lock);
   for (unsigned h = 0; h < EDGE_SLOTS && found < 0; h++) {
     uint64_t e = edges[h];
-    if (!e || (unsigned)((e - 1) >> 32) != og) continue;
-    unsigned q = resolve((unsigned)((e - 1) & 0xff));
+    if (!e || edge_og(e) != og) continue;
+    unsigned q = resolve(edge_pool(e));
     if (ch_dpa_pool_size[q] == size) found = (int)q;
   }
   ch_unlock(&lock);

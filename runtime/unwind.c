@@ -439,7 +439,6 @@ bool ch_frames_next(struct ch_frames *it, uintptr_t *pc, bool *system) {
   uintptr_t slot;
   bool truncated = false;
   *pc = it->r.pc;
-  it->from = it->r.sp - 8;   /* the CFA's word below: where pc was read */
   *system = (v & F_SYSTEM) != 0;
   it->fixed &= !(v & F_SLOW);   /* CFA = %rsp + a constant: the caller's slot is at a fixed distance */
   if (!step(&it->r, v, it->sp0, &truncated, &slot)) it->done = true;

@@ -57,6 +57,7 @@ struct insn {
 /* The analysis runs under the DPA lock (dpa.c), so its large buffers can be static. */
 static struct insn insns[MAX_INSNS];
 static struct state states[MAX_INSNS];
+static uint32_t offsets[MAX_INSNS];   /* of each instruction from the function's start */
 static uint32_t work[MAX_INSNS];
 static bool queued[MAX_INSNS];
 static ZydisDecoder decoder;
@@ -304,8 +305,6 @@ static unsigned index_of(uintptr_t start, const uint32_t *offs, unsigned count, 
   return lo < count && offs[lo] == o ? lo : UINT32_MAX;
 }
 
-static uint32_t offsets[MAX_INSNS];
-
 static void push_work(unsigned *nwork, unsigned i, const struct state *s) {
   if (!join(&states[i], s)) return;
   if (!queued[i]) { queued[i] = true; work[(*nwork)++] = i; }
@@ -376,14 +375,15 @@ int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const stru
     decoded_end = end;
     decoded_count = count;
   }
-  if (index_of(start, offsets, count, ret) == UINT32_MAX && ret != end) return CH_WRAP_UNDECODED;
+  unsigned r = index_of(start, offsets, count, ret);
+  if (r == UINT32_MAX && ret != end) return CH_WRAP_UNDECODED;
 
   memset(states, 0, sizeof states[0] * count);
   memset(queued, 0, sizeof queued[0] * count);
   struct state entry = {.reached = true, .sp_known = true, .sp = 0, .arg = ARG_REGS};
   struct verdict v = {0};
   bool met = false;
-  unsigned nwork = 0, r = index_of(start, offsets, count, ret);
+  unsigned nwork = 0;
   push_work(&nwork, 0, &entry);
   run(start, count, ret, &nwork, &v, &met);
   if (!met && !v.escapes && !v.unknown && r != UINT32_MAX) {

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from cohort.workloads import binary as workload_binary, inputs
 from conftest import BUILD, cohort_env, run
 
 WORKLOADS = BUILD / "workloads"
@@ -83,10 +84,7 @@ def test_recursive_builder_merges(tmp_path):
     """A recursive tree builder allocates from one site reached through two
     recursive calls: two chains of one size whose objects point at each
     other, merged into one pool (type I)."""
-    binary = WORKLOADS / "bintree"
-    args = (WORKLOADS.parent.parent / "workloads" / "bintree" / "inputs").read_text()
-    train = next(line.split(":", 1)[1].split() for line in args.splitlines() if line.startswith("train:"))
-    _, stats = dpa_run(tmp_path, [binary, *train])
+    _, stats = dpa_run(tmp_path, [workload_binary("bintree"), *inputs("bintree")["train"]])
     assert stats["dpa"]["merges"]["type1"] >= 1
     pools = {c["pool"] for c in stats["dpa"]["chains"] if c["pool"] >= 0}
     assert len(pools) < len([c for c in stats["dpa"]["chains"] if c["pool"] >= 0])
@@ -111,9 +109,7 @@ def test_size_threshold(tmp_path):
 
 @pytest.mark.parametrize("workload", ["mt", "xform"])
 def test_threads_and_cxx_unchanged(tmp_path, workload):
-    args = (WORKLOADS.parent.parent / "workloads" / workload / "inputs").read_text()
-    train = next(line.split(":", 1)[1].split() for line in args.splitlines() if line.startswith("train:"))
-    _, stats = dpa_run(tmp_path, [WORKLOADS / workload, *train])
+    _, stats = dpa_run(tmp_path, [workload_binary(workload), *inputs(workload)["train"]])
     assert stats["mode"] == "dpa"
     assert stats["dpa"]["pools"] >= 1
 
