@@ -280,8 +280,8 @@ def build_parser():
     r.add_argument("--mode", help="runtime mode: plan, off, all (group every small object) "
                                   "or random[:N] (HALO's random control)")
     r.add_argument("--policy", help="where objects go: halo (the plan's groups; the default with --plan) "
-                                    "or dpa (online pooling by call chain, no profile needed; "
-                                    "docs/policies.md)")
+                                    "or an online policy, which needs no profile: dpa (pools by call chain) or mo "
+                                    "(size-consistent pools by call site); docs/policies.md")
     r.add_argument("--stats", help="write the runtime's statistics (JSON) to this file at exit "
                                    "(%%p: the process id)")
     r.add_argument("--check", action="store_true",

@@ -105,12 +105,20 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
   return malloc_framed(size);
 }
 
+/* The site lane (MO): the call site is the return address, no frame needed. */
+static inline void *malloc_site(size_t size, uintptr_t ret) {
+  int g = ch_identify_site(size, ret);
+  if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
+  return ch_next.malloc(size);
+}
+
 /* Never inlined: ch_direct_malloc's tail call must stay a jump. Flattened:
  * the lane's group allocation is inlined here, not a call (7 instructions a
  * malloc+free pair in allocbench churn under all). */
 CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *malloc(size_t size) {
   struct ch_group_heap *gh = ch_lane(size);
   if (CH_LIKELY(gh != NULL)) return ch_group_malloc_lane(gh, size);
+  if (ch_site_lane) return malloc_site(size, (uintptr_t)__builtin_return_address(0));
   return malloc_rest(size);
 }
 
@@ -169,10 +177,22 @@ CH_EXPORT void *calloc(size_t n, size_t m) {
   return p;
 }
 
+/* MO's pools hold one size each: a pooled object being resized moves out
+ * to the next allocator, and its block goes back to the pool. */
+static CH_NOINLINE void *realloc_out(void *p, size_t size) {
+  void *q = ch_next.malloc(size);
+  if (!q) return NULL;
+  size_t old = ch_group_usable(p);
+  memcpy(q, p, old < size ? old : size);
+  ch_group_free(p);
+  return q;
+}
+
 static void *realloc_impl(void *p, size_t size, const uintptr_t *fp) {
   if (!p) return ch_malloc_impl(size, fp);
   if (ch_owns(p)) {
     if (size == 0) { ch_group_free(p); return NULL; }   /* as glibc does */
+    if (CH_UNLIKELY(ch_site_lane)) return realloc_out(p, size);
     return ch_group_realloc(p, size);
   }
   if (CH_UNLIKELY(ch_in_region(p))) ch_invalid_pointer("realloc(): invalid pointer", p);

@@ -17,7 +17,7 @@
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "patched", "all", "random", "direct", "dpa", "dpa_below",
+  "patched", "all", "random", "direct", "dpa", "dpa_below", "mo", "mo_next",
 };
 
 _Atomic bool ch_identify_active;
@@ -132,7 +132,9 @@ static inline void count_frames(unsigned n) {
   tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
 }
 
-unsigned ch_ngroups(void) { return ch_opt.mode == CH_MODE_DPA ? ch_dpa_pools() : ngroups; }
+unsigned ch_ngroups(void) {
+  return ch_opt.mode == CH_MODE_DPA ? ch_dpa_pools() : ch_opt.mode == CH_MODE_MO ? ch_mo_pools() : ngroups;
+}
 
 const char *ch_group_name(unsigned g) {
   static const char *const random_names[] = {"random-0", "random-1", "random-2", "random-3"};
@@ -141,6 +143,7 @@ const char *ch_group_name(unsigned g) {
   case CH_MODE_RANDOM: return g < 4 ? random_names[g] : "random";
   case CH_MODE_PLAN: return ch_plan ? ch_plan->group_names[g] : "?";
   case CH_MODE_DPA: return ch_dpa_pool_name(g);
+  case CH_MODE_MO: return ch_mo_pool_name(g);
   default: return "?";
   }
 }
@@ -169,6 +172,10 @@ void ch_identify_init(void) {
     ch_dpa_init();
     if (ch_opt.mode != CH_MODE_DPA) return;
     break;
+  case CH_MODE_MO:
+    ch_mo_init();
+    if (ch_opt.mode != CH_MODE_MO) return;
+    break;
   case CH_MODE_PLAN:
     if (!ch_plan) return;
     if (!ch_opt.max_size) ch_max_size = ch_plan->max_size;
@@ -192,6 +199,7 @@ void ch_identify_init(void) {
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
     ch_control_group = rest_only ? (unsigned)rest : 0;
     if (ch_identify_controls && ch_opt.mode != CH_MODE_RANDOM) ch_control_limit = control_max + 1;
+    ch_site_lane = ch_opt.mode == CH_MODE_MO;
   }
 }
 
@@ -278,6 +286,17 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   }
 }
 
+bool ch_site_lane;
+int ch_identify_site(size_t size, uintptr_t ret) {
+  if (CH_LIKELY(size <= ch_max_size) && CH_LIKELY(!ch_in_runtime)) {
+    int g = ch_mo_identify(size, ret);
+    count(g >= 0 ? CH_PATH_MO : CH_PATH_MO_NEXT);
+    return g;
+  }
+  count(size > ch_max_size ? CH_PATH_LARGE : CH_PATH_REENTRANT);
+  return -1;
+}
+
 int ch_identify_act_direct(size_t size, uintptr_t slot) {
   if (CH_UNLIKELY(ch_in_runtime)) return CH_ACT_WALK;
   int g = ch_act_decide_armed(slot);
@@ -321,6 +340,11 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       return identify_plan(size, fp, q);
     }
     if (!ch_in_runtime) {
+      if (ch_opt.mode == CH_MODE_MO) {
+        int g = ch_mo_identify(size, fp[1]);
+        count(g >= 0 ? CH_PATH_MO : CH_PATH_MO_NEXT);
+        return g;
+      }
       if (ch_opt.mode == CH_MODE_DPA) {
         int g = ch_dpa_identify(size, fp);
         count((g == CH_IDENTIFY_SAMPLE ? ch_dpa_unsample() : g) >= 0 ? CH_PATH_DPA : CH_PATH_DPA_BELOW);

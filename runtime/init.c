@@ -40,6 +40,7 @@ static void atfork_child(void) {
   ch_heaps_atfork_child();
   ch_modules_atfork_child();
   if (ch_opt.mode == CH_MODE_DPA) ch_dpa_atfork_child();
+  if (ch_opt.mode == CH_MODE_MO) ch_mo_atfork_child();
 }
 
 static void on_stats_signal(int sig) {

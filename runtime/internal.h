@@ -71,7 +71,7 @@ void ch_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void ch_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------------- options.c */
-enum ch_mode { CH_MODE_OFF, CH_MODE_PLAN, CH_MODE_ALL, CH_MODE_RANDOM, CH_MODE_DPA };
+enum ch_mode { CH_MODE_OFF, CH_MODE_PLAN, CH_MODE_ALL, CH_MODE_RANDOM, CH_MODE_DPA, CH_MODE_MO };
 struct ch_options {
   enum ch_mode mode;
   unsigned random_pools;      /* CH_MODE_RANDOM: number of pools */
@@ -86,6 +86,7 @@ struct ch_options {
   bool check;                 /* COHORT_CHECK: redzones around grouped blocks (check.c) */
   unsigned dpa_min_objects;   /* COHORT_DPA_MIN_OBJECTS: a DPA group's objects before its pool */
   size_t dpa_max_size;        /* COHORT_DPA_MAX_SIZE: DPA's largest pooled object */
+  unsigned mo_hot;            /* COHORT_MO_HOT: a call site's requests before MO inspects it */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);
@@ -461,6 +462,8 @@ enum ch_path {
   CH_PATH_DIRECT,        /* a patched call site that reaches its group directly (direct.c) */
   CH_PATH_DPA,           /* DPA: the call chain's pool */
   CH_PATH_DPA_BELOW,     /* DPA: the chain's group has no pool (yet): the next allocator */
+  CH_PATH_MO,            /* MO: the call site's size-consistent pool */
+  CH_PATH_MO_NEXT,       /* MO: the site has no pool (yet), or the request is not its size */
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
@@ -508,6 +511,10 @@ static inline void ch_lane_arm(void) {
   if (ch_identify_lane_ready()) ch_heap_arm_control();
 }
 void ch_identify_flush_due(void);
+/* MO decides from the allocator's return address alone: malloc and operator
+ * new take the site lane, which needs no frame and no walk. */
+extern bool ch_site_lane;
+int ch_identify_site(size_t size, uintptr_t ret);   /* group index or -1 */
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
 
@@ -685,6 +692,20 @@ const char *ch_dpa_pool_name(unsigned g);
 void *ch_dpa_malloc_sampled(size_t size);
 int ch_dpa_unsample(void);
 void ch_dpa_atfork_child(void);
+
+/* --------------------------------------------------------------- mo.c */
+#define CH_MO_SITES_LISTED 512
+struct ch_mo_counts {   /* written under mo.c's lock */
+  unsigned long sites, sites_pooled, sites_mixed, sites_shared, pools_refused, table_full;
+};
+struct ch_mo_site { int module; uintptr_t offset; uint32_t requests, size; int pool; bool decided; };
+extern struct ch_mo_counts ch_mo_counts;
+void ch_mo_init(void);
+int ch_mo_identify(size_t size, uintptr_t ret);   /* a pool, or -1: the next allocator */
+unsigned ch_mo_pools(void);
+const char *ch_mo_pool_name(unsigned g);
+bool ch_mo_site(unsigned i, struct ch_mo_site *out);
+void ch_mo_atfork_child(void);
 
 /* -------------------------------------------------------------- ssg.c */
 void ch_ssg_note(void *p, unsigned og, size_t size);

@@ -73,16 +73,25 @@ static CH_NOINLINE void *new_rest(size_t n) {
 
 /* operator new / new[]; never inlined: ch_direct_new's tail call must stay a
  * jump. The fast lane first, as in malloc. */
-static inline void *new_lane(size_t n) {
+static inline void *new_lane(size_t n, uintptr_t ret) {
   struct ch_group_heap *gh = ch_lane(n);
   if (CH_LIKELY(gh != NULL)) {
     void *p = ch_group_malloc_lane(gh, n);
     if (CH_LIKELY(p != NULL)) return p;
   }
+  if (ch_site_lane) {   /* MO: the call site is the return address */
+    int g = ch_identify_site(n, ret);
+    void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : ch_next.malloc(n);
+    if (CH_LIKELY(p != NULL)) return p;   /* else the ordinary path tries again, then the new_handler */
+  }
   return new_rest(n);
 }
-CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znwm(size_t n) { return new_lane(n); }
-CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znam(size_t n) { return new_lane(n); }
+CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znwm(size_t n) {
+  return new_lane(n, (uintptr_t)__builtin_return_address(0));
+}
+CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znam(size_t n) {
+  return new_lane(n, (uintptr_t)__builtin_return_address(0));
+}
 /* Their own code, whatever another module may define under their names. */
 extern __typeof__(_Znwm) ch_new_entry __attribute__((alias("_Znwm"), visibility("hidden")));
 extern __typeof__(_Znam) ch_new_array_entry __attribute__((alias("_Znam"), visibility("hidden")));

@@ -15,6 +15,7 @@ struct ch_options ch_opt = {
   .patch = true,
   .dpa_min_objects = 100,
   .dpa_max_size = 128,
+  .mo_hot = 50,
 };
 
 /* "123", "64K", "1M": returns false on anything else. */
@@ -71,14 +72,22 @@ void ch_options_load(void) {
       if (env("COHORT_MODE") || ch_opt.plan_path)
         ch_warn("COHORT_POLICY=dpa: COHORT_MODE and COHORT_PLAN are ignored");
       ch_opt.mode = CH_MODE_DPA;
+    } else if (!strcmp(v, "mo")) {
+      if (env("COHORT_MODE") || ch_opt.plan_path)
+        ch_warn("COHORT_POLICY=mo: COHORT_MODE and COHORT_PLAN are ignored");
+      ch_opt.mode = CH_MODE_MO;
     } else {
-      ch_warn("COHORT_POLICY=%s is not halo or dpa; grouping is off", v);
+      ch_warn("COHORT_POLICY=%s is not halo, dpa or mo; grouping is off", v);
       ch_opt.mode = CH_MODE_OFF;
     }
   }
   if ((v = env("COHORT_DPA_MIN_OBJECTS"))) {
     if (parse_size(v, &sz) && sz >= 1 && sz <= 1000000) ch_opt.dpa_min_objects = (unsigned)sz;
     else ch_warn("COHORT_DPA_MIN_OBJECTS=%s must be a count from 1 to 1000000; using 100", v);
+  }
+  if ((v = env("COHORT_MO_HOT"))) {
+    if (parse_size(v, &sz) && sz >= 1 && sz <= 1000000) ch_opt.mo_hot = (unsigned)sz;
+    else ch_warn("COHORT_MO_HOT=%s must be a count from 1 to 1000000; using 50", v);
   }
   if ((v = env("COHORT_DPA_MAX_SIZE"))) {
     if (parse_size(v, &sz) && sz >= 8 && sz <= 4096) ch_opt.dpa_max_size = sz;

@@ -141,6 +141,36 @@ static void put_dpa(struct out *o) {
   put(o, n ? "\n    ]\n  },\n" : "]\n  },\n");
 }
 
+/* MO's section (docs/stats-format.md): its call-site monitors and what became of them. */
+static void put_mo(struct out *o) {
+  const struct ch_mo_counts *k = &ch_mo_counts;
+  put(o, "  \"mo\": {");
+  field_u(o, "hot_requests", ch_opt.mo_hot, true);
+  field_u(o, "max_size", ch_max_size, true);
+  field_u(o, "sites", k->sites, true);
+  field_u(o, "sites_pooled", k->sites_pooled, true);
+  field_u(o, "sites_mixed", k->sites_mixed, true);
+  field_u(o, "sites_shared", k->sites_shared, true);
+  field_u(o, "pools", ch_mo_pools(), true);
+  field_u(o, "pools_refused", k->pools_refused, true);
+  field_u(o, "table_full", k->table_full, true);
+  put(o, "\n    \"sites_listed\": [");
+  struct ch_mo_site site;
+  unsigned i = 0;
+  for (; ch_mo_site(i, &site); i++) {
+    put(o, i ? ",\n      {" : "\n      {");
+    put(o, "\"module\": ");
+    put_str(o, site.module >= 0 && (unsigned)site.module < ch_modules_count() ? ch_modules_at((unsigned)site.module)->path : "?");
+    put(o, ", ");
+    field_u(o, "offset", site.offset, true);
+    field_u(o, "requests_counted", site.requests, true);
+    field_u(o, "size", site.size, true);
+    field_i(o, "pool", site.pool, true);
+    put(o, site.decided ? "\"decided\": true}" : "\"decided\": false}");
+  }
+  put(o, i ? "\n    ]\n  },\n" : "]\n  },\n");
+}
+
 static const char *mode_name(void) {
   switch (ch_opt.mode) {
   case CH_MODE_OFF: return "off";
@@ -148,6 +178,7 @@ static const char *mode_name(void) {
   case CH_MODE_ALL: return "all";
   case CH_MODE_RANDOM: return "random";
   case CH_MODE_DPA: return "dpa";
+  case CH_MODE_MO: return "mo";
   }
   return "?";
 }
@@ -256,6 +287,7 @@ int ch_stats_write(const char *path) {
   put(o, "}");
   put(o, "},\n");
   if (ch_opt.mode == CH_MODE_DPA && ch_dpa_ogs) put_dpa(o);
+  if (ch_opt.mode == CH_MODE_MO) put_mo(o);
   put(o, "  \"groups\": [");
   unsigned ng = ch_ngroups();
   ch_heaps_drain_exited();

@@ -115,7 +115,7 @@ def test_threads_and_cxx_unchanged(tmp_path, workload):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ({"policy": "nonsense"}, "COHORT_POLICY=nonsense is not halo or dpa; grouping is off"),
+    ({"policy": "nonsense"}, "COHORT_POLICY=nonsense is not halo, dpa or mo; grouping is off"),
     ({"policy": "halo"}, "COHORT_POLICY=halo needs a plan (COHORT_PLAN); grouping is off"),
     ({"policy": "dpa", "dpa_min_objects": "lots"}, "COHORT_DPA_MIN_OBJECTS=lots must be a count"),
     ({"policy": "dpa", "dpa_max_size": "0"}, "COHORT_DPA_MAX_SIZE=0 must be from 8 to 4096 bytes"),
@@ -143,4 +143,4 @@ def test_cli_policy(tmp_path):
     assert json.loads(stats.read_text())["mode"] == "dpa"
     r = run([COHORT, "run", "--policy", "bogus", "--", *argv])
     assert r.returncode == 0 and r.stdout == plain.stdout
-    assert r.stderr.decode().strip() == "cohort: warning: COHORT_POLICY=bogus is not halo or dpa; grouping is off"
+    assert r.stderr.decode().strip() == "cohort: warning: COHORT_POLICY=bogus is not halo, dpa or mo; grouping is off"

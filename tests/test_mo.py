@@ -1,0 +1,125 @@
+"""MO, the online policy (COHORT_POLICY=mo): a memory request monitor per
+call site, size-consistent pools for hot sites whose recent requests had one
+size, the next allocator for everything else, and plain pass-through on bad
+settings."""
+
+import json
+
+import pytest
+
+from cohort.workloads import binary as workload_binary, inputs
+from conftest import COHORT, PROGRAMS, cohort_env, run
+from test_dpa import functions, name_of
+
+SIZESITES = PROGRAMS / "sizesites"
+N = 10000
+
+
+def mo_run(tmp_path, argv, **settings):
+    stats = tmp_path / "stats.json"
+    plain = run(argv)
+    r = run(argv, env=cohort_env(policy="mo", stats=stats, **settings))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+    assert r.stderr == b""
+    return json.loads(stats.read_text())
+
+
+def sites(stats):
+    """The program's own monitored sites by function name."""
+    syms = functions(SIZESITES)
+    return {name_of(syms, s["offset"]): s for s in stats["mo"]["sites_listed"]
+            if s["module"] == str(SIZESITES)}
+
+
+def test_hot_sites_of_one_size_get_pools(tmp_path):
+    stats = mo_run(tmp_path, [SIZESITES, N])
+    by = sites(stats)
+    assert set(by) == {"node_site", "text_site", "cold_site", "late_site"}
+    assert by["node_site"]["decided"] and by["node_site"]["size"] == 48 and by["node_site"]["pool"] >= 0
+    assert by["late_site"]["decided"] and by["late_site"]["size"] == 40 and by["late_site"]["pool"] >= 0
+    assert by["node_site"]["pool"] != by["late_site"]["pool"]
+    # A new size every time: inspected once, left to the next allocator for good.
+    assert by["text_site"]["decided"] and by["text_site"]["pool"] == -1
+    # Five requests never make a site hot.
+    assert not by["cold_site"]["decided"] and by["cold_site"]["requests_counted"] == 5
+    mo = stats["mo"]
+    assert (mo["sites_pooled"], mo["sites_mixed"], mo["pools"]) == (2, 1, 2)
+    hot = mo["hot_requests"]
+    assert hot == 50
+    # Every request of the two pooled sites after the hot window, and nothing else.
+    assert stats["identification"]["mo"] == 2 * (N - hot)
+    # late_site's later requests of another size go to the next allocator.
+    assert stats["identification"]["mo_next"] >= N + N // 10
+
+
+def test_pools_are_size_consistent_and_empty_after_frees(tmp_path):
+    stats = mo_run(tmp_path, [SIZESITES, N])
+    groups = {g["name"]: g for g in stats["groups"]}
+    assert set(groups) == {"mo-0", "mo-1"}
+    for g in groups.values():
+        assert g["allocations"] == g["frees"] == N - 50
+        assert g["live_bytes"] == 0
+    # One object size per pool: the peak is a whole number of that size's blocks.
+    by = sites(stats)
+    for site in ("node_site", "late_site"):
+        g = groups[f"mo-{by[site]['pool']}"]
+        assert g["peak_live_bytes"] % by[site]["size"] == 0
+
+
+def test_realloc_moves_pooled_objects_out(tmp_path):
+    """A pooled object that is resized leaves its pool for the next
+    allocator, so no pool holds a block of another size. The program prints
+    how many resized objects are still pooled: the same output as without
+    Cohort (mo_run) means none."""
+    stats = mo_run(tmp_path, [SIZESITES, N, "realloc"])
+    pool = sites(stats)["late_site"]["pool"]
+    g = next(g for g in stats["groups"] if g["name"] == f"mo-{pool}")
+    assert g["allocations"] == g["frees"] == N - 50
+    assert g["live_bytes"] == 0
+
+
+def test_hot_threshold_setting(tmp_path):
+    stats = mo_run(tmp_path, [SIZESITES, N], mo_hot=2 * N)
+    assert stats["mo"]["pools"] == 0 and stats["identification"]["mo"] == 0
+    assert not any(s["decided"] for s in sites(stats).values())
+    stats = mo_run(tmp_path, [SIZESITES, N], mo_hot=1)
+    by = sites(stats)
+    assert by["cold_site"]["decided"] and by["cold_site"]["pool"] >= 0
+    assert stats["mo"]["hot_requests"] == 1
+
+
+@pytest.mark.parametrize("workload", ["mt", "xform", "bintree"])
+def test_threads_and_cxx_unchanged(tmp_path, workload):
+    stats = mo_run(tmp_path, [workload_binary(workload), *inputs(workload)["train"]])
+    assert stats["mode"] == "mo"
+    assert stats["mo"]["pools"] >= 1
+    assert stats["identification"]["mo"] > 0
+
+
+def test_wrapper_hides_sizes_from_mo(tmp_path):
+    """MO sees only the immediate call site: a shared wrapper mixes sizes, so
+    the wrapped workload gets no pool (DPA's call chains are the answer)."""
+    argv = [workload_binary("wrapped"), 2000, 1000]
+    stats = mo_run(tmp_path, argv)
+    assert stats["mo"]["pools"] == 0
+    assert stats["mo"]["sites_mixed"] >= 1
+
+
+@pytest.mark.parametrize("value", ["0", "lots", "2000000"])
+def test_bad_hot_setting_warns_once(tmp_path, value):
+    argv = [SIZESITES, 1000]
+    plain = run(argv)
+    r = run(argv, env=cohort_env(policy="mo", mo_hot=value))
+    assert r.returncode == 0 and r.stdout == plain.stdout
+    err = r.stderr.decode()
+    assert err == f"cohort: warning: COHORT_MO_HOT={value} must be a count from 1 to 1000000; using 50\n"
+
+
+def test_cli_policy_mo(tmp_path):
+    argv = [SIZESITES, 1000]
+    plain = run(argv)
+    stats = tmp_path / "s.json"
+    r = run([COHORT, "run", "--policy", "mo", "--stats", stats, "--", *argv])
+    assert r.returncode == 0 and r.stdout == plain.stdout, r.stderr
+    assert json.loads(stats.read_text())["mode"] == "mo"
