@@ -35,6 +35,11 @@ from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_out
 from cohort.paths import allocator_library, measure_tool
 from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
 
+# The policies a bench can compare: HALO's plan, and the online policies,
+# which need no profile (docs/policies.md).
+POLICIES = ("halo", "dpa", "mo")
+ONLINE_POLICIES = ("dpa", "mo")
+
 FORMAT = "cohort-results"
 VERSION = 1
 GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
@@ -42,9 +47,25 @@ GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
 
 # ---- configurations --------------------------------------------------------
 
-def configurations(allocators, plan, random_control=True, base_env=None, all_control=True):
+def parse_policies(text):
+    """--policies: a comma-separated list of POLICIES, in the order given."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise CohortError("--policies needs at least one policy (known: " + ", ".join(POLICIES) + ")")
+    for p in names:
+        if p not in POLICIES:
+            raise CohortError(f"--policies: {p!r} is not a policy Cohort has (known: {', '.join(POLICIES)})")
+    if len(set(names)) != len(names):
+        raise CohortError("--policies names a policy twice")
+    return names
+
+
+def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
+                   policies=("halo",)):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
-    takes the statistics path (or None)."""
+    takes the statistics path (or None). halo is cohort+ALLOC in front of each
+    allocator; an online policy runs under its own name in front of the
+    first."""
     # The user's own COHORT_* settings and preloads would skew every run.
     base_env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
                 if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
@@ -59,7 +80,13 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
             return environment(plan=plan, allocator=a, stats=stats, base=base_env)
 
         configs.append((a, "baseline", a, baseline))
-        configs.append((f"cohort+{a}", "cohort", a, optimised))
+        if "halo" in policies:
+            configs.append((f"cohort+{a}", "cohort", a, optimised))
+    for p in policies:
+        if p in ONLINE_POLICIES:
+            def online(stats, p=p, a=allocators[0]):
+                return environment(allocator=a, policy=p, stats=stats, base=base_env)
+            configs.append((p, "policy", allocators[0], online))
     if random_control:
         # HALO's control: each small allocation to one of four pools at
         # random, in front of the first allocator, compared with its baseline.
@@ -351,11 +378,13 @@ def input_record(path):
 
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
-          cachegrind_stdin=None, output_file=None, all_control=True):
+          cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",)):
     """The whole `cohort bench` (see the module's docstring). stdin,
     train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
     runs read as standard input (cachegrind's defaults to stdin; otherwise
     /dev/null). output_file: a file the target writes, checked like stdout.
+    policies: what to compare (POLICIES); halo needs the plan or the
+    training run, the online policies need neither.
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -363,8 +392,12 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         raise CohortError(f"{outdir} exists and is not a directory")
     if trials < 1 or warmup < 0:
         raise CohortError("--trials must be at least 1 and --warmup at least 0")
-    if (plan is None) == (train is None):
+    policies = list(policies)
+    if "halo" in policies and (plan is None) == (train is None):
         raise CohortError("give exactly one of --plan PLAN or --train 'TRAIN ARGS'")
+    if "halo" not in policies and (plan is not None or train is not None):
+        raise CohortError("--plan and --train feed the halo policy, which --policies leaves out; "
+                          "add halo to --policies, or drop them")
     if not allocators:
         raise CohortError("--allocators needs at least one allocator")
     if train_stdin is not None and train is None:
@@ -389,7 +422,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if cachegrind_args is not None:
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
-    stats_names = [f"cohort+{a}" for a in allocators] + ["random"] * random_control + ["all"] * all_control
+    stats_names = ([f"cohort+{a}" for a in allocators] if "halo" in policies else []) \
+        + [p for p in policies if p in ONLINE_POLICIES] + ["random"] * random_control + ["all"] * all_control
     for path, kind in products(outdir, train is not None, stats_names):
         if os.path.lexists(path):
             claim(path, kind, force)
@@ -397,7 +431,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force)
+                          all_control, force, policies)
         finally:
             if output_file is not None:
                 output_file.done()
@@ -414,7 +448,8 @@ def products(outdir, trained, stats_names):
 
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
-           random_control, log, inputs, stdin_records, output_file, all_control=True, force=False):
+           random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
+           policies=("halo",)):
     commands = {"ref": target}
     if train is not None:
         from cohort.explain import plan_and_explain
@@ -438,9 +473,10 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         plan_and_explain(outdir, force=force, **PLAN_DEFAULTS)
         plan = outdir / "plan"
         log(f"cohort bench: wrote {', '.join(str(outdir / n) for n in OPTIMIZE_PRODUCTS)}")
-    plan = Path(plan).resolve()
-    check_plan_fits(plan, prog)
-    configs = configurations(allocators, plan, random_control, all_control=all_control)
+    if plan is not None:
+        plan = Path(plan).resolve()
+        check_plan_fits(plan, prog)
+    configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
@@ -537,8 +573,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         "output_file": None if output_file is None else {
             "path": str(output_file.path),
             "reference_sha256": reference.get("output_file_sha256") if reference else None},
-        "plan": str(plan),
-        "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators),
+        "plan": str(plan) if plan is not None else None,
+        "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,

@@ -178,14 +178,14 @@ def cmd_optimize(args, target):
 
 
 def cmd_bench(args, target):
-    from cohort.bench import bench, console_table
+    from cohort.bench import bench, console_table, parse_policies
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
                     plan=plan_option(args.plan), train=args.train, cachegrind_args=args.cachegrind_args,
                     random_control=not args.no_random, force=args.force,
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
-                    all_control=not args.no_all)
+                    all_control=not args.no_all, policies=parse_policies(args.policies))
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -356,7 +356,7 @@ def build_parser():
     op.set_defaults(func=cmd_optimize)
 
     be = sub.add_parser("bench", help="baseline vs optimised, side by side",
-                        usage="%(prog)s (--plan PLAN | --train 'ARGS') [options] -o DIR -- PROG REF-ARGS...",
+                        usage="%(prog)s [--policies LIST] (--plan PLAN | --train 'ARGS') [options] -o DIR -- PROG REF-ARGS...",
                         description="Run PROG under each baseline allocator and under Cohort, in "
                                     "interleaved trials; measure cache misses with cachegrind; write "
                                     "DIR/results.json (docs/results-format.md) and plots. Cohort's "
@@ -366,6 +366,9 @@ def build_parser():
     be.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default: 1)")
     be.add_argument("--allocators", default="glibc,jemalloc",
                     help="baselines, comma-separated (default: glibc,jemalloc)")
+    be.add_argument("--policies", default="halo", metavar="LIST",
+                    help="policies to compare, comma-separated: halo (the plan: --plan or --train), "
+                         "dpa, mo (online, no profile; docs/policies.md). Default: halo")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",

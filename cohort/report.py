@@ -74,6 +74,13 @@ def report(paths, output, title="Cohort benchmark report", force=False):
     for r, lab in zip(runs, labels(paths, runs)):
         r["label"] = lab
     written = [output]
+    # One column per online policy that any run measured (halo's are the
+    # cohort+ALLOC columns).
+    online = []
+    for r in runs:
+        for p in r["parameters"].get("policies", ["halo"]):
+            if p != "halo" and p not in online:
+                online.append(p)
     allocs = []
     for r in runs:
         for a in r["parameters"]["allocators"]:
@@ -92,6 +99,7 @@ def report(paths, output, title="Cohort benchmark report", force=False):
     head = ["workload", "trials"]
     for a in allocs:
         head += [f"time vs {a}", f"D1 vs {a}"]
+    head += [f"{p} (time, D1)" for p in online]
     head += ["random control (time, D1)", "one pool (time, D1)", "fragmentation at peak", "problems"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -107,7 +115,7 @@ def report(paths, output, title="Cohort benchmark report", force=False):
                 srow[name] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
                 if "d1_ratio" in x:
                     mrow[name] = (x["d1_ratio"],) * 3
-        for control in ("random", "all"):
+        for control in (*online, "random", "all"):
             x = r["ratios"].get(control)
             row.append(f"{fmt(_ratio(r, control))}, {fmt(_ratio(r, control, 'd1_ratio'))}" if x else "-")
             if x:
@@ -153,7 +161,8 @@ def report(paths, output, title="Cohort benchmark report", force=False):
     for r in runs:
         c = r["commands"]
         lines.append(f"- **{r['label']}**: ref `{' '.join(map(str, c['ref']))}`"
-                     + (f"; train `{' '.join(map(str, c['train']))}`" if "train" in c else f"; plan `{r['plan']}`")
+                     + (f"; train `{' '.join(map(str, c['train']))}`" if "train" in c
+                        else f"; plan `{r['plan']}`" if r.get("plan") else "")
                      + (f"; cachegrind `{' '.join(map(str, c['cachegrind']))}`" if "cachegrind" in c else ""))
     lines.append("")
     for r in runs:

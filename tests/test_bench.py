@@ -139,3 +139,51 @@ def test_workload_checksums_agree_under_every_allocator(name, tmp_path):
     assert outputs["jemalloc"] == outputs["glibc"] and b"checksum" in outputs["glibc"]
     if stdin:
         assert b"statements 0 " not in outputs["glibc"]        # it did read a program
+
+
+def test_policies_side_by_side(tmp_path, toy_plan):
+    """--policies halo,dpa,mo: each policy is a configuration of the same
+    interleaved rounds, with ratios, cachegrind and statistics, and a column
+    of the report."""
+    r, out = bench(tmp_path, toy_plan, "ok", "--policies", "halo,dpa,mo", "--allocators", "glibc",
+                   "--cachegrind-args", "ok")
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    order = ["glibc", "cohort+glibc", "dpa", "mo", "random", "all"]
+    assert res["parameters"]["order"] == order and res["parameters"]["policies"] == ["halo", "dpa", "mo"]
+    assert [(t["round"], t["config"]) for t in res["trials"]] == [(r_, c) for r_ in range(4) for c in order]
+    assert all(res["ratios"][p]["vs"] == "glibc" and "d1_ratio" in res["ratios"][p] for p in ("dpa", "mo"))
+    assert json.loads((out / "stats" / "dpa.json").read_text())["mode"] == "dpa"
+    assert json.loads((out / "stats" / "mo.json").read_text())["mode"] == "mo"
+    rep = tmp_path / "report.md"
+    r = run([COHORT, "report", out, "-o", rep])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "| dpa (time, D1) | mo (time, D1) |" in rep.read_text()
+
+
+def test_online_policies_need_no_plan(tmp_path):
+    out = tmp_path / "res"
+    r = run([COHORT, "bench", "--trials", "1", "--warmup", "0", "--policies", "mo", "--allocators", "glibc",
+             "--no-random", "--no-all", "-o", out, "--", TOY, "ok"])
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    assert res["parameters"]["order"] == ["glibc", "mo"] and res["plan"] is None
+    assert not (out / "plan").exists()
+
+
+@pytest.mark.parametrize("policies, message", [
+    ("halo,hds", "--policies: 'hds' is not a policy Cohort has (known: halo, dpa, mo)"),
+    ("dpa,dpa", "--policies names a policy twice"),
+    (",", "--policies needs at least one policy"),
+])
+def test_bad_policies_refused(tmp_path, toy_plan, policies, message):
+    r = run([COHORT, "bench", "--policies", policies, "--plan", toy_plan, "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and message in r.stderr.decode()
+    assert b"Traceback" not in r.stderr and not (tmp_path / "x").exists()
+
+
+def test_plan_without_halo_refused(tmp_path, toy_plan):
+    r = run([COHORT, "bench", "--policies", "dpa", "--plan", toy_plan, "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and b"--policies leaves out" in r.stderr
