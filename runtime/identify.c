@@ -340,11 +340,7 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       return identify_plan(size, fp, q);
     }
     if (!ch_in_runtime) {
-      if (ch_opt.mode == CH_MODE_MO) {
-        int g = ch_mo_identify(size, fp[1]);
-        count(g >= 0 ? CH_PATH_MO : CH_PATH_MO_NEXT);
-        return g;
-      }
+      if (ch_opt.mode == CH_MODE_MO) return ch_identify_site(size, fp[1]);
       if (ch_opt.mode == CH_MODE_DPA) {
         int g = ch_dpa_identify(size, fp);
         count((g == CH_IDENTIFY_SAMPLE ? ch_dpa_unsample() : g) >= 0 ? CH_PATH_DPA : CH_PATH_DPA_BELOW);

@@ -51,6 +51,12 @@ struct ch_mo_counts ch_mo_counts;
 static _Atomic unsigned npools;
 static uint32_t pool_size[CH_MAX_GROUPS];
 static char pool_names[CH_MAX_GROUPS][16];
+/* Sites the table had no room for, so that their requests skip the lock
+ * (direct-mapped; a site pushed out of it is refused again, and counted
+ * again, under the lock). */
+#define REFUSED_SIZE 256
+static _Atomic uintptr_t refused[REFUSED_SIZE];
+static inline _Atomic uintptr_t *refused_slot(uintptr_t ret) { return &refused[(ret ^ ret >> 8) & (REFUSED_SIZE - 1)]; }
 /* Monitors in insertion order, for the statistics (set under the lock). */
 static struct monitor *by_order[CH_MO_SITES_LISTED];
 
@@ -92,7 +98,10 @@ static CH_NOINLINE struct monitor *monitor_insert(uintptr_t ret) {
       m = e;
     }
   }
-  if (!m) ch_mo_counts.table_full++;
+  if (!m) {
+    ch_mo_counts.table_full++;
+    atomic_store_explicit(refused_slot(ret), ret, memory_order_relaxed);
+  }
   ch_unlock(&lock);
   return m;
 }
@@ -158,7 +167,9 @@ int ch_mo_identify(size_t size, uintptr_t ret) {
     if (CH_LIKELY(r == ret)) { m = e; break; }
     if (!r) break;
   }
-  if (CH_UNLIKELY(!m) && !(m = monitor_insert(ret))) return -1;
+  if (CH_UNLIKELY(!m)) {
+    if (atomic_load_explicit(refused_slot(ret), memory_order_relaxed) == ret || !(m = monitor_insert(ret))) return -1;
+  }
   uint64_t d = atomic_load_explicit(&m->decision, memory_order_acquire);
   if (CH_LIKELY(D_KIND(d) == D_POOL)) return D_SIZE_OF(d) == size ? D_POOL_OF(d) : -1;
   if (D_KIND(d) == D_NEXT) return -1;
