@@ -105,20 +105,13 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
   return malloc_framed(size);
 }
 
-/* The site lane (MO): the call site is the return address, no frame needed. */
-static inline void *malloc_site(size_t size, uintptr_t ret) {
-  int g = ch_identify_site(size, ret);
-  if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
-  return ch_next.malloc(size);
-}
-
 /* Never inlined: ch_direct_malloc's tail call must stay a jump. Flattened:
  * the lane's group allocation is inlined here, not a call (7 instructions a
  * malloc+free pair in allocbench churn under all). */
 CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *malloc(size_t size) {
   struct ch_group_heap *gh = ch_lane(size);
   if (CH_LIKELY(gh != NULL)) return ch_group_malloc_lane(gh, size);
-  if (ch_site_lane) return malloc_site(size, (uintptr_t)__builtin_return_address(0));
+  if (ch_site_lane) return ch_site_malloc(size, (uintptr_t)__builtin_return_address(0));   /* MO: no frame needed */
   return malloc_rest(size);
 }
 

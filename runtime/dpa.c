@@ -5,7 +5,7 @@
  * the return addresses from the allocator's caller outwards, one frame more
  * for as long as the frame is a wrapper (wrapper.c) or lies in a system
  * library, at most CHAIN_MAX application frames. A group gets a pool (a
- * Cohort group) once it has allocated min_objects objects of at most
+ * Cohort group) once it has allocated ch_opt.dpa_min_objects objects of at most
  * max_size bytes; until then, and for larger objects, the next allocator
  * serves. Groups whose objects point at each other, or are pointed at from
  * the same field of one group, and have one size, share a pool (ssg.c).
@@ -45,7 +45,6 @@ static struct entry *table;
 struct ch_dpa_og *ch_dpa_ogs;
 _Atomic unsigned ch_dpa_nogs;
 static ch_lock_t lock;
-static unsigned min_objects = 100;
 struct ch_dpa_counts ch_dpa_counts;
 static struct { uintptr_t ret; uint8_t verdict; } *verdicts;
 
@@ -88,7 +87,6 @@ static bool table_put(uint64_t key, uint32_t val) {
 
 void ch_dpa_init(void) {
   ch_lock_init(&lock);
-  if (ch_opt.dpa_min_objects) min_objects = ch_opt.dpa_min_objects;
   table = ch_os_reserve(sizeof(struct entry) * TABLE_SIZE);
   ch_dpa_ogs = ch_os_reserve(sizeof(struct ch_dpa_og) * CH_DPA_MAX_OGS);
   verdicts = ch_os_reserve(sizeof *verdicts * VERDICT_SIZE);
@@ -141,9 +139,7 @@ static uint32_t og_new(const uintptr_t *pcs, const bool *sys, unsigned n, size_t
   unsigned napp = 0;
   for (unsigned k = 0; k < n; k++) {
     if (sys[k]) continue;
-    const struct ch_module *m = ch_module_for(pcs[k]);
-    o->frame_module[napp] = m ? (int16_t)(m - ch_modules_at(0)) : -1;
-    o->frame_offset[napp] = m ? pcs[k] - m->bias : pcs[k];
+    o->frame_module[napp] = (int16_t)ch_module_place(pcs[k], &o->frame_offset[napp]);
     napp++;
   }
   o->length = (uint8_t)napp;
@@ -252,7 +248,7 @@ static CH_NOINLINE int og_count(struct ch_dpa_og *o, size_t size) {
   if (o->size != size && !atomic_load_explicit(&o->mixed, memory_order_relaxed))
     atomic_store_explicit(&o->mixed, true, memory_order_relaxed);
   unsigned n = atomic_fetch_add_explicit(&o->objects, 1, memory_order_relaxed) + 1;
-  if (n < min_objects) return -1;
+  if (n < ch_opt.dpa_min_objects) return -1;
   int p = promote(o);
   return p >= 0 ? p : -1;
 }

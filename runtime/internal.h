@@ -311,6 +311,10 @@ struct ch_module {
 bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len);
 void ch_modules_refresh(void);                        /* at start-up, and to notice modules loaded since */
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
+/* Where pc lies, for the statistics: its module's ch_modules_at index (the
+ * result; -1 if none holds it) and its address in that module's file
+ * (*offset; pc itself if none). Looks the module up as ch_module_for does. */
+int ch_module_place(uintptr_t pc, uintptr_t *offset);
 unsigned ch_modules_generation(void);
 bool ch_module_is_system_name(const char *path);
 unsigned ch_modules_count(void);
@@ -515,6 +519,12 @@ void ch_identify_flush_due(void);
  * new take the site lane, which needs no frame and no walk. */
 extern bool ch_site_lane;
 int ch_identify_site(size_t size, uintptr_t ret);   /* group index or -1 */
+/* The site lane's allocation, for malloc and operator new: the site's pool,
+ * else the next allocator. */
+static inline void *ch_site_malloc(size_t size, uintptr_t ret) {
+  int g = ch_identify_site(size, ret);
+  return g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
+}
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
 
@@ -649,7 +659,6 @@ void ch_ensure_init(void);
 void ch_flush_thread(void);
 extern CH_TLS int ch_in_runtime;   /* >0 while the runtime itself is allocating */
 
-#endif
 
 /* ---------------------------------------------------------- wrapper.c */
 /* Verdicts on a call site's function: is it an allocation wrapper? */
@@ -711,3 +720,5 @@ void ch_mo_atfork_child(void);
 void ch_ssg_note(void *p, unsigned og, size_t size);
 int ch_ssg_pool_for(unsigned og, size_t size);
 void ch_ssg_atfork_child(void);
+
+#endif

@@ -3,7 +3,7 @@
  *
  * Each call site of the allocator (the return address into its immediate
  * caller, no chain) has a memory request monitor that records the sizes it
- * asks for. When the site turns hot (hot_requests requests, as DynamoRIO's
+ * asks for. When the site turns hot (ch_opt.mo_hot requests, as DynamoRIO's
  * trace threshold makes a region hot), its monitor is inspected once: if
  * the size did not change over the later half of those requests, the
  * context is valid and the site gets a pool for that one size; otherwise
@@ -45,7 +45,6 @@ struct monitor {
 
 static struct monitor *table;
 static ch_lock_t lock;
-static unsigned hot_requests = 50;
 struct ch_mo_counts ch_mo_counts;
 
 static _Atomic unsigned npools;
@@ -62,7 +61,6 @@ static struct monitor *by_order[CH_MO_SITES_LISTED];
 
 void ch_mo_init(void) {
   ch_lock_init(&lock);
-  if (ch_opt.mo_hot) hot_requests = ch_opt.mo_hot;
   table = ch_os_reserve(sizeof(struct monitor) * TABLE_SIZE);
   if (!table) {
     ch_warn("COHORT_POLICY=mo: no memory for its monitors; grouping is off");
@@ -88,10 +86,8 @@ static CH_NOINLINE struct monitor *monitor_insert(uintptr_t ret) {
     if (r == ret) m = e;
     else if (!r) {
       ch_in_runtime++;   /* looking the module up may allocate */
-      const struct ch_module *mod = ch_module_for(ret);
+      e->module = (int16_t)ch_module_place(ret, &e->offset);
       ch_in_runtime--;
-      e->module = mod ? (int16_t)(mod - ch_modules_at(0)) : -1;
-      e->offset = mod ? ret - mod->bias : ret;
       if (ch_mo_counts.sites < CH_MO_SITES_LISTED) by_order[ch_mo_counts.sites] = e;
       ch_mo_counts.sites++;
       atomic_store_explicit(&e->ret, ret, memory_order_release);
@@ -129,7 +125,8 @@ static CH_NOINLINE void decide(struct monitor *m) {
   if (D_KIND(atomic_load_explicit(&m->decision, memory_order_relaxed)) == D_COUNTING) {
     uint32_t run = atomic_load_explicit(&m->run, memory_order_relaxed);
     uint32_t size = atomic_load_explicit(&m->last_size, memory_order_relaxed);
-    uint32_t need = hot_requests < 2 ? 1 : hot_requests < 4 ? 2 : hot_requests / 2;
+    unsigned hot = ch_opt.mo_hot;
+    uint32_t need = hot < 2 ? 1 : hot < 4 ? 2 : hot / 2;
     uint64_t d;
     if (run >= need) {
       d = pool_for(size);
@@ -154,7 +151,7 @@ static CH_NOINLINE int monitor_count(struct monitor *m, size_t size) {
     atomic_store_explicit(&m->last_size, s, memory_order_relaxed);
     atomic_store_explicit(&m->run, 1, memory_order_relaxed);
   }
-  if (atomic_fetch_add_explicit(&m->requests, 1, memory_order_relaxed) + 1 >= hot_requests) decide(m);
+  if (atomic_fetch_add_explicit(&m->requests, 1, memory_order_relaxed) + 1 >= ch_opt.mo_hot) decide(m);
   return -1;   /* this request, like every one before the decision, goes to the next allocator */
 }
 

@@ -152,6 +152,12 @@ const struct ch_module *ch_module_for(uintptr_t pc) {
   return find(pc);
 }
 
+int ch_module_place(uintptr_t pc, uintptr_t *offset) {
+  const struct ch_module *m = ch_module_for(pc);
+  *offset = m ? pc - m->bias : pc;
+  return m ? (int)(m - mods) : -1;
+}
+
 /* Modules of the process at fork stay valid in the child; only the flag
  * could be left set by a thread that no longer exists. */
 void ch_modules_atfork_prepare(void) {}

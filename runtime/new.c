@@ -80,8 +80,7 @@ static inline void *new_lane(size_t n, uintptr_t ret) {
     if (CH_LIKELY(p != NULL)) return p;
   }
   if (ch_site_lane) {   /* MO: the call site is the return address */
-    int g = ch_identify_site(n, ret);
-    void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : ch_next.malloc(n);
+    void *p = ch_site_malloc(n, ret);
     if (CH_LIKELY(p != NULL)) return p;   /* else the ordinary path tries again, then the new_handler */
   }
   return new_rest(n);

@@ -68,14 +68,10 @@ void ch_options_load(void) {
         ch_warn("COHORT_POLICY=halo needs a plan (COHORT_PLAN); grouping is off");
         ch_opt.mode = CH_MODE_OFF;
       }
-    } else if (!strcmp(v, "dpa")) {
+    } else if (!strcmp(v, "dpa") || !strcmp(v, "mo")) {
       if (env("COHORT_MODE") || ch_opt.plan_path)
-        ch_warn("COHORT_POLICY=dpa: COHORT_MODE and COHORT_PLAN are ignored");
-      ch_opt.mode = CH_MODE_DPA;
-    } else if (!strcmp(v, "mo")) {
-      if (env("COHORT_MODE") || ch_opt.plan_path)
-        ch_warn("COHORT_POLICY=mo: COHORT_MODE and COHORT_PLAN are ignored");
-      ch_opt.mode = CH_MODE_MO;
+        ch_warn("COHORT_POLICY=%s: COHORT_MODE and COHORT_PLAN are ignored", v);
+      ch_opt.mode = v[0] == 'd' ? CH_MODE_DPA : CH_MODE_MO;
     } else {
       ch_warn("COHORT_POLICY=%s is not halo, dpa or mo; grouping is off", v);
       ch_opt.mode = CH_MODE_OFF;
@@ -85,13 +81,13 @@ void ch_options_load(void) {
     if (parse_size(v, &sz) && sz >= 1 && sz <= 1000000) ch_opt.dpa_min_objects = (unsigned)sz;
     else ch_warn("COHORT_DPA_MIN_OBJECTS=%s must be a count from 1 to 1000000; using 100", v);
   }
-  if ((v = env("COHORT_MO_HOT"))) {
-    if (parse_size(v, &sz) && sz >= 1 && sz <= 1000000) ch_opt.mo_hot = (unsigned)sz;
-    else ch_warn("COHORT_MO_HOT=%s must be a count from 1 to 1000000; using 50", v);
-  }
   if ((v = env("COHORT_DPA_MAX_SIZE"))) {
     if (parse_size(v, &sz) && sz >= 8 && sz <= 4096) ch_opt.dpa_max_size = sz;
     else ch_warn("COHORT_DPA_MAX_SIZE=%s must be from 8 to 4096 bytes; using 128", v);
+  }
+  if ((v = env("COHORT_MO_HOT"))) {
+    if (parse_size(v, &sz) && sz >= 1 && sz <= 1000000) ch_opt.mo_hot = (unsigned)sz;
+    else ch_warn("COHORT_MO_HOT=%s must be a count from 1 to 1000000; using 50", v);
   }
   if ((v = env("COHORT_PATCH"))) {
     if (!strcmp(v, "0") || !strcmp(v, "1")) ch_opt.patch = v[0] == '1';

@@ -91,6 +91,15 @@ static void field_i(struct out *o, const char *name, long v, bool comma) {
   if (comma) put(o, ", ");
 }
 
+/* A code address as ch_module_place gave it: the module's path, and the
+ * offset in its file. */
+static void put_place(struct out *o, int module, uintptr_t offset, bool comma) {
+  put(o, "\"module\": ");
+  put_str(o, module >= 0 && (unsigned)module < ch_modules_count() ? ch_modules_at((unsigned)module)->path : "?");
+  put(o, ", ");
+  field_u(o, "offset", offset, comma);
+}
+
 /* DPA's section (docs/stats-format.md): its call chains and what became of them. */
 #define DPA_CHAINS_LISTED 512
 static void put_dpa(struct out *o) {
@@ -129,11 +138,8 @@ static void put_dpa(struct out *o) {
     put(o, atomic_load(&g->mixed) ? "\"mixed\": true, " : "\"mixed\": false, ");
     put(o, "\"frames\": [");
     for (unsigned f = 0; f < g->length && f < CH_DPA_CHAIN_MAX; f++) {
-      int m = g->frame_module[f];
-      put(o, f ? ", {\"module\": " : "{\"module\": ");
-      put_str(o, m >= 0 && (unsigned)m < ch_modules_count() ? ch_modules_at((unsigned)m)->path : "?");
-      put(o, ", ");
-      field_u(o, "offset", g->frame_offset[f], false);
+      put(o, f ? ", {" : "{");
+      put_place(o, g->frame_module[f], g->frame_offset[f], false);
       put(o, "}");
     }
     put(o, "]}");
@@ -159,10 +165,7 @@ static void put_mo(struct out *o) {
   unsigned i = 0;
   for (; ch_mo_site(i, &site); i++) {
     put(o, i ? ",\n      {" : "\n      {");
-    put(o, "\"module\": ");
-    put_str(o, site.module >= 0 && (unsigned)site.module < ch_modules_count() ? ch_modules_at((unsigned)site.module)->path : "?");
-    put(o, ", ");
-    field_u(o, "offset", site.offset, true);
+    put_place(o, site.module, site.offset, true);
     field_u(o, "requests_counted", site.requests, true);
     field_u(o, "size", site.size, true);
     field_i(o, "pool", site.pool, true);
