@@ -102,6 +102,10 @@ def cmd_plan(args, target):
 
 def cmd_explain(args, target):
     from cohort.explain import explain
+    if args.prefetch:
+        return explain_prefetch(args)
+    if args.profile is None:
+        raise CohortError("give a profile to explain (or --prefetch LOADS.json for the prefetch advice)")
     graph = args.graph
     if graph is None:
         graph = str(Path(args.profile).with_suffix(".svg"))
@@ -110,6 +114,42 @@ def cmd_explain(args, target):
     sys.stdout.write(text)
     if graph != "-":
         print(f"cohort: drew the affinity graph in {graph}", file=sys.stderr)
+    return 0
+
+
+def explain_prefetch(args):
+    """`cohort explain --prefetch LOADS [--prefetch LOADS2]`: MO's advice."""
+    from cohort.loads import advice, read
+    if len(args.prefetch) > 2:
+        raise CohortError("--prefetch takes one or two loads files (two layouts of one program)")
+    if args.profile is not None:
+        raise CohortError(f"with --prefetch, give loads files only ({args.profile} is extra): "
+                          "cohort explain --prefetch LOADS.json [--prefetch POOLED.json]")
+    if not 0 < args.min_share <= 1:
+        raise CohortError("--min-share must be in (0, 1]")
+    runs = [read(p) for p in args.prefetch]
+    sys.stdout.write(advice(*runs, min_share=args.min_share, top=args.top))
+    return 0
+
+
+def cmd_loads(args, target):
+    from cohort.loads import measure, summary
+    from cohort.runner import exit_words
+    plan = plan_option(args.plan)
+    if plan and args.policy:
+        raise CohortError("--plan and --policy are two layouts: give one")
+    if args.policy is not None and args.policy not in ("dpa", "mo"):
+        raise CohortError(f"unknown policy '{args.policy}' (choose dpa or mo; a plan is --plan)")
+    if plan:
+        from cohort.runner import check_plan_fits, resolve_program
+        check_plan_fits(plan, resolve_program(target))
+    data, rc = measure(target, args.output, plan=plan, policy=args.policy, force=args.force,
+                       stdin=args.stdin, window=args.window)
+    print(summary(data), file=sys.stderr)
+    note(f"wrote {args.output}")
+    if rc != 0:
+        note(f"WARNING: {target[0]} failed ({exit_words(rc)}); the loads cover the run up to then")
+        return 1
     return 0
 
 
@@ -323,8 +363,13 @@ def build_parser():
                         description="Print the hottest contexts with their call stacks and the groups "
                                     "with their members and selectors; draw the affinity graph "
                                     "coloured by group as SVG.")
-    ex.add_argument("profile", help="profile.json from cohort profile")
+    ex.add_argument("profile", nargs="?", help="profile.json from cohort profile")
     ex.add_argument("plan", nargs="?", help="a plan (default: the groups cohort plan would make)")
+    ex.add_argument("--prefetch", action="append", metavar="LOADS.json",
+                    help="instead: MO's prefetch advice from `cohort loads` (give a second file, "
+                         "measured under a plan or policy, to set the two layouts side by side)")
+    ex.add_argument("--min-share", type=float, default=0.01, metavar="F",
+                    help="with --prefetch: list loads with at least F of the D1 misses (default: 0.01)")
     ex.add_argument("--graph", metavar="FILE.svg",
                     help="where to draw the graph (default: the profile's name with .svg; - for none)")
     ex.add_argument("--top", type=int, default=10, help="how many hot contexts to list (default: 10)")
@@ -354,6 +399,22 @@ def build_parser():
     op.add_argument("--train-stdin", action="append", metavar="FILE",
                     help="standard input of the --train runs, one per --train in order")
     op.set_defaults(func=cmd_optimize)
+
+    lo = sub.add_parser("loads", help="find delinquent loads and their strides (MO's prefetch profile)",
+                        usage="%(prog)s [--plan PLAN | --policy mo|dpa] -o loads.json -- PROG ARGS...",
+                        description="Run PROG under Cohort's Valgrind tool with a simulated cache and "
+                                    "MO's stride analysis per load; write loads.json "
+                                    "(docs/loads-format.md) for `cohort explain --prefetch`. With --plan "
+                                    "or --policy the runtime places the heap, so the strides are those "
+                                    "of the pooled layout.")
+    lo.add_argument("-o", "--output", default="loads.json", help="file to write (default: loads.json)")
+    lo.add_argument("--plan", help="measure under this plan's layout (or a directory cohort optimize filled)")
+    lo.add_argument("--policy", help="measure under an online policy's layout: mo or dpa")
+    lo.add_argument("--window", type=int, default=64, metavar="T",
+                    help="executions of a load per stride window, MO's t (default: 64)")
+    lo.add_argument("--stdin", metavar="FILE", help="the program's standard input (default: cohort's own)")
+    lo.add_argument("--force", action="store_true", help="overwrite a file that is not a loads measurement")
+    lo.set_defaults(func=cmd_loads)
 
     be = sub.add_parser("bench", help="baseline vs optimised, side by side",
                         usage="%(prog)s [--policies LIST] (--plan PLAN | --train 'ARGS') [options] -o DIR -- PROG REF-ARGS...",
@@ -408,7 +469,7 @@ def build_parser():
     return p
 
 
-TAKES_PROGRAM = ("run", "profile", "optimize", "bench")
+TAKES_PROGRAM = ("run", "profile", "optimize", "bench", "loads")
 
 
 def misplaced(args, ours, extra):

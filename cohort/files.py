@@ -50,6 +50,7 @@ KINDS = {
     "plan": ("a plan", lambda h: h.startswith(b"cohort-plan ")),
     "stats": ("runtime statistics", _json_format("cohort-stats")),
     "results": ("bench results", _json_format("cohort-results")),
+    "loads": ("a loads measurement", _json_format("cohort-loads")),
     "report": ("a report", lambda h: h.startswith(REPORT_MARK.encode())),
     "explain": ("an explanation", lambda h: h.startswith(b"Profile of: ")),
     "graph": ("an affinity graph", lambda h: GRAPH_MARK.encode() in h),

@@ -29,11 +29,13 @@ DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 
 # ---- running the tool ------------------------------------------------------
 
-def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
+def run_tool(argv, workdir, affinity_distance, max_size, stdin=None, tool_args=(), preload=None):
     """Run argv under the tool; the target keeps the terminal, and reads the
     file stdin (a path checked by runner.check_input) as its standard input if
-    one is given, else cohort's own. Returns (returncode, raw path of the main
-    process, valgrind log path)."""
+    one is given, else cohort's own. tool_args: more options for the tool;
+    preload: variables (LD_PRELOAD, COHORT_*) that put the runtime in front
+    of the tool's allocator, for `cohort loads --plan`. Returns (returncode,
+    raw path of the main process, valgrind log path)."""
     path = resolve_program(argv)
     what = elf.kind(path)
     if what == "script":
@@ -51,9 +53,10 @@ def run_tool(argv, workdir, affinity_distance, max_size, stdin=None):
            f"--cohort-progress={progress}",
            f"--cohort-out={raw}", f"--cohort-main={os.path.realpath(path)}",
            f"--affinity-distance={affinity_distance}", f"--max-size={max_size}",
-           path, *argv[1:]]
+           *tool_args, path, *argv[1:]]
     env = dict(os.environ, VALGRIND_LIB=str(lib))
     env.pop("LD_PRELOAD", None)  # a preloaded allocator would hide every object
+    env.update(preload or {})
     source = open_input(stdin)
     try:
         try:
@@ -143,7 +146,7 @@ def parse_raw(text):
         raise ValueError(f"raw profile version {lines[0].split()[1:]} (expected {RAW_VERSION})")
     if lines[-1] != "end":
         raise ValueError("raw profile is truncated (the tool did not finish)")
-    raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": []}
+    raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "loads": []}
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
         if kind == "param":
@@ -175,6 +178,19 @@ def parse_raw(text):
                                     "life_sum": v[7], "life_max": v[8], "accesses": v[9],
                                     "macro": v[10],
                                     "sites": [int(x) for x in sites.split()]})
+        elif kind == "loads":     # --cohort-loads=yes: the cache and its totals
+            f = rest.split()
+            raw["cache"] = {"window": int(f[1]), "line": int(f[3]), "d1": [int(f[5]), int(f[6])],
+                            "ll": [int(f[8]), int(f[9])]}
+            raw["load_totals"] = {f[i].replace("-", "_"): int(f[i + 1]) for i in range(10, len(f), 2)}
+        elif kind == "load":
+            head, fn, file, lineno = rest.split("\t")
+            v = head.split(" ")
+            raw["loads"].append({"module": int(v[0]), "offset": int(v[1], 16), "execs": int(v[2]),
+                                 "d1_misses": int(v[3]), "ll_misses": int(v[4]), "windows": int(v[5]),
+                                 "strided_windows": int(v[6]),
+                                 "strides": [[int(a), int(b)] for a, b in (w.split(":") for w in v[7:])],
+                                 "function": fn or None, "file": file or None, "line": int(lineno) or None})
         elif kind == "edge":
             x, y, w = (int(t) for t in rest.split())
             raw["edges"].append((x, y, w))

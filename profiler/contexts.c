@@ -206,6 +206,14 @@ static UInt resolve(Addr ra) {
   return site_for(m, ra - modules[m].bias, ra);
 }
 
+Bool ch_code_place(Addr pc, UInt *module, Addr *offset) {
+  DebugInfo *di = VG_(find_DebugInfo)(VG_(current_DiEpoch)(), pc);
+  if (!di) return False;
+  *module = module_of(di);
+  *offset = pc - modules[*module].bias;
+  return True;
+}
+
 static UInt site_of(Addr ra) {
   UWord i = ch_hash64(ra) & (ip_cap - 1);
   for (; ip_keys[i]; i = (i + 1) & (ip_cap - 1))

@@ -1,5 +1,7 @@
 /* Instrumentation: every load and store of the client calls ch_access, and
- * every call instruction tells contexts.c what kind of call it is.
+ * every call instruction tells contexts.c what kind of call it is. With
+ * --cohort-loads=yes every data access also goes through loads.c's cache,
+ * unguarded, and an instruction's first load through its stride analysis.
  *
  * Most accesses touch the stack or globals, never the heap. So the call is
  * guarded inline by a range test against the span of tracked objects
@@ -33,6 +35,19 @@ static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard) {
   addStmtToIRSB(sb, IRStmt_Dirty(d));
 }
 
+/* loads.c's view of the same access: ch_load for the first load of an
+ * instruction (ls), ch_touch for any other access. */
+static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
+  if (!ch_clo_loads) return;
+  IRDirty *d = ls ? unsafeIRDirty_0_N(3, "ch_load", VG_(fnptr_to_fnentry)(&ch_load),
+                                      mkIRExprVec_3(mkIRExpr_HWord((HWord)ls), addr,
+                                                    mkIRExpr_HWord((HWord)size)))
+                  : unsafeIRDirty_0_N(2, "ch_touch", VG_(fnptr_to_fnentry)(&ch_touch),
+                                      mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
+  if (guard) d->guard = guard;
+  addStmtToIRSB(sb, IRStmt_Dirty(d));
+}
+
 static Int loadg_size(IRLoadGOp cvt) {
   switch (cvt) {
   case ILGop_IdentV128: return 16;
@@ -51,6 +66,7 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
   IRTypeEnv *env = in->tyenv;
   Addr insn = 0, after = 0;  /* the current instruction, and the address after it */
   Addr pending_ra = 0;       /* a call whose return address was pushed */
+  Bool loaded = False;       /* the instruction's first load is instrumented */
   Int i = 0;
 
   while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark) addStmtToIRSB(out, in->stmts[i++]);
@@ -65,11 +81,15 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
       pending_ra = 0;
       insn = st->Ist.IMark.addr;
       after = insn + st->Ist.IMark.len;
+      loaded = False;
       break;
     case Ist_WrTmp:
       if (st->Ist.WrTmp.data->tag == Iex_Load) {
         IRExpr *ld = st->Ist.WrTmp.data;
         add_access(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL);
+        add_cache(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL,
+                  loaded || !ch_clo_loads ? NULL : ch_load_site(insn));
+        loaded = True;
       }
       break;
     case Ist_Store: {
@@ -79,33 +99,43 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
           data->Iex.Const.con->Ico.U64 == after)
         pending_ra = after;
       add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL);
+      add_cache(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL, NULL);
       break;
     }
     case Ist_StoreG: {
       IRStoreG *sg = st->Ist.StoreG.details;
       add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard);
+      add_cache(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard, NULL);
       break;
     }
     case Ist_LoadG: {
       IRLoadG *lg = st->Ist.LoadG.details;
       add_access(out, lg->addr, loadg_size(lg->cvt), lg->guard);
+      add_cache(out, lg->addr, loadg_size(lg->cvt), lg->guard,
+                loaded || !ch_clo_loads ? NULL : ch_load_site(insn));
+      loaded = True;
       break;
     }
     case Ist_Dirty: {
       IRDirty *d = st->Ist.Dirty.details;
-      if (d->mFx != Ifx_None && d->mAddr) add_access(out, d->mAddr, d->mSize, NULL);
+      if (d->mFx != Ifx_None && d->mAddr) {
+        add_access(out, d->mAddr, d->mSize, NULL);
+        add_cache(out, d->mAddr, d->mSize, NULL, NULL);
+      }
       break;
     }
     case Ist_CAS: {
       IRCAS *cas = st->Ist.CAS.details;
       Int size = sizeofIRType(typeOfIRExpr(env, cas->dataLo)) * (cas->dataHi ? 2 : 1);
       add_access(out, cas->addr, size, NULL);
+      add_cache(out, cas->addr, size, NULL, NULL);
       break;
     }
     case Ist_LLSC: {
       IRType ty = st->Ist.LLSC.storedata ? typeOfIRExpr(env, st->Ist.LLSC.storedata)
                                          : typeOfIRTemp(env, st->Ist.LLSC.result);
       add_access(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
+      add_cache(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL, NULL);
       break;
     }
     default:

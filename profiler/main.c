@@ -19,6 +19,8 @@ static Bool process_option(const HChar *arg) {
   else if VG_STR_CLO(arg, "--cohort-progress", ch_clo_progress) {}
   else if VG_BINT_CLO(arg, "--affinity-distance", ch_clo_affinity, 1, 1 << 20) {}
   else if VG_BINT_CLO(arg, "--max-size", ch_clo_max_size, 1, 1 << 30) {}
+  else if VG_BOOL_CLO(arg, "--cohort-loads", ch_clo_loads) {}
+  else if VG_BINT_CLO(arg, "--stride-window", ch_clo_stride_window, 4, 1 << 20) {}
   else return False;
   return True;
 }
@@ -29,7 +31,9 @@ static void print_usage(void) {
     "    --cohort-main=PATH         resolved path of the main executable\n"
     "    --cohort-progress=FILE     rewrite FILE about once a second with the counts so far\n"
     "    --affinity-distance=N      HALO's affinity distance A, bytes [128]\n"
-    "    --max-size=N               largest object whose accesses count [4096]\n");
+    "    --max-size=N               largest object whose accesses count [4096]\n"
+    "    --cohort-loads=yes|no      simulate the cache and find strided, missing loads [no]\n"
+    "    --stride-window=N          executions of a load per stride window (MO's t) [64]\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -90,6 +94,7 @@ static void fini(Int exitcode) {
                ch_clo_max_size);
   VG_(fprintf)(f, "exit %d\n", exitcode);
   ch_objects_write(f);
+  ch_loads_write(f);     /* before the modules: it may name new ones */
   ch_contexts_write(f);
   ch_affinity_write(f);
   VG_(fprintf)(f, "end\n");

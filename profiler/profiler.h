@@ -43,6 +43,8 @@ void ch_note_call(Addr ret_addr, Bool direct); /* from instrumentation */
 void ch_contexts_forget_range(Addr a, SizeT len); /* code unmapped */
 void ch_contexts_write(VgFile *f);
 void ch_contexts_init(void);
+/* Module and offset (address - module bias) of a code address; False in no module. */
+Bool ch_code_place(Addr pc, UInt *module, Addr *offset);
 
 /* ---- objects (objects.c) ------------------------------------------------- */
 typedef struct {
@@ -83,6 +85,15 @@ void ch_affinity_init(void);
 void ch_affinity_write(VgFile *f);
 extern ULong ch_total_accesses;   /* every instrumented access seen by ch_access */
 extern ULong ch_tracked_accesses; /* those that hit a tracked object */
+
+/* ---- loads (loads.c): MO's delinquent loads, with --cohort-loads=yes ------ */
+typedef struct LoadSite LoadSite;
+extern Bool ch_clo_loads;
+extern Long ch_clo_stride_window;
+LoadSite *ch_load_site(Addr pc);             /* made once per static load */
+VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size);
+VG_REGPARM(2) void ch_touch(Addr a, SizeT size);   /* any other data access */
+void ch_loads_write(VgFile *f);
 
 /* ---- instrumentation (instrument.c) -------------------------------------- */
 IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGuestLayout *layout,

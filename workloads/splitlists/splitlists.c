@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../prefetch.h"
+
 #define NOINLINE __attribute__((noinline))
 
 struct node { struct node *next; long val; long pad[4]; };
@@ -30,7 +32,10 @@ NOINLINE static void make_lists(long n, struct node **a, struct node **b) {
 NOINLINE static long process(struct node *l, int passes) {
   long s = 0;
   for (int p = 0; p < passes; p++)
-    for (struct node *x = l; x; x = x->next) s += x->val * (p + 1);
+    for (struct node *x = l; x; x = x->next) {
+      PREFETCH_AHEAD(x);
+      s += x->val * (p + 1);
+    }
   return s;
 }
 

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../prefetch.h"
+
 #define NOINLINE __attribute__((noinline, noclone))
 
 struct token { struct token *next; long kind, pos, len, spare[2]; };        /* 48 bytes */
@@ -49,8 +51,11 @@ int main(int argc, char **argv) {
   for (int p = 0; p < passes; p++) {
     struct token *t = th;
     struct attr *a = ah;
-    for (; t && a; t = t->next, a = a->next)
+    for (; t && a; t = t->next, a = a->next) {
+      PREFETCH_AHEAD(t);
+      PREFETCH_AHEAD(a);
       sum += (unsigned long)(t->kind * a->val + t->len + a->weight + p);
+    }
   }
   for (struct note *x = nh; x; x = x->next) sum += (unsigned char)x->text[5];
   while (th) { struct token *x = th->next; free(th); th = x; }
