@@ -283,7 +283,8 @@ def _where(l):
 def _layout_name(data):
     lay = data["layout"]
     if lay["kind"] == "plan":
-        return f"plan {Path(lay.get('plan', '?')).name}"
+        p = Path(lay.get("plan", "?"))
+        return f"plan {p.parent.name + '/' if p.name == 'plan' and p.parent.name else ''}{p.name}"
     if lay["kind"] == "policy":
         return f"policy {lay.get('policy', '?')}"
     return "next allocator"
