@@ -30,6 +30,8 @@
 #define TABLE_SIZE (1u << TABLE_BITS)
 #define TABLE_PROBES 16
 #define VERDICT_SIZE 4096       /* wrapper verdicts cached by return address */
+#define RIPE_SIZE 4096          /* callers counted before their first chain */
+#define RIPE_PROBES 16
 
 /* A table value: its kind in the low two bits. Above them, an object
  * group's index, or for an extended prefix the place of the next return
@@ -47,6 +49,7 @@ _Atomic unsigned ch_dpa_nogs;
 static ch_lock_t lock;
 struct ch_dpa_counts ch_dpa_counts;
 static struct { uintptr_t ret; uint8_t verdict; } *verdicts;
+static struct { uintptr_t ret; uint32_t n; } *ripe;
 
 /* Pools: Cohort groups made so far, and each pool's object size (0: mixed sizes, never merged). */
 static _Atomic unsigned npools;
@@ -90,7 +93,8 @@ void ch_dpa_init(void) {
   table = ch_os_reserve(sizeof(struct entry) * TABLE_SIZE);
   ch_dpa_ogs = ch_os_reserve(sizeof(struct ch_dpa_og) * CH_DPA_MAX_OGS);
   verdicts = ch_os_reserve(sizeof *verdicts * VERDICT_SIZE);
-  if (!table || !ch_dpa_ogs || !verdicts) {
+  ripe = ch_os_reserve(sizeof *ripe * RIPE_SIZE);
+  if (!table || !ch_dpa_ogs || !verdicts || !ripe) {
     ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
     ch_opt.mode = CH_MODE_OFF;
   }
@@ -217,6 +221,29 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
   return n ? end_group(key, pcs, sys, n, size) : V_NONE;
 }
 
+/* Has the allocator's caller (its return address) made dpa_min_objects
+ * allocations yet? Chains are built (unwinding, the wrapper analysis of each
+ * frame's function) only from then on: no group of the caller's can reach
+ * its threshold sooner, and a program that allocates little from a site,
+ * as most do from most sites, pays nothing for it. A group counts its
+ * objects from the allocation that made its caller ripe. */
+static CH_NOINLINE bool caller_ripe(uintptr_t ret) {
+  bool r = true;   /* a full table: build the chain, as without counting */
+  ch_lock(&lock);
+  size_t h = (size_t)((ret * 0x9e3779b97f4a7c15ull) >> 52) & (RIPE_SIZE - 1);
+  for (unsigned i = 0; i < RIPE_PROBES; i++, h = (h + 1) & (RIPE_SIZE - 1)) {
+    if (!ripe[h].ret) ripe[h].ret = ret;
+    if (ripe[h].ret == ret) {
+      if (ripe[h].n < ch_opt.dpa_min_objects) ripe[h].n++;
+      r = ripe[h].n >= ch_opt.dpa_min_objects;
+      break;
+    }
+  }
+  ch_unlock(&lock);
+  if (!r) atomic_fetch_add_explicit(&ch_dpa_counts.unripe, 1, memory_order_relaxed);
+  return r;
+}
+
 /* The group reached the threshold: its pool, shared with a group it is
  * affine to (ssg.c) or new; none when every Cohort group is taken. */
 static CH_NOINLINE int promote(struct ch_dpa_og *o) {
@@ -312,7 +339,7 @@ int ch_dpa_identify(size_t size, const uintptr_t *fp) {
   if (CH_UNLIKELY(KIND(v) != V_OG)) {
     if (ch_in_runtime) return -1;
     ch_in_runtime++;   /* the walk may look up modules, which may allocate */
-    v = chain_group(fp, size);
+    v = caller_ripe(fp[1]) ? chain_group(fp, size) : V_NONE;
     ch_in_runtime--;
     if (KIND(v) != V_OG) return -1;
   }

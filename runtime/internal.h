@@ -689,6 +689,7 @@ struct ch_dpa_counts {
   atomic_ulong verdicts[CH_WRAP_VERDICTS];  /* call sites analysed, by verdict */
   atomic_ulong groups_refused, pools_refused, table_full;
   atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
+  atomic_ulong unripe;   /* allocations before their caller had made min_objects */
 };
 extern struct ch_dpa_counts ch_dpa_counts;
 extern struct ch_dpa_og *ch_dpa_ogs;

@@ -115,6 +115,7 @@ static void put_dpa(struct out *o) {
   field_u(o, "pools", ch_dpa_pools(), true);
   field_u(o, "groups_refused", atomic_load(&k->groups_refused), true);
   field_u(o, "pools_refused", atomic_load(&k->pools_refused), true);
+  field_u(o, "unripe", atomic_load(&k->unripe), true);
   field_u(o, "samples", atomic_load(&k->samples), true);
   field_u(o, "edges", atomic_load(&k->edges), true);
   put(o, "\"merges\": {");

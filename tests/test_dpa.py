@@ -144,3 +144,20 @@ def test_cli_policy(tmp_path):
     r = run([COHORT, "run", "--policy", "bogus", "--", *argv])
     assert r.returncode == 0 and r.stdout == plain.stdout
     assert r.stderr.decode().strip() == "cohort: warning: COHORT_POLICY=bogus is not halo, dpa or mo; grouping is off"
+
+
+def test_no_chain_before_the_caller_is_ripe(tmp_path):
+    """A caller that has made fewer than min_objects allocations gets no
+    chain: no unwinding, no wrapper analysis, the next allocator. From its
+    min_objects-th allocation on its chain is built and counted."""
+    from conftest import PROGRAMS
+    sizesites = PROGRAMS / "sizesites"
+    _, few = dpa_run(tmp_path, [sizesites, 60])   # every site of the program makes at most 60
+    mine = [c for c, _ in chains(few, sizesites) if c["frames"][0]["module"] == str(sizesites)]
+    assert mine == []
+    assert few["dpa"]["unripe"] >= 3 * 60          # node, text and late sites, 60 each at least
+    _, many = dpa_run(tmp_path, [sizesites, 1000], dpa_min_objects=100)
+    node = [c for c, f in chains(many, sizesites) if f and f[0] == "node_site"]
+    assert len(node) == 1
+    # counted from the caller's 100th allocation on, and pooled at 100 more
+    assert node[0]["objects_counted"] == 100 and node[0]["pool"] >= 0
