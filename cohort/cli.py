@@ -138,8 +138,9 @@ def cmd_loads(args, target):
     plan = plan_option(args.plan)
     if plan and args.policy:
         raise CohortError("--plan and --policy are two layouts: give one")
-    if args.policy is not None and args.policy not in ("dpa", "mo"):
-        raise CohortError(f"unknown policy '{args.policy}' (choose dpa or mo; a plan is --plan)")
+    from cohort.bench import ONLINE_POLICIES
+    if args.policy is not None and args.policy not in ONLINE_POLICIES:
+        raise CohortError(f"unknown policy '{args.policy}' (choose {' or '.join(ONLINE_POLICIES)}; a plan is --plan)")
     if plan:
         from cohort.runner import check_plan_fits, resolve_program
         check_plan_fits(plan, resolve_program(target))

@@ -18,7 +18,6 @@ runtime in front of it, under a plan or an online policy; `cohort explain
 
 import hashlib
 import json
-import tempfile
 from pathlib import Path
 
 from cohort import __version__
@@ -143,7 +142,7 @@ def measure(target, output, plan=None, policy=None, force=False, stdin=None, win
     """The whole `cohort loads`: run target under the profiler with the
     cache and stride analysis on, in the layout asked for; write loads.json.
     Returns (data, the target's return code)."""
-    from cohort.profile import log_tail, parse_raw, run_tool
+    from cohort.profile import run_and_read
     from cohort.runner import check_input, environment
     output = Path(output)
     claim(output, "loads", force)
@@ -164,17 +163,8 @@ def measure(target, output, plan=None, policy=None, force=False, stdin=None, win
     # libcohort's too; nouserintercepts keeps it to libc, behind the runtime.
     extra = ("--soname-synonyms=somalloc=nouserintercepts",) if preload else ()
     layout = layout_of(plan, policy)
-    with tempfile.TemporaryDirectory(prefix="cohort-loads.") as work:
-        rc, raw_path, log = run_tool(target, work, 128, 4096, stdin=stdin, preload=preload,
-                                     tool_args=("--cohort-loads=yes", f"--stride-window={window}", *extra))
-        if not raw_path.exists():
-            why = log_tail(log)
-            raise CohortError(f"the profiler wrote no measurement for {target[0]}"
-                              + (f" (valgrind: {why})" if why else f" (exit status {rc})"))
-        try:
-            raw = parse_raw(raw_path.read_text(errors="replace"))
-        except ValueError as e:
-            raise CohortError(f"the profiler's output is unusable: {e}") from e
+    rc, raw = run_and_read(target, "measurement", 128, 4096, stdin=stdin, preload=preload,
+                           tool_args=("--cohort-loads=yes", f"--stride-window={window}", *extra))
     if "cache" not in raw:
         raise CohortError("the profiler's output has no loads (is the tool in build/ out of date? run make)")
     data = build(raw, target, layout, rc)

@@ -286,6 +286,22 @@ def build_profile(raw, target, params, returncode):
     }
 
 
+def run_and_read(argv, what, affinity_distance, max_size, **tool):
+    """Run argv under the tool (run_tool's keywords) in a scratch directory
+    and read its raw dump: (returncode, raw). what names the product in the
+    error when the tool wrote none."""
+    with tempfile.TemporaryDirectory(prefix=f"cohort-{what}.") as work:
+        rc, raw_path, log = run_tool(argv, work, affinity_distance, max_size, **tool)
+        if not raw_path.exists():
+            why = log_tail(log)
+            raise CohortError(f"the profiler wrote no {what} for {argv[0]}"
+                              + (f" (valgrind: {why})" if why else f" (exit status {rc})"))
+        try:
+            return rc, parse_raw(raw_path.read_text(errors="replace"))
+        except ValueError as e:
+            raise CohortError(f"the profiler's output is unusable: {e}") from e
+
+
 def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None):
     """The whole `cohort profile`. stdin: a file the target reads as its
     standard input (default: cohort's own). Returns (profile dict, target's
@@ -297,16 +313,7 @@ def profile(target, output, force=False, affinity_distance=128, max_size=4096, c
     if stdin is not None:
         stdin = check_input(stdin)
     params = {"affinity_distance": affinity_distance, "max_size": max_size, "coverage": coverage}
-    with tempfile.TemporaryDirectory(prefix="cohort-profile.") as work:
-        rc, raw_path, log = run_tool(target, work, affinity_distance, max_size, stdin=stdin)
-        if not raw_path.exists():
-            why = log_tail(log)
-            raise CohortError(f"the profiler wrote no profile for {target[0]}"
-                              + (f" (valgrind: {why})" if why else f" (exit status {rc})"))
-        try:
-            raw = parse_raw(raw_path.read_text(errors="replace"))
-        except ValueError as e:
-            raise CohortError(f"the profiler's output is unusable: {e}") from e
+    rc, raw = run_and_read(target, "profile", affinity_distance, max_size, stdin=stdin)
     data = build_profile(raw, target, params, rc)
     write_output(output, json.dumps(data, indent=1) + "\n", "profile", force)
     return data, rc
