@@ -29,9 +29,7 @@
 #define TABLE_BITS 15
 #define TABLE_SIZE (1u << TABLE_BITS)
 #define TABLE_PROBES 16
-#define VERDICT_SIZE 4096       /* wrapper verdicts cached by return address */
-#define RIPE_SIZE 4096          /* callers counted before their first chain */
-#define RIPE_PROBES 16
+#define SITES_SIZE 8192         /* call sites by return address: wrapper verdicts, callers' counts */
 
 /* A table value: its kind in the low two bits. Above them, an object
  * group's index, or for an extended prefix the place of the next return
@@ -48,8 +46,11 @@ struct ch_dpa_og *ch_dpa_ogs;
 _Atomic unsigned ch_dpa_nogs;
 static ch_lock_t lock;
 struct ch_dpa_counts ch_dpa_counts;
-static struct { uintptr_t ret; uint8_t verdict; } *verdicts;
-static struct { uintptr_t ret; uint32_t n; } *ripe;
+/* What DPA knows of a call site, under the lock: how many allocations it
+ * made as the allocator's caller (caller_ripe), and the wrapper verdict on
+ * its function (is_wrapper). */
+struct site { uintptr_t ret; uint32_t allocs; uint8_t verdict; /* CH_WRAP_* + 1; 0: not analysed */ };
+static struct site *sites;
 
 /* Pools: Cohort groups made so far, and each pool's object size (0: mixed sizes, never merged). */
 static _Atomic unsigned npools;
@@ -92,9 +93,8 @@ void ch_dpa_init(void) {
   ch_lock_init(&lock);
   table = ch_os_reserve(sizeof(struct entry) * TABLE_SIZE);
   ch_dpa_ogs = ch_os_reserve(sizeof(struct ch_dpa_og) * CH_DPA_MAX_OGS);
-  verdicts = ch_os_reserve(sizeof *verdicts * VERDICT_SIZE);
-  ripe = ch_os_reserve(sizeof *ripe * RIPE_SIZE);
-  if (!table || !ch_dpa_ogs || !verdicts || !ripe) {
+  sites = ch_os_reserve(sizeof *sites * SITES_SIZE);
+  if (!table || !ch_dpa_ogs || !sites) {
     ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
     ch_opt.mode = CH_MODE_OFF;
   }
@@ -105,14 +105,22 @@ const char *ch_dpa_pool_name(unsigned g) { return g < CH_MAX_GROUPS ? pool_names
 
 /* ------------------------------------------------------------ wrappers */
 
+/* Under the lock: the record of the call site returning to ret, made if
+ * new; NULL when the table is full. */
+static struct site *site_of(uintptr_t ret) {
+  size_t h = (size_t)((ret * 0x9e3779b97f4a7c15ull) >> 51) & (SITES_SIZE - 1);
+  for (unsigned i = 0; i < SITES_SIZE; i++, h = (h + 1) & (SITES_SIZE - 1)) {
+    if (!sites[h].ret) sites[h].ret = ret;
+    if (sites[h].ret == ret) return &sites[h];
+  }
+  return NULL;
+}
+
 /* Is the function around the call returning to pc a wrapper? Cached per
  * return address; under the lock. */
 static bool is_wrapper(uintptr_t pc) {
-  size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 52) & (VERDICT_SIZE - 1);
-  for (unsigned i = 0; i < VERDICT_SIZE; i++, h = (h + 1) & (VERDICT_SIZE - 1)) {
-    if (verdicts[h].ret == pc) return verdicts[h].verdict == CH_WRAP_YES;
-    if (!verdicts[h].ret) break;
-  }
+  struct site *s = site_of(pc);
+  if (s && s->verdict) return s->verdict - 1 == CH_WRAP_YES;
   const struct ch_module *m = ch_module_for(pc);
   uintptr_t start, end;
   int v;
@@ -126,7 +134,7 @@ static bool is_wrapper(uintptr_t pc) {
   static const char *const said[CH_WRAP_VERDICTS] = {
     "not a wrapper", "a wrapper", "not followed", "not decoded", "too large", "no code found"};
   ch_info("dpa: call site %s+%#lx: %s", m ? m->path : "?", (unsigned long)(m ? pc - m->bias : pc), said[v]);
-  if (!verdicts[h].ret) { verdicts[h].verdict = (uint8_t)v; verdicts[h].ret = pc; }
+  if (s) s->verdict = (uint8_t)(v + 1);
   return v == CH_WRAP_YES;
 }
 
@@ -230,14 +238,10 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
 static CH_NOINLINE bool caller_ripe(uintptr_t ret) {
   bool r = true;   /* a full table: build the chain, as without counting */
   ch_lock(&lock);
-  size_t h = (size_t)((ret * 0x9e3779b97f4a7c15ull) >> 52) & (RIPE_SIZE - 1);
-  for (unsigned i = 0; i < RIPE_PROBES; i++, h = (h + 1) & (RIPE_SIZE - 1)) {
-    if (!ripe[h].ret) ripe[h].ret = ret;
-    if (ripe[h].ret == ret) {
-      if (ripe[h].n < ch_opt.dpa_min_objects) ripe[h].n++;
-      r = ripe[h].n >= ch_opt.dpa_min_objects;
-      break;
-    }
+  struct site *s = site_of(ret);
+  if (s) {
+    if (s->allocs < ch_opt.dpa_min_objects) s->allocs++;
+    r = s->allocs >= ch_opt.dpa_min_objects;
   }
   ch_unlock(&lock);
   if (!r) atomic_fetch_add_explicit(&ch_dpa_counts.unripe, 1, memory_order_relaxed);
