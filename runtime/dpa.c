@@ -21,7 +21,6 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define CHAIN_MAX 8             /* application frames in a chain */
@@ -52,10 +51,6 @@ struct ch_dpa_counts ch_dpa_counts;
 struct site { uintptr_t ret; uint32_t allocs; uint8_t verdict; /* CH_WRAP_* + 1; 0: not analysed */ };
 static struct site *sites;
 
-/* Pools: Cohort groups made so far, and each pool's object size (0: mixed sizes, never merged). */
-static _Atomic unsigned npools;
-uint32_t ch_dpa_pool_size[CH_MAX_GROUPS];
-static char pool_names[CH_MAX_GROUPS][16];
 
 static inline uint64_t chain_key(uint64_t k, uintptr_t pc) {
   uint64_t x = (k ^ pc) * 0x9e3779b97f4a7c15ull;
@@ -100,8 +95,6 @@ void ch_dpa_init(void) {
   }
 }
 
-unsigned ch_dpa_pools(void) { return atomic_load_explicit(&npools, memory_order_acquire); }
-const char *ch_dpa_pool_name(unsigned g) { return g < CH_MAX_GROUPS ? pool_names[g] : "?"; }
 
 /* ------------------------------------------------------------ wrappers */
 
@@ -256,17 +249,10 @@ static CH_NOINLINE int promote(struct ch_dpa_og *o) {
   if (p == CH_DPA_COUNTING) {
     bool mixed = atomic_load_explicit(&o->mixed, memory_order_relaxed);
     p = mixed ? -1 : ch_ssg_pool_for((unsigned)(o - ch_dpa_ogs), o->size);
+    if (p < 0) p = ch_online_pool_new("dpa", mixed ? 0 : o->size);   /* 0: mixed sizes, never merged */
     if (p < 0) {
-      unsigned g = atomic_load_explicit(&npools, memory_order_relaxed);
-      if (g < CH_MAX_GROUPS) {
-        ch_dpa_pool_size[g] = mixed ? 0 : o->size;
-        snprintf(pool_names[g], sizeof pool_names[g], "dpa-%u", g);   /* no allocation, as log.c's */
-        p = (int)g;
-        atomic_store_explicit(&npools, g + 1, memory_order_release);
-      } else {
-        p = CH_DPA_NO_POOL;
-        atomic_fetch_add(&ch_dpa_counts.pools_refused, 1);
-      }
+      p = CH_DPA_NO_POOL;
+      atomic_fetch_add(&ch_dpa_counts.pools_refused, 1);
     }
     atomic_store_explicit(&o->pool, p, memory_order_release);
   }

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
@@ -132,8 +133,23 @@ static inline void count_frames(unsigned n) {
   tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
 }
 
+/* The pools an online policy makes as it runs (dpa-N, mo-N), in order. */
+static _Atomic unsigned online_pools;
+static char online_names[CH_MAX_GROUPS][16];
+uint32_t ch_online_pool_size[CH_MAX_GROUPS];
+
+int ch_online_pool_new(const char *policy, uint32_t size) {
+  unsigned g = atomic_load_explicit(&online_pools, memory_order_relaxed);
+  if (g >= CH_MAX_GROUPS) return -1;
+  ch_online_pool_size[g] = size;
+  snprintf(online_names[g], sizeof online_names[g], "%s-%u", policy, g);   /* no allocation, as log.c's */
+  atomic_store_explicit(&online_pools, g + 1, memory_order_release);
+  return (int)g;
+}
+unsigned ch_online_pools(void) { return atomic_load_explicit(&online_pools, memory_order_acquire); }
+
 unsigned ch_ngroups(void) {
-  return ch_opt.mode == CH_MODE_DPA ? ch_dpa_pools() : ch_opt.mode == CH_MODE_MO ? ch_mo_pools() : ngroups;
+  return ch_opt.mode == CH_MODE_DPA || ch_opt.mode == CH_MODE_MO ? ch_online_pools() : ngroups;
 }
 
 const char *ch_group_name(unsigned g) {
@@ -142,8 +158,8 @@ const char *ch_group_name(unsigned g) {
   case CH_MODE_ALL: return "all";
   case CH_MODE_RANDOM: return g < 4 ? random_names[g] : "random";
   case CH_MODE_PLAN: return ch_plan ? ch_plan->group_names[g] : "?";
-  case CH_MODE_DPA: return ch_dpa_pool_name(g);
-  case CH_MODE_MO: return ch_mo_pool_name(g);
+  case CH_MODE_DPA:
+  case CH_MODE_MO: return g < CH_MAX_GROUPS ? online_names[g] : "?";
   default: return "?";
   }
 }

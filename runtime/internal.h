@@ -527,6 +527,12 @@ static inline void *ch_site_malloc(size_t size, uintptr_t ret) {
 }
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
+/* The pools an online policy (dpa.c, mo.c) makes as it runs, under its
+ * lock: the next one, named POLICY-N, for objects of size bytes (0: mixed);
+ * -1 once every Cohort group is taken. */
+int ch_online_pool_new(const char *policy, uint32_t size);
+unsigned ch_online_pools(void);
+extern uint32_t ch_online_pool_size[CH_MAX_GROUPS];
 
 /* --------------------------------------------------------------- patch.c */
 /* Selector sites whose call instruction now goes through a stub that records
@@ -694,11 +700,8 @@ struct ch_dpa_counts {
 extern struct ch_dpa_counts ch_dpa_counts;
 extern struct ch_dpa_og *ch_dpa_ogs;
 extern _Atomic unsigned ch_dpa_nogs;
-extern uint32_t ch_dpa_pool_size[CH_MAX_GROUPS];
 void ch_dpa_init(void);
 int ch_dpa_identify(size_t size, const uintptr_t *fp);
-unsigned ch_dpa_pools(void);
-const char *ch_dpa_pool_name(unsigned g);
 void *ch_dpa_malloc_sampled(size_t size);
 int ch_dpa_unsample(void);
 void ch_dpa_atfork_child(void);
@@ -712,8 +715,6 @@ struct ch_mo_site { int module; uintptr_t offset; uint32_t requests, size; int p
 extern struct ch_mo_counts ch_mo_counts;
 void ch_mo_init(void);
 int ch_mo_identify(size_t size, uintptr_t ret);   /* a pool, or -1: the next allocator */
-unsigned ch_mo_pools(void);
-const char *ch_mo_pool_name(unsigned g);
 bool ch_mo_site(unsigned i, struct ch_mo_site *out);
 void ch_mo_atfork_child(void);
 

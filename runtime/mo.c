@@ -19,7 +19,6 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <stdio.h>
 
 #define TABLE_BITS 14
 #define TABLE_SIZE (1u << TABLE_BITS)
@@ -47,9 +46,6 @@ static struct monitor *table;
 static ch_lock_t lock;
 struct ch_mo_counts ch_mo_counts;
 
-static _Atomic unsigned npools;
-static uint32_t pool_size[CH_MAX_GROUPS];
-static char pool_names[CH_MAX_GROUPS][16];
 /* Sites the table had no room for, so that their requests skip the lock
  * (direct-mapped; a site pushed out of it is refused again, and counted
  * again, under the lock). */
@@ -67,9 +63,6 @@ void ch_mo_init(void) {
     ch_opt.mode = CH_MODE_OFF;
   }
 }
-
-unsigned ch_mo_pools(void) { return atomic_load_explicit(&npools, memory_order_acquire); }
-const char *ch_mo_pool_name(unsigned g) { return g < CH_MAX_GROUPS ? pool_names[g] : "?"; }
 
 static inline size_t slot_of(uintptr_t ret) {
   return (size_t)((ret * 0x9e3779b97f4a7c15ull) >> (64 - TABLE_BITS));
@@ -104,15 +97,10 @@ static CH_NOINLINE struct monitor *monitor_insert(uintptr_t ret) {
 
 /* Under the lock: the pool for a valid site of this size. */
 static uint64_t pool_for(size_t size) {
-  unsigned n = atomic_load_explicit(&npools, memory_order_relaxed);
-  if (n < CH_MAX_GROUPS) {
-    pool_size[n] = (uint32_t)size;
-    snprintf(pool_names[n], sizeof pool_names[n], "mo-%u", n);   /* no allocation, as log.c's */
-    atomic_store_explicit(&npools, n + 1, memory_order_release);
-    return D_POOLED(n, size);
-  }
-  for (unsigned g = 0; g < n; g++)
-    if (pool_size[g] == size) { ch_mo_counts.sites_shared++; return D_POOLED(g, size); }
+  int p = ch_online_pool_new("mo", (uint32_t)size);
+  if (p >= 0) return D_POOLED(p, size);
+  for (unsigned g = 0, n = ch_online_pools(); g < n; g++)
+    if (ch_online_pool_size[g] == size) { ch_mo_counts.sites_shared++; return D_POOLED(g, size); }
   ch_mo_counts.pools_refused++;
   return D_NEXT;
 }

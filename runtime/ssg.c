@@ -86,7 +86,7 @@ static void merge(unsigned p, unsigned q, int kind) {
 }
 
 static bool same_size(unsigned p, unsigned q) {
-  return ch_dpa_pool_size[p] && ch_dpa_pool_size[p] == ch_dpa_pool_size[q];
+  return ch_online_pool_size[p] && ch_online_pool_size[p] == ch_online_pool_size[q];
 }
 
 /* A new edge (og, off, pool): the merges it calls for. Under the lock. */
@@ -120,7 +120,7 @@ static void scan(const struct pending *s) {
   uint64_t words[SCAN_MAX / 8];
   size_t n = s->size < SCAN_MAX ? s->size & ~(size_t)7 : SCAN_MAX;
   if (!n || !read_object(s->p, words, n)) return;
-  unsigned npools = ch_dpa_pools();
+  unsigned npools = ch_online_pools();
   for (size_t i = 0; i < n / 8; i++) {
     const void *w = (const void *)words[i];
     if (!ch_in_region(w)) continue;
@@ -152,7 +152,7 @@ int ch_ssg_pool_for(unsigned og, size_t size) {
     uint64_t e = edges[h];
     if (!e || edge_og(e) != og) continue;
     unsigned q = resolve(edge_pool(e));
-    if (ch_dpa_pool_size[q] == size) found = (int)q;
+    if (ch_online_pool_size[q] == size) found = (int)q;
   }
   ch_unlock(&lock);
   if (found >= 0) atomic_fetch_add_explicit(&ch_dpa_counts.merges[0], 1, memory_order_relaxed);

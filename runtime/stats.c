@@ -112,7 +112,7 @@ static void put_dpa(struct out *o) {
   field_u(o, "min_objects", ch_opt.dpa_min_objects, true);
   field_u(o, "max_size", ch_max_size, true);
   field_u(o, "object_groups", n, true);
-  field_u(o, "pools", ch_dpa_pools(), true);
+  field_u(o, "pools", ch_online_pools(), true);
   field_u(o, "groups_refused", atomic_load(&k->groups_refused), true);
   field_u(o, "pools_refused", atomic_load(&k->pools_refused), true);
   field_u(o, "unripe", atomic_load(&k->unripe), true);
@@ -158,7 +158,7 @@ static void put_mo(struct out *o) {
   field_u(o, "sites_pooled", k->sites_pooled, true);
   field_u(o, "sites_mixed", k->sites_mixed, true);
   field_u(o, "sites_shared", k->sites_shared, true);
-  field_u(o, "pools", ch_mo_pools(), true);
+  field_u(o, "pools", ch_online_pools(), true);
   field_u(o, "pools_refused", k->pools_refused, true);
   field_u(o, "table_full", k->table_full, true);
   put(o, "\n    \"sites_listed\": [");
