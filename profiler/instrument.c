@@ -22,19 +22,6 @@ static IRExpr *bin(IRSB *sb, IROp op, IRType ty, IRExpr *a, IRExpr *b) {
   return IRExpr_RdTmp(t);
 }
 
-/* ch_access(addr, size) if addr is in the heap span and `guard` (may be NULL). */
-static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard) {
-  IRExpr *lo = load_word(sb, &ch_heap_lo);
-  IRExpr *span = load_word(sb, &ch_heap_span);
-  IRExpr *off = bin(sb, Iop_Sub64, Ity_I64, addr, lo);
-  IRExpr *in = bin(sb, Iop_CmpLT64U, Ity_I1, off, span);
-  if (guard) in = bin(sb, Iop_And1, Ity_I1, in, guard);
-  IRDirty *d = unsafeIRDirty_0_N(2, "ch_access", VG_(fnptr_to_fnentry)(&ch_access),
-                                 mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
-  d->guard = in;
-  addStmtToIRSB(sb, IRStmt_Dirty(d));
-}
-
 /* loads.c's view of the same access: ch_load for the first load of an
  * instruction (ls), ch_touch for any other access. */
 static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
@@ -46,6 +33,29 @@ static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite 
                                       mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
   if (guard) d->guard = guard;
   addStmtToIRSB(sb, IRStmt_Dirty(d));
+}
+
+/* ch_access(addr, size) if addr is in the heap span and `guard` (may be NULL);
+ * then loads.c's view of it (ls: see add_cache). */
+static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
+  IRExpr *lo = load_word(sb, &ch_heap_lo);
+  IRExpr *span = load_word(sb, &ch_heap_span);
+  IRExpr *off = bin(sb, Iop_Sub64, Ity_I64, addr, lo);
+  IRExpr *in = bin(sb, Iop_CmpLT64U, Ity_I1, off, span);
+  if (guard) in = bin(sb, Iop_And1, Ity_I1, in, guard);
+  IRDirty *d = unsafeIRDirty_0_N(2, "ch_access", VG_(fnptr_to_fnentry)(&ch_access),
+                                 mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
+  d->guard = in;
+  addStmtToIRSB(sb, IRStmt_Dirty(d));
+  add_cache(sb, addr, size, guard, ls);
+}
+
+/* The site of the instruction's first load; NULL for a later one, or
+ * without --cohort-loads. */
+static LoadSite *first_load(Addr insn, Bool *loaded) {
+  LoadSite *ls = *loaded || !ch_clo_loads ? NULL : ch_load_site(insn);
+  *loaded = True;
+  return ls;
 }
 
 static Int loadg_size(IRLoadGOp cvt) {
@@ -86,10 +96,7 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
     case Ist_WrTmp:
       if (st->Ist.WrTmp.data->tag == Iex_Load) {
         IRExpr *ld = st->Ist.WrTmp.data;
-        add_access(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL);
-        add_cache(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL,
-                  loaded || !ch_clo_loads ? NULL : ch_load_site(insn));
-        loaded = True;
+        add_access(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL, first_load(insn, &loaded));
       }
       break;
     case Ist_Store: {
@@ -98,44 +105,34 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
       if (data->tag == Iex_Const && data->Iex.Const.con->tag == Ico_U64 &&
           data->Iex.Const.con->Ico.U64 == after)
         pending_ra = after;
-      add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL);
-      add_cache(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL, NULL);
+      add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL, NULL);
       break;
     }
     case Ist_StoreG: {
       IRStoreG *sg = st->Ist.StoreG.details;
-      add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard);
-      add_cache(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard, NULL);
+      add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard, NULL);
       break;
     }
     case Ist_LoadG: {
       IRLoadG *lg = st->Ist.LoadG.details;
-      add_access(out, lg->addr, loadg_size(lg->cvt), lg->guard);
-      add_cache(out, lg->addr, loadg_size(lg->cvt), lg->guard,
-                loaded || !ch_clo_loads ? NULL : ch_load_site(insn));
-      loaded = True;
+      add_access(out, lg->addr, loadg_size(lg->cvt), lg->guard, first_load(insn, &loaded));
       break;
     }
     case Ist_Dirty: {
       IRDirty *d = st->Ist.Dirty.details;
-      if (d->mFx != Ifx_None && d->mAddr) {
-        add_access(out, d->mAddr, d->mSize, NULL);
-        add_cache(out, d->mAddr, d->mSize, NULL, NULL);
-      }
+      if (d->mFx != Ifx_None && d->mAddr) add_access(out, d->mAddr, d->mSize, NULL, NULL);
       break;
     }
     case Ist_CAS: {
       IRCAS *cas = st->Ist.CAS.details;
       Int size = sizeofIRType(typeOfIRExpr(env, cas->dataLo)) * (cas->dataHi ? 2 : 1);
-      add_access(out, cas->addr, size, NULL);
-      add_cache(out, cas->addr, size, NULL, NULL);
+      add_access(out, cas->addr, size, NULL, NULL);
       break;
     }
     case Ist_LLSC: {
       IRType ty = st->Ist.LLSC.storedata ? typeOfIRExpr(env, st->Ist.LLSC.storedata)
                                          : typeOfIRTemp(env, st->Ist.LLSC.result);
-      add_access(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL);
-      add_cache(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL, NULL);
+      add_access(out, st->Ist.LLSC.addr, sizeofIRType(ty), NULL, NULL);
       break;
     }
     default:
