@@ -44,8 +44,8 @@ def source_of(name):
 
 
 def advised_distance(loads, binary):
-    """The distance advised for the most missing advised load of the
-    workload's own binary, or None."""
+    """((stride, distance), load) for the most missing advised load of the
+    workload's own binary, or (None, None)."""
     line = loads["cache"]["line"]
     for l in loads["loads"]:
         if candidate(l) and Path(l["module"]).resolve() == binary.resolve():
@@ -88,16 +88,18 @@ def run(name, work):
     binary = ROOT / "build" / "workloads" / name
     programs = {}   # label -> (binary, env)
     print(f"== {name}: train {' '.join(ins['train'])}, ref {' '.join(ins['ref'])}")
+    plain = build(name, None, Path(work) / f"{name}-plain")
     for layout, policy in LAYOUTS.items():
         path = Path(work) / f"{name}-{layout}.json"
         data, _ = measure([str(binary), *ins["train"]], path, policy=policy, force=True)
-        (s, p), load = advised_distance(data, binary)
+        advised, load = advised_distance(data, binary)
         env = (environment(policy=policy, base=dict(os.environ)) if policy
                else {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
-        programs[f"{layout}"] = (build(name, None, Path(work) / f"{name}-plain"), env)
-        if p is None:
+        programs[layout] = (plain, env)
+        if advised is None:
             print(f"   {layout}: no advice")
             continue
+        s, p = advised
         where = f"{Path(load['file']).name}:{load['line']}" if load["file"] else hex(load["offset"])
         print(f"   {layout}: advice at {where} ({load['insn']['text']}): stride {s:+d}, prefetch {p:+d} bytes ahead")
         programs[f"{layout}+prefetch {p}"] = (build(name, p, Path(work) / f"{name}-{layout}-pf"), env)
