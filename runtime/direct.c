@@ -93,37 +93,14 @@ static ZydisDecoder decoder;
 enum { S_UNTRIED, S_BUSY, S_PATCHED, S_LEFT };
 static _Atomic uint8_t state[CH_MAX_SITES];
 /* The templates' layout: where the group goes, where each jump's slot is. */
-static size_t imm_at, slot_disp_at, act_slot_disp_at;
+static struct ch_stub_template group_t, act_t;
 
-/* The offset of the displacement of the jump that ends template t, after an
- * instruction of the given mnemonic; imm: that one has a 32-bit immediate,
- * whose offset goes there. */
-static bool read_template(const char *t, const char *end, ZydisMnemonic first_mnemonic, size_t *imm,
-                          size_t *disp_at) {
-  ZydisDecodedInstruction ins;
-  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-  size_t len = (size_t)(end - t);
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops)) || ins.mnemonic != first_mnemonic)
-    return false;
-  if (imm) {
-    if (ins.raw.imm[0].size != 32) return false;
-    *imm = ins.raw.imm[0].offset;
-  }
-  size_t first = ins.length;
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t + first, len - first, &ins, ops)) ||
-      ins.mnemonic != ZYDIS_MNEMONIC_JMP || ins.raw.disp.size != 32 || first + ins.length != len || len > STUB_SIZE)
-    return false;
-  *disp_at = first + ins.raw.disp.offset;
-  return true;
-}
-
-/* Copies a template to `at` in region r, its jump through target slot k. */
-static void put_stub(uint8_t *r, size_t at, const char *t, const char *end, size_t disp_at, size_t slots, int k) {
-  size_t tsize = (size_t)(end - t);
-  memcpy(r + at, t, tsize);
+/* Copies template t (layout l) to `at` in region r, its jump through target slot k. */
+static void put_stub(uint8_t *r, size_t at, const char *t, const struct ch_stub_template *l, size_t slots, int k) {
+  memcpy(r + at, t, l->size);
   /* The displacement is relative to the end of the jump, which ends the stub. */
-  int32_t disp = (int32_t)((slots + 8 * (size_t)k) - (at + tsize));
-  memcpy(r + at + disp_at, &disp, 4);
+  int32_t disp = (int32_t)((slots + 8 * (size_t)k) - (at + l->size));
+  memcpy(r + at + l->jmp_disp_at, &disp, 4);
 }
 
 static uint8_t *region_for(const struct ch_module *m) {
@@ -142,17 +119,17 @@ static uint8_t *region_for(const struct ch_module *m) {
   for (int k = K_MALLOC; k <= K_NEW; k++)
     for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
       size_t at = stub_offset(k, g);
-      put_stub(r, at, cohort_direct_template, cohort_direct_end, slot_disp_at, slots, k);
+      put_stub(r, at, cohort_direct_template, &group_t, slots, k);
       uint32_t imm = g;
-      memcpy(r + at + imm_at, &imm, 4);
+      memcpy(r + at + group_t.imm_at, &imm, 4);
     }
   for (int k = K_ACT_MALLOC; k <= K_ACT_NEW; k++)
-    put_stub(r, stub_offset(k, 0), cohort_direct_act_template, cohort_direct_act_end, act_slot_disp_at, slots, k);
+    put_stub(r, stub_offset(k, 0), cohort_direct_act_template, &act_t, slots, k);
   for (int k = K_REST_MALLOC; k <= K_REST_NEW && rest_group >= 0; k++) {
     size_t at = stub_offset(k, 0);
-    put_stub(r, at, cohort_direct_template, cohort_direct_end, slot_disp_at, slots, k);
+    put_stub(r, at, cohort_direct_template, &group_t, slots, k);
     uint32_t imm = (uint32_t)rest_group;
-    memcpy(r + at + imm_at, &imm, 4);
+    memcpy(r + at + group_t.imm_at, &imm, 4);
   }
   ch_patch_stub_unwind(r + eh, (uintptr_t)r, code);
   if (mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
@@ -281,8 +258,9 @@ void ch_direct_init(const struct ch_direct_entries *e) {
    * patch.c is at work. */
   if (!ch_patch_enabled()) return;
   if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ||
-      !read_template(cohort_direct_template, cohort_direct_end, ZYDIS_MNEMONIC_MOV, &imm_at, &slot_disp_at) ||
-      !read_template(cohort_direct_act_template, cohort_direct_act_end, ZYDIS_MNEMONIC_MOV, NULL, &act_slot_disp_at))
+      !ch_patch_read_template(cohort_direct_template, cohort_direct_end, &group_t) || !group_t.imm_at ||
+      group_t.size > STUB_SIZE ||
+      !ch_patch_read_template(cohort_direct_act_template, cohort_direct_act_end, &act_t) || act_t.size > STUB_SIZE)
     return;
   entries = *e;
   ch_direct_max = ch_max_size;

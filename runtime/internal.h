@@ -555,7 +555,12 @@ void ch_patch_modules(unsigned from, unsigned to);   /* modules [from, to) loade
  * ch_patch_check_call: -1 and the target if a direct call rel32 ends at ret,
  * else a reason. ch_patch_write_disp: live, the code may be running (see
  * ch_patch_live_ok). Code is written only under the patch lock. */
+bool ch_patch_code_init(void);   /* the decoder the others use; false: none */
 int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target);
+/* A stub template: one mov (its 32-bit immediate's and displacement's
+ * offsets, 0 when it has none), then `jmp *disp32(%rip)` that ends it. */
+struct ch_stub_template { size_t imm_at, disp_at, jmp_disp_at, size; };
+bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_template *out);
 void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size);   /* read-write, within +-2 GiB */
 void ch_patch_stub_unwind(uint8_t *p, uintptr_t code, size_t len);  /* .eh_frame for frameless stubs */
 void ch_patch_register_unwind(uint8_t *eh);                        /* once the stubs are final */

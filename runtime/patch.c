@@ -205,6 +205,36 @@ static void publish_table(void) {
 /* ------------------------------------------------------------- checking */
 
 static ZydisDecoder decoder;
+static void (*register_frame)(void *);
+
+/* The decoder and libgcc's __register_frame, for every user of patched code
+ * (selector stubs, direct sites, DPA's hints); false: no decoder. */
+bool ch_patch_code_init(void) {
+  static int state;   /* 0: not yet, 1: ready, -1: failed; set at start-up */
+  if (!state) {
+    state = ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ? 1 : -1;
+    register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
+  }
+  return state > 0;
+}
+
+/* A stub template is one mov, then `jmp *disp32(%rip)`, which ends it. */
+bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_template *out) {
+  ZydisDecodedInstruction ins;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  size_t len = (size_t)(end - t);
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops)) || ins.mnemonic != ZYDIS_MNEMONIC_MOV)
+    return false;
+  out->imm_at = ins.raw.imm[0].size == 32 ? ins.raw.imm[0].offset : 0;
+  out->disp_at = ins.raw.disp.size == 32 ? ins.raw.disp.offset : 0;
+  size_t first = ins.length;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t + first, len - first, &ins, ops)) ||
+      ins.mnemonic != ZYDIS_MNEMONIC_JMP || ins.raw.disp.size != 32 || first + ins.length != len)
+    return false;
+  out->jmp_disp_at = first + ins.raw.disp.offset;
+  out->size = len;
+  return true;
+}
 
 /* The call whose return address is ret, if it is a direct call rel32 at an
  * instruction boundary of its function: its target. */
@@ -277,8 +307,6 @@ void ch_patch_stub_unwind(uint8_t *p, uintptr_t code, size_t len) {
   memset(f + 24, 0, 4);                 /* augmentation length 0, padding */
   memset(f + 28, 0, 4);                 /* terminator */
 }
-
-static void (*register_frame)(void *);
 
 void ch_patch_register_unwind(uint8_t *eh) { if (register_frame) register_frame(eh); }
 
@@ -422,7 +450,7 @@ static void patch_range(unsigned from, unsigned to, bool live) {
 void ch_patch_init(void) {
   const struct ch_plan *pl = ch_plan;
   if (!ch_opt.patch || !pl || atomic_load(&ch_plan_disabled)) return;
-  if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64))) return;
+  if (!ch_patch_code_init()) return;
   /* Selector bits in the order the select lines use the sites. */
   unsigned nbits = 0;
   for (unsigned i = 0; i < pl->nconj; i++)
@@ -433,7 +461,6 @@ void ch_patch_init(void) {
       }
   for (unsigned s = 0; s < pl->nsites; s++)
     if (pl->sites[s].stop) { wants[s] = true; ch_patch_stop[s] = pl->sites[s].stop; }
-  register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
   enabled = true;
   patch_range(0, ch_modules_count(), !ch_patch_one_thread());
 }
