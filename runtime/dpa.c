@@ -17,7 +17,9 @@
  * address alone; a chain through wrappers costs one stack load and one probe
  * per further frame (short_chain), and the unwinder runs only for prefixes
  * not seen before. Entries are written once, under the lock, and read
- * without it. */
+ * without it. Once a group is decided, the outermost call of its chain is
+ * patched to name it (hint.c), and an allocation that finds the hint checks
+ * the chain's return addresses on the stack instead of probing. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -50,6 +52,17 @@ struct ch_dpa_counts ch_dpa_counts;
  * its function (is_wrapper). */
 struct site { uintptr_t ret; uint32_t allocs; uint8_t verdict; /* CH_WRAP_* + 1; 0: not analysed */ };
 static struct site *sites;
+/* A chain as its hint is checked: its return addresses and where each lies
+ * relative to the entry point's frame (the first one at fp[1]), all fixed
+ * places, and the group's pool once decided; one line per group. */
+#define HINT_FRAMES 5
+struct hint_chain {
+  uintptr_t pc[HINT_FRAMES];
+  int32_t off[HINT_FRAMES - 1];   /* of pc[1..n) */
+  int32_t pool;
+  uint8_t n;                      /* 0: no fixed places, never hinted */
+} __attribute__((aligned(64)));
+static struct hint_chain *hint_chains;
 
 
 static inline uint64_t chain_key(uint64_t k, uintptr_t pc) {
@@ -89,10 +102,13 @@ void ch_dpa_init(void) {
   table = ch_os_reserve(sizeof(struct entry) * TABLE_SIZE);
   ch_dpa_ogs = ch_os_reserve(sizeof(struct ch_dpa_og) * CH_DPA_MAX_OGS);
   sites = ch_os_reserve(sizeof *sites * SITES_SIZE);
-  if (!table || !ch_dpa_ogs || !sites) {
+  hint_chains = ch_os_reserve(sizeof *hint_chains * CH_DPA_MAX_OGS);
+  if (!table || !ch_dpa_ogs || !sites || !hint_chains) {
     ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
     ch_opt.mode = CH_MODE_OFF;
+    return;
   }
+  ch_hint_init();
 }
 
 
@@ -133,9 +149,10 @@ static bool is_wrapper(uintptr_t pc) {
 
 /* --------------------------------------------------------------- groups */
 
-/* A new object group for the chain pcs[0..n) (under the lock); V_NONE when
- * the table of groups is full. */
-static uint32_t og_new(const uintptr_t *pcs, const bool *sys, unsigned n, size_t size) {
+/* A new object group for the chain pcs[0..n), whose return addresses lie at
+ * offs[0..n) from the entry point's frame (0: not at a fixed place; NULL:
+ * none known), under the lock; V_NONE when the table of groups is full. */
+static uint32_t og_new(const uintptr_t *pcs, const bool *sys, const int32_t *offs, unsigned n, size_t size) {
   unsigned i = atomic_load_explicit(&ch_dpa_nogs, memory_order_relaxed);
   if (i == CH_DPA_MAX_OGS) { atomic_fetch_add(&ch_dpa_counts.groups_refused, 1); return V_NONE; }
   struct ch_dpa_og *o = &ch_dpa_ogs[i];
@@ -148,20 +165,29 @@ static uint32_t og_new(const uintptr_t *pcs, const bool *sys, unsigned n, size_t
     napp++;
   }
   o->length = (uint8_t)napp;
+  struct hint_chain *c = &hint_chains[i];
+  bool fixed = ch_hint_enabled && offs && n <= HINT_FRAMES;
+  for (unsigned k = 1; k < n && fixed; k++) fixed = offs[k] > 0;
+  if (fixed) {
+    for (unsigned k = 0; k < n; k++) c->pc[k] = pcs[k];
+    for (unsigned k = 1; k < n; k++) c->off[k - 1] = offs[k];
+    c->n = (uint8_t)n;
+  }
+  atomic_store_explicit(&o->hint, fixed ? CH_HINT_UNTRIED : CH_HINT_NONE, memory_order_relaxed);
   atomic_store_explicit(&ch_dpa_nogs, i + 1, memory_order_release);
   return OG_VAL(i);
 }
 
 /* Under the lock: where the next step of the chain goes for the prefix
  * whose last frame is pc, from scratch. */
-static uint32_t decide(uint64_t key, const uintptr_t *pcs, const bool *sys, unsigned n, unsigned napp,
-                       bool more, size_t size, int32_t next_off) {
+static uint32_t decide(uint64_t key, const uintptr_t *pcs, const bool *sys, const int32_t *offs, unsigned n,
+                       unsigned napp, bool more, size_t size) {
+  int32_t next_off = offs[n];
   uint32_t v = table_get(key);
   if (v != V_EMPTY) return v;
   bool extend = more && n < FRAMES_MAX &&
                 (sys[n - 1] || (napp < CHAIN_MAX && is_wrapper(pcs[n - 1])));
-  v = !extend ? og_new(pcs, sys, n, size)
-      : next_off > 0 && next_off < (1 << 23) ? (uint32_t)(next_off + 1) << 8 | V_EXTEND : V_EXTEND;
+  v = !extend ? og_new(pcs, sys, offs, n, size) : next_off ? (uint32_t)(next_off + 1) << 8 | V_EXTEND : V_EXTEND;
   if (!table_put(key, v)) atomic_fetch_add(&ch_dpa_counts.table_full, 1);
   return v;
 }
@@ -174,7 +200,7 @@ static uint32_t end_group(uint64_t key, const uintptr_t *pcs, const bool *sys, u
   if (v == V_EMPTY) {
     ch_lock(&lock);
     if ((v = table_get(key)) == V_EMPTY) {
-      v = og_new(pcs, sys, n, size);
+      v = og_new(pcs, sys, NULL, n, size);
       table_put(key, v);
     }
     ch_unlock(&lock);
@@ -188,6 +214,7 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
   struct ch_frames it;
   uintptr_t pcs[FRAMES_MAX];
   bool sys[FRAMES_MAX];
+  int32_t offs[FRAMES_MAX + 1] = {8};   /* where each return address lies: the first at fp[1] */
   unsigned n = 0, napp = 0;
   uint64_t key = 0;
   uint32_t v = V_NONE;
@@ -209,17 +236,74 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
     key = chain_key(key, pcs[n]);
     napp += !sys[n];
     n++;
+    /* The next return address sits just below the CFA the step reached. */
+    intptr_t next = (intptr_t)(it.r.sp - 8 - (uintptr_t)fp);
+    offs[n] = it.done || !it.fixed || next <= 0 || next >= (1 << 23) ? 0 : (int32_t)next;
     v = table_get(key);
     if (v == V_EMPTY) {
       ch_lock(&lock);
-      /* The next return address sits just below the CFA the step reached. */
-      int32_t next = it.done || !it.fixed ? 0 : (int32_t)(it.r.sp - 8 - (uintptr_t)fp);
-      v = decide(key, pcs, sys, n, napp, !it.done, size, next);
+      v = decide(key, pcs, sys, offs, n, napp, !it.done, size);
       ch_unlock(&lock);
     }
     if (KIND(v) != V_EXTEND) return v;
   }
   return n ? end_group(key, pcs, sys, n, size) : V_NONE;
+}
+
+/* A group's pool from now on, and its hint's (a merge, a demotion). */
+void ch_dpa_set_pool(unsigned og, int pool) {
+  atomic_store_explicit(&ch_dpa_ogs[og].pool, pool, memory_order_release);
+  __atomic_store_n(&hint_chains[og].pool, pool >= 0 ? pool : -1, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ churn */
+
+/* A pool whose live objects never span more lines than the pool's own
+ * state has nothing worth placing: a live set that small stays in the
+ * cache under any allocator, as an interpreter's temporaries do, each freed
+ * soon after it is made, while the pool's state (the lines each of its
+ * allocations and frees touch besides the block: CH_POOL_STATE_LINES,
+ * heap.c) adds to what the cache must hold, once per such pool (calc under
+ * dpa: 64 pools, most of them with one to a dozen objects live).
+ * Sampled allocations (sample_due) look at the live bytes of the chunk they
+ * came from: a pool whose last CHURN_RUN samples in a row found no more
+ * than that (or one object, if larger) goes back, with its groups, to the
+ * next allocator for good. A pool is watched for its first CHURN_WATCH
+ * samples only, so that one whose live set merely dips now and then is left
+ * alone. The chunk is the sampling thread's own, so a pool whose objects are
+ * spread thinly over many threads may be taken for churn. */
+#define CHURN_RUN 8
+#define CHURN_WATCH 64
+static _Atomic uint32_t churn_seen[CH_MAX_GROUPS];   /* samples << 16 | the run of small ones */
+static _Atomic bool demoted[CH_MAX_GROUPS];
+
+bool ch_dpa_pool_demoted(unsigned pool) {
+  return pool < CH_MAX_GROUPS && atomic_load_explicit(&demoted[pool], memory_order_relaxed);
+}
+
+static CH_NOINLINE void demote(unsigned pool) {
+  ch_lock(&lock);
+  if (!atomic_exchange(&demoted[pool], true)) {
+    atomic_fetch_add_explicit(&ch_dpa_counts.pools_demoted, 1, memory_order_relaxed);
+    unsigned n = atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++)
+      if (atomic_load_explicit(&ch_dpa_ogs[i].pool, memory_order_relaxed) == (int)pool) ch_dpa_set_pool(i, CH_DPA_CHURN);
+  }
+  ch_unlock(&lock);
+}
+
+/* A sampled allocation of size bytes at p, from pool's chunk. Threads may
+ * race on the counts: a sample lost or counted twice changes nothing that
+ * matters. */
+static void churn_watch(unsigned pool, const void *p, size_t size) {
+  uint32_t seen = atomic_load_explicit(&churn_seen[pool], memory_order_relaxed);
+  uint32_t samples = seen >> 16, run = seen & 0xffff;
+  if (samples >= CHURN_WATCH) return;
+  size_t n = ch_block_size(size);
+  size_t small = CH_POOL_STATE_LINES * 64;
+  run = ch_group_chunk_live(p) <= (n > small ? n : small) ? run + 1 : 0;
+  atomic_store_explicit(&churn_seen[pool], (samples + 1) << 16 | run, memory_order_relaxed);
+  if (run == CHURN_RUN) demote(pool);
 }
 
 /* Has the allocator's caller (its return address) made dpa_min_objects
@@ -253,6 +337,8 @@ static CH_NOINLINE int promote(struct ch_dpa_og *o) {
     if (p < 0) {
       p = CH_DPA_NO_POOL;
       atomic_fetch_add(&ch_dpa_counts.pools_refused, 1);
+    } else if (ch_dpa_pool_demoted((unsigned)p)) {
+      p = CH_DPA_CHURN;   /* affine to a pool of churn: churn too */
     }
     atomic_store_explicit(&o->pool, p, memory_order_release);
   }
@@ -299,6 +385,7 @@ void *ch_dpa_malloc_sampled(size_t size) {
   int g = sampled_group;
   void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
   if (p && !ch_in_runtime) {
+    if (g >= 0 && ch_owns(p)) churn_watch((unsigned)g, p, size);
     ch_in_runtime++;
     ch_ssg_note(p, sampled_og, size);
     ch_in_runtime--;
@@ -323,7 +410,47 @@ static inline uint32_t short_chain(const uintptr_t *fp, uint32_t v) {
   return v;
 }
 
-int ch_dpa_identify(size_t size, const uintptr_t *fp) {
+/* Does the stack hold chain c? Each read is safe as the short chain's are. */
+static inline bool chain_here(const struct hint_chain *c, const uintptr_t *fp) {
+  if (fp[1] != c->pc[0]) return false;
+  for (unsigned k = 1; k < c->n; k++)
+    if (*(const uintptr_t *)((const char *)fp + c->off[k - 1]) != c->pc[k]) return false;
+  return true;
+}
+
+/* A decided group whose hint is not patched yet: patch its chain's
+ * outermost call to name it; once (again later only if another thread was
+ * writing code). A call that ends the chains of several groups names the
+ * first of them decided, and the others keep the probes: the hint names
+ * one group, and a check that fails costs the probes as well. */
+static CH_NOINLINE void hint_offer(unsigned og, struct ch_dpa_og *o) {
+  uint8_t expect = CH_HINT_UNTRIED;
+  if (!atomic_compare_exchange_strong(&o->hint, &expect, CH_HINT_BUSY)) return;
+  struct hint_chain *c = &hint_chains[og];
+  ch_lock(&lock);   /* a demotion sets it under the lock too */
+  int pool = atomic_load_explicit(&o->pool, memory_order_relaxed);
+  __atomic_store_n(&c->pool, pool >= 0 ? pool : -1, __ATOMIC_RELAXED);
+  ch_unlock(&lock);
+  ch_in_runtime++;   /* registering the stubs' unwind table may allocate */
+  int r = ch_hint_patch(c->pc[c->n - 1], og);
+  ch_in_runtime--;
+  if (r != CH_HINT_RETRY)
+    atomic_fetch_add_explicit(r == CH_HINT_PATCHED ? &ch_dpa_counts.hints_patched : &ch_dpa_counts.hints_left, 1,
+                              memory_order_relaxed);
+  atomic_store_explicit(&o->hint, r == CH_HINT_RETRY ? CH_HINT_UNTRIED : r, memory_order_release);
+}
+
+int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted) {
+  uint32_t h = ch_dpa_hint;
+  if (h) {
+    ch_dpa_hint = 0;
+    const struct hint_chain *c = &hint_chains[h - 1];
+    if (CH_LIKELY(chain_here(c, fp))) {
+      *hinted = true;
+      if (CH_UNLIKELY(--sample_in < 0)) return sample_due(h - 1, c->pool);
+      return c->pool;
+    }
+  }
   uint32_t v = table_get(chain_key(0, fp[1]));
   if (CH_UNLIKELY(KIND(v) != V_OG)) v = short_chain(fp, v);
   if (CH_UNLIKELY(KIND(v) != V_OG)) {
@@ -337,6 +464,9 @@ int ch_dpa_identify(size_t size, const uintptr_t *fp) {
   struct ch_dpa_og *o = &ch_dpa_ogs[og];
   int g = atomic_load_explicit(&o->pool, memory_order_acquire);
   if (CH_UNLIKELY(g < 0)) g = g == CH_DPA_COUNTING ? og_count(o, size) : -1;
+  if (CH_UNLIKELY(atomic_load_explicit(&o->hint, memory_order_relaxed) == CH_HINT_UNTRIED) &&
+      atomic_load_explicit(&o->pool, memory_order_acquire) != CH_DPA_COUNTING)
+    hint_offer(og, o);
   if (CH_UNLIKELY(--sample_in < 0)) return sample_due(og, g);
   return g;
 }

@@ -1016,6 +1016,7 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
   }
   free_exact(h, c, p, b);
 }
+uint32_t ch_group_chunk_live(const void *p) { return ch_chunk_of(p)->live_bytes; }
 void ch_group_free(void *p) { group_free(ch_chunk_of(p), p, my_heap, false); }
 void ch_group_free_in(struct ch_chunk *c, void *p) { group_free(c, p, my_heap, false); }
 void ch_group_free_raw(void *p) { group_free(ch_chunk_of(p), p, own_heap, true); }

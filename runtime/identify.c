@@ -18,7 +18,7 @@
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "patched", "all", "random", "direct", "dpa", "dpa_below", "mo", "mo_next",
+  "patched", "all", "random", "direct", "dpa", "dpa_hinted", "dpa_below", "mo", "mo_next",
 };
 
 _Atomic bool ch_identify_active;
@@ -358,8 +358,10 @@ int ch_identify(size_t size, const uintptr_t *fp) {
     if (!ch_in_runtime) {
       if (ch_opt.mode == CH_MODE_MO) return ch_identify_site(size, fp[1]);
       if (ch_opt.mode == CH_MODE_DPA) {
-        int g = ch_dpa_identify(size, fp);
-        count((g == CH_IDENTIFY_SAMPLE ? ch_dpa_unsample() : g) >= 0 ? CH_PATH_DPA : CH_PATH_DPA_BELOW);
+        bool hinted = false;
+        int g = ch_dpa_identify(size, fp, &hinted);
+        count((g == CH_IDENTIFY_SAMPLE ? ch_dpa_unsample() : g) < 0 ? CH_PATH_DPA_BELOW
+              : hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA);
         return g;
       }
       if (ch_opt.mode == CH_MODE_ALL) { count(CH_PATH_ALL); return 0; }

@@ -266,6 +266,11 @@ void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 void ch_group_free_in(struct ch_chunk *c, void *p);   /* c: ch_chunk_lookup(p) */
 _Noreturn void ch_dead_chunk_free(const void *p);  /* p in the region, in no live chunk */
 size_t ch_group_usable(const void *p);             /* p is ours */
+uint32_t ch_group_chunk_live(const void *p);       /* live bytes of p's chunk, as its owner sees them */
+/* The lines a group's common allocation and free touch besides the block:
+ * its line of the thread's heap, the chunk header's first line, a line of
+ * bins, a word of start bits (heap.c). */
+#define CH_POOL_STATE_LINES 4
 void *ch_group_realloc(void *p, size_t size);      /* p is ours, size > 0 */
 void ch_heaps_atfork_prepare(void);
 void ch_heaps_atfork_parent(void);
@@ -465,6 +470,7 @@ enum ch_path {
   CH_PATH_RANDOM,        /* control mode: a random pool */
   CH_PATH_DIRECT,        /* a patched call site that reaches its group directly (direct.c) */
   CH_PATH_DPA,           /* DPA: the call chain's pool */
+  CH_PATH_DPA_HINTED,    /* DPA: the chain's pool, named by its patched outermost call (hint.c) */
   CH_PATH_DPA_BELOW,     /* DPA: the chain's group has no pool (yet): the next allocator */
   CH_PATH_MO,            /* MO: the call site's size-consistent pool */
   CH_PATH_MO_NEXT,       /* MO: the site has no pool (yet), or the request is not its size */
@@ -686,6 +692,7 @@ int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const stru
 #define CH_DPA_CHAIN_MAX 8
 #define CH_DPA_COUNTING (-1)   /* a group's pool while it counts towards the threshold */
 #define CH_DPA_NO_POOL (-2)    /* none: every Cohort group was taken */
+#define CH_DPA_CHURN (-3)      /* its pool never held a line's worth live: the next allocator */
 /* An object group: one adaptive partial call chain. */
 struct ch_dpa_og {
   _Atomic int pool;                         /* a Cohort group, or CH_DPA_COUNTING / NO_POOL */
@@ -693,6 +700,7 @@ struct ch_dpa_og {
   uint32_t size;                            /* the first object's size */
   _Atomic bool mixed;                       /* sizes differ (seen while counting) */
   uint8_t length;                           /* application frames in the chain */
+  _Atomic uint8_t hint;                     /* CH_HINT_*: its outermost call, patched to name it */
   int16_t frame_module[CH_DPA_CHAIN_MAX];   /* ch_modules_at index, -1: unknown */
   uintptr_t frame_offset[CH_DPA_CHAIN_MAX]; /* return address in the module's file */
 };
@@ -701,15 +709,32 @@ struct ch_dpa_counts {
   atomic_ulong groups_refused, pools_refused, table_full;
   atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
   atomic_ulong unripe;   /* allocations before their caller had made min_objects */
+  atomic_ulong hints_patched, hints_left;
+  atomic_ulong pools_demoted;   /* found to hold churn: their groups went back to the next allocator */
 };
 extern struct ch_dpa_counts ch_dpa_counts;
 extern struct ch_dpa_og *ch_dpa_ogs;
 extern _Atomic unsigned ch_dpa_nogs;
 void ch_dpa_init(void);
-int ch_dpa_identify(size_t size, const uintptr_t *fp);
+/* A pool, -1 (the next allocator) or CH_IDENTIFY_SAMPLE; *hinted: named by
+ * its chain's patched call site (hint.c), no table probe. */
+int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted);
 void *ch_dpa_malloc_sampled(size_t size);
 int ch_dpa_unsample(void);
 void ch_dpa_atfork_child(void);
+void ch_dpa_set_pool(unsigned og, int pool);   /* also its hint's */
+bool ch_dpa_pool_demoted(unsigned pool);
+
+/* -------------------------------------------------------------- hint.c */
+/* A DPA group's hint: CH_HINT_UNTRIED until its chain is decided (or for
+ * good, if no hint can be patched for it: CH_HINT_NONE). */
+enum { CH_HINT_UNTRIED, CH_HINT_BUSY, CH_HINT_PATCHED, CH_HINT_LEFT, CH_HINT_NONE, CH_HINT_RETRY };
+extern CH_TLS uint32_t ch_dpa_hint;   /* a group's index + 1, set by its stub; 0: none */
+extern bool ch_hint_enabled;
+void ch_hint_init(void);   /* when patching is allowed (COHORT_PATCH) and a decoder exists */
+/* Patch the call returning to ret to set group og's hint: CH_HINT_PATCHED,
+ * CH_HINT_LEFT (it cannot be), CH_HINT_RETRY (code is being written: later). */
+int ch_hint_patch(uintptr_t ret, unsigned og);
 
 /* --------------------------------------------------------------- mo.c */
 #define CH_MO_SITES_LISTED 512

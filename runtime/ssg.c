@@ -73,14 +73,13 @@ static bool edge_add(uint64_t e) {
 static void merge(unsigned p, unsigned q, int kind) {
   p = resolve(p);
   q = resolve(q);
-  if (p == q) return;
+  if (p == q || ch_dpa_pool_demoted(p) || ch_dpa_pool_demoted(q)) return;
   if (q < p) { unsigned t = p; p = q; q = t; }   /* the older pool stays */
   alias[q] = p + 1;
   unsigned n = atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire);
   for (unsigned i = 0; i < n; i++) {
     int g = atomic_load_explicit(&ch_dpa_ogs[i].pool, memory_order_relaxed);
-    if (g >= 0 && resolve((unsigned)g) == p && (unsigned)g != p)
-      atomic_store_explicit(&ch_dpa_ogs[i].pool, (int)p, memory_order_release);
+    if (g >= 0 && resolve((unsigned)g) == p && (unsigned)g != p) ch_dpa_set_pool(i, (int)p);
   }
   atomic_fetch_add_explicit(&ch_dpa_counts.merges[kind], 1, memory_order_relaxed);
 }

@@ -116,6 +116,9 @@ static void put_dpa(struct out *o) {
   field_u(o, "groups_refused", atomic_load(&k->groups_refused), true);
   field_u(o, "pools_refused", atomic_load(&k->pools_refused), true);
   field_u(o, "unripe", atomic_load(&k->unripe), true);
+  field_u(o, "hints_patched", atomic_load(&k->hints_patched), true);
+  field_u(o, "hints_left", atomic_load(&k->hints_left), true);
+  field_u(o, "pools_demoted", atomic_load(&k->pools_demoted), true);
   field_u(o, "samples", atomic_load(&k->samples), true);
   field_u(o, "edges", atomic_load(&k->edges), true);
   put(o, "\"merges\": {");
@@ -137,6 +140,11 @@ static void put_dpa(struct out *o) {
     field_u(o, "objects_counted", atomic_load(&g->objects), true);
     field_u(o, "size", g->size, true);
     put(o, atomic_load(&g->mixed) ? "\"mixed\": true, " : "\"mixed\": false, ");
+    static const char *const hint_names[] = {"\"hint\": \"untried\", ", "\"hint\": \"untried\", ",
+                                             "\"hint\": \"patched\", ", "\"hint\": \"left\", ",
+                                             "\"hint\": \"none\", "};
+    uint8_t h = atomic_load(&g->hint);
+    put(o, hint_names[h <= CH_HINT_NONE ? h : CH_HINT_NONE]);
     put(o, "\"frames\": [");
     for (unsigned f = 0; f < g->length && f < CH_DPA_CHAIN_MAX; f++) {
       put(o, f ? ", {" : "{");

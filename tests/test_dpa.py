@@ -59,7 +59,42 @@ def test_wrapped_two_level_wrapper(tmp_path):
     assert stats["dpa"]["wrapper_verdicts"]["yes"] == 1
     assert stats["dpa"]["pools"] == 3
     assert all(c["pool"] >= 0 for c, _ in named)
-    assert stats["identification"]["dpa"] > 40000
+    assert stats["identification"]["dpa"] + stats["identification"]["dpa_hinted"] > 40000
+
+
+def test_hints_name_the_group_at_the_outermost_call(tmp_path):
+    """Once a chain's group has its pool, the chain's outermost call is
+    patched to name it (DPA's section 4): the allocations through it are
+    decided by checking the chain on the stack, not by probing the table.
+    COHORT_PATCH=0 keeps every call as it was, with the same groups."""
+    argv = [WORKLOADS / "wrapped", 20000, 100000]
+    _, stats = dpa_run(tmp_path, argv)
+    assert stats["dpa"]["hints_patched"] == 3
+    assert [c["hint"] for c in stats["dpa"]["chains"]] == ["patched"] * 3
+    ident = stats["identification"]
+    assert ident["dpa_hinted"] > 40000 and ident["dpa_hinted"] > 100 * ident["dpa"]
+    _, unpatched = dpa_run(tmp_path, argv, patch=0)
+    assert unpatched["dpa"]["hints_patched"] == 0
+    assert [c["hint"] for c in unpatched["dpa"]["chains"]] == ["none"] * 3
+    assert unpatched["identification"]["dpa_hinted"] == 0
+    assert unpatched["identification"]["dpa"] == ident["dpa"] + ident["dpa_hinted"]
+    assert unpatched["dpa"]["pools"] == stats["dpa"]["pools"]
+
+
+def test_churn_pool_goes_back(tmp_path):
+    """A group that never has more than one object live gets a pool at its
+    threshold, and goes back to the next allocator once sampling has seen its
+    pool hold no more than its own state's lines; a group of the same size
+    whose objects stay live keeps its pool."""
+    binary = BUILD / "tests" / "programs" / "churnpools"
+    _, stats = dpa_run(tmp_path, [binary, 100000])
+    named = chains(stats, binary)
+    temp = [c for c, f in named if f[0] == "temp"]
+    kept = [c for c, f in named if f[0] != "temp"]
+    assert len(temp) == 1 and temp[0]["pool"] == -3
+    assert kept and all(c["pool"] >= 0 for c in kept)
+    assert stats["dpa"]["pools_demoted"] == 1
+    assert stats["identification"]["dpa_below"] > 300000
 
 
 def test_interpreter_wrappers(tmp_path):
