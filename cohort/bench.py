@@ -43,6 +43,19 @@ ONLINE_POLICIES = ("dpa", "mo")
 FORMAT = "cohort-results"
 VERSION = 1
 GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
+CACHEGRIND_GEOMETRY = [f"--D1={GEOMETRY['D1']}", f"--LL={GEOMETRY['LL']}"]   # cachegrind's options for it
+
+
+def script_arguments(argv, doc, default_trials):
+    """A benchmark script's command line, `SCRIPT [TRIALS] [NAME ...]`:
+    (trials, names). -h or --help prints doc and exits; a TRIALS that is not
+    a count exits with one line."""
+    if len(argv) > 1 and argv[1] in ("-h", "--help"):
+        print(doc)
+        raise SystemExit(0)
+    if len(argv) > 1 and not argv[1].isdigit():
+        raise SystemExit(f"{Path(argv[0]).name}: TRIALS must be a number, not {argv[1]!r} (--help says how)")
+    return (int(argv[1]) if len(argv) > 1 else default_trials), argv[2:]
 
 
 # ---- configurations --------------------------------------------------------
@@ -285,8 +298,8 @@ def cachegrind(argv, env, stdin=None, output_file=None):
     misses that lie in Cohort's runtime (runtime_Ir, runtime_D1_misses)."""
     with tempfile.TemporaryDirectory(prefix="cohort-cg-") as tmp:
         out = Path(tmp) / "cachegrind.out"
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={GEOMETRY['D1']}",
-               f"--LL={GEOMETRY['LL']}", f"--cachegrind-out-file={out}", *argv]
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHEGRIND_GEOMETRY,
+               f"--cachegrind-out-file={out}", *argv]
         if output_file is not None:
             output_file.clear()
         source = open_input(stdin) if stdin is not None else subprocess.DEVNULL

@@ -21,18 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.handplan import call_sites, write_plan  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "allocbench"
 OUT = ROOT / "demo-out"
-if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
-    print(__doc__)
-    sys.exit(0)
-if len(sys.argv) > 1 and not sys.argv[1].isdigit():
-    sys.exit(f"bench-runtime.py: TRIALS must be a number, not {sys.argv[1]!r} (--help says how)")
-TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
-SECTIONS = set(sys.argv[2:]) or {"passthrough", "real", "grouped", "pairs", "groups", "deep", "alt"}
-GEOMETRY = ["--D1=32768,8,64", "--LL=1048576,16,64"]
+TRIALS, names = script_arguments(sys.argv, __doc__, 11)
+SECTIONS = set(names) or {"passthrough", "real", "grouped", "pairs", "groups", "deep", "alt"}
 
 
 def plans():
@@ -93,7 +88,7 @@ def groups_plan(n):
 
 def cachegrind_counts(argv, env):
     """(instructions, D1 misses) of one run under cachegrind."""
-    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *GEOMETRY,
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHEGRIND_GEOMETRY,
                         "--cachegrind-out-file=/dev/null", *[str(a) for a in argv]],
                        env=env, capture_output=True, text=True, check=True)
     ir = re.search(r"I\s+refs:\s+([\d,]+)", r.stderr)

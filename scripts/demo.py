@@ -25,6 +25,7 @@ from cohort.files import write_output  # noqa: E402
 from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
 from cohort.report import short_walk_share  # noqa: E402
 from cohort.profile import profile, summary  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 from cohort.workloads import inputs as workload_inputs  # noqa: E402
 
@@ -32,7 +33,6 @@ WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
 BIN = ROOT / "build" / "workloads" / WORKLOAD
 OUT = Path(os.environ.get("DEMO_OUT", ROOT / "demo-out")).resolve() / WORKLOAD
 TRIALS = int(os.environ.get("DEMO_TRIALS", "7"))
-CACHE = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 
 
 def shown(path):
@@ -69,7 +69,7 @@ def timed(argv, env):
 
 
 def d1_misses(argv, env):
-    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHE,
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHEGRIND_GEOMETRY,
                         "--cachegrind-out-file=/dev/null", *argv], env=env, capture_output=True)
     err = r.stderr.decode()
     m = re.search(r"D1  misses:\s+([\d,]+)", err)

@@ -24,19 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.loads import candidate, measure, verdict  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 from cohort.workloads import inputs  # noqa: E402
 
-GEOMETRY = ["--D1=32768,8,64", "--LL=1048576,16,64"]
 LAYOUTS = {"glibc": None, "mo": "mo"}
 
-if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
-    print(__doc__)
-    sys.exit(0)
-if len(sys.argv) > 1 and not sys.argv[1].isdigit():
-    sys.exit(f"prefetch-experiment.py: TRIALS must be a number, not {sys.argv[1]!r} (--help says how)")
-TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 11
-WORKLOADS = sys.argv[2:] or ["tokens", "splitlists"]
+TRIALS, names = script_arguments(sys.argv, __doc__, 11)
+WORKLOADS = names or ["tokens", "splitlists"]
 
 
 def source_of(name):
@@ -68,7 +63,7 @@ def build(name, distance, out):
 
 def cachegrind(binary, args, env, work):
     out = Path(work) / "cg.out"
-    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *GEOMETRY,
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHEGRIND_GEOMETRY,
                         f"--cachegrind-out-file={out}", str(binary), *args],
                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
     counts = {}
