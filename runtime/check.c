@@ -5,9 +5,9 @@
  * checked mode every grouped block is asked of the group allocator 17 bytes
  * larger (more if aligned) and laid out as
  *
- *   [pad][size and pad: 8][canary: 8][the program's bytes ...][tail: 1..8]
+ *   [pad][size and pad: 8][canary: 8][the program's bytes ...][tail: 1..16]
  *
- * The pad, empty unless the request was aligned beyond 8 bytes, puts the
+ * The pad, empty unless the request was aligned beyond 16 bytes, puts the
  * program's bytes on their alignment; the word after it records its length,
  * so the block's start is found from the program's pointer. The canary
  * mixes the header's address and that word with a secret of this process;

@@ -3,10 +3,10 @@
  *
  * A chunk is chunk_size bytes, aligned to its size, owned by one group. At
  * the chunk's colour (ch_chunk_of: a whole number of cache lines from its
- * start) come two bitmaps with one bit per 8-byte granule of the chunk:
+ * start) come two bitmaps with one bit per 16-byte granule of the chunk:
  * "that block is on its way back from another thread" (touched only by
  * frees from other threads), then "a block starts here" (read by every
- * free: one cache line covers 4 KiB of objects); a line of zeros; then the
+ * free: one cache line covers 8 KiB of objects); a line of zeros; then the
  * header, then the objects, which carry no header of their own. The region
  * is reserved without access and each chunk is given access when it is
  * carved, so wild writes into the rest of the region fault (and in the

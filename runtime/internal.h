@@ -36,8 +36,13 @@
                                              __asm__ volatile("" ::: "memory"); r_; })
 
 #define CH_MAX_GROUPS 64
-#define CH_MIN_ALIGN 8
-#define CH_GRANULE 8
+/* Blocks are whole 16-byte granules, so every block is 16-aligned, as the
+ * x86-64 ABI asks of malloc (max_align_t) and glibc and jemalloc give: with
+ * 8-byte granules a 32-byte block could start at 8 mod 16, and a program
+ * copying a struct of __int128 members (movaps) crashed (tests/programs/
+ * aligned.c). */
+#define CH_MIN_ALIGN 16
+#define CH_GRANULE 16
 /* The smallest block of a group chunk: a free block holds its bin link and
  * its chunk's free key (heap.c). */
 #define CH_MIN_BLOCK 16
@@ -118,7 +123,7 @@ size_t ch_bootstrap_size(const void *p);
 struct ch_heap;
 
 /* A chunk is chunk_size bytes aligned to its size: at a per-chunk colour
- * offset the bitmaps (freed bits, then start bits, one bit per 8-byte
+ * offset the bitmaps (freed bits, then start bits, one bit per 16-byte
  * granule of the whole chunk each), a line of zeros (CH_STARTS_PAD), then
  * this header, then the objects. Colouring keeps the headers and bitmaps of
  * many chunks, all at the same offsets of 1 MiB-aligned chunks otherwise,

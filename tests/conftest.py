@@ -16,6 +16,14 @@ JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")
 NEXT = {"glibc": None, "jemalloc": JEMALLOC, "tcmalloc": TCMALLOC}
 
+# The group allocator's block for a request: whole 16-byte granules, so that
+# every block is aligned as glibc's are (runtime/internal.h, ch_block_size).
+GRANULE = 16
+
+
+def block_size(request):
+    return max(GRANULE, -(-request // GRANULE) * GRANULE)
+
 
 def cohort_env(allocator="glibc", **settings):
     """Environment with libcohort preloaded in front of an allocator; keyword

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import PROGRAMS, cohort_env, run
+from conftest import PROGRAMS, block_size, cohort_env, run
 from cohort.handplan import call_sites, read_log, write_plan
 
 
@@ -147,6 +147,6 @@ def test_cold_site_goes_straight_to_the_rest_group(tmp_path, rest_max, c_group):
         assert st["groups"][1]["allocations"] >= 2000 and ident["direct"] >= 2 * 2000 - 4
         # the rest group's objects follow one another as the quick test would place them
         addrs = [p for _, _, p in objs["c"]]
-        assert sum(1 for p, q in zip(addrs, addrs[1:]) if q == p + 24) >= len(addrs) - 3
+        assert sum(1 for p, q in zip(addrs, addrs[1:]) if q == p + block_size(24)) >= len(addrs) - 3
     else:
         assert ident["cold"] >= 2000 and ident["direct"] >= 1999

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import PROGRAMS, cohort_env, run
+from conftest import PROGRAMS, block_size, cohort_env, run
 from cohort.handplan import call_sites, read_log, write_plan
 
 SIZES = {"a": 32, "b": 48, "c": 24, "w1": 40, "w2": 40}
@@ -42,12 +42,12 @@ def check_layout(objs, threads=1):
     for t in range(threads):
         seq = []
         for i in range(per_thread):
-            seq.append((objs["a"][t * per_thread + i][2], 32))
-            seq.append((objs["b"][t * per_thread + i][2], 48))
+            seq.append((objs["a"][t * per_thread + i][2], block_size(SIZES["a"])))
+            seq.append((objs["b"][t * per_thread + i][2], block_size(SIZES["b"])))
         adjacent = sum(1 for (p, n), (q, _) in zip(seq, seq[1:]) if q == p + n)
         assert adjacent >= len(seq) - 1 - 2, f"only {adjacent} of {len(seq) - 1} consecutive"
         w = [objs["w1"][t * per_thread + i][2] for i in range(per_thread)]
-        assert sum(1 for p, q in zip(w, w[1:]) if q == p + 40) >= len(w) - 3
+        assert sum(1 for p, q in zip(w, w[1:]) if q == p + block_size(SIZES["w1"])) >= len(w) - 3
 
 
 @pytest.mark.parametrize("patch", ["1", "0"], ids=["patched", "walk"])
@@ -302,5 +302,5 @@ def test_controls_pack_line_sized_blocks(tmp_path):
     assert r.returncode == 0, r.stderr
     objs = read_log(tmp_path / "log")
     seq = sorted(a for kind in ("node", "leaf", "record") for _, _, a in objs[kind])
-    sizes = {a: (24 if kind == "leaf" else 128) for kind in objs for _, _, a in objs[kind]}
+    sizes = {a: block_size(24 if kind == "leaf" else 128) for kind in objs for _, _, a in objs[kind]}
     assert sum(1 for p, q in zip(seq, seq[1:]) if q == p + sizes[p]) >= len(seq) - 3
