@@ -46,6 +46,24 @@ GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
 CACHEGRIND_GEOMETRY = [f"--D1={GEOMETRY['D1']}", f"--LL={GEOMETRY['LL']}"]   # cachegrind's options for it
 
 
+def whole_number(text, what, script, least=0):
+    """A count a script was given (an argument or an environment setting),
+    at least `least`, or exit with one line that names it."""
+    if not text.strip().isdigit() or len(text.strip()) > 18:
+        raise SystemExit(f"{Path(script).name}: {what} must be a whole number, not {text!r}")
+    if int(text) < least:
+        raise SystemExit(f"{Path(script).name}: {what} must be at least {least}, not {text.strip()}")
+    return int(text)
+
+
+def whole_numbers(text, what, script, least=0):
+    """A space-separated list of counts (STRESS_THREADS=\"1 2 8\"), each checked."""
+    values = [whole_number(t, what, script, least) for t in text.split()]
+    if not values:
+        raise SystemExit(f"{Path(script).name}: {what} names no number")
+    return values
+
+
 def script_arguments(argv, doc, default_trials):
     """A benchmark script's command line, `SCRIPT [TRIALS] [NAME ...]`:
     (trials, names). -h or --help prints doc and exits; a TRIALS that is not
@@ -55,7 +73,7 @@ def script_arguments(argv, doc, default_trials):
         raise SystemExit(0)
     if len(argv) > 1 and not argv[1].isdigit():
         raise SystemExit(f"{Path(argv[0]).name}: TRIALS must be a number, not {argv[1]!r} (--help says how)")
-    return (int(argv[1]) if len(argv) > 1 else default_trials), argv[2:]
+    return (whole_number(argv[1], "TRIALS", argv[0], least=1) if len(argv) > 1 else default_trials), argv[2:]
 
 
 # ---- configurations --------------------------------------------------------

@@ -27,15 +27,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from cohort.bench import script_arguments, whole_number, whole_numbers  # noqa: E402
 from cohort.paths import allocator_library  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "prodcons"
-TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-SHAPES = sys.argv[2:] or ["ring", "split", "relay"]
-THREADS = [int(t) for t in os.environ.get("STRESS_THREADS", "1 2 8").split()]
-DEPTHS = [int(d) for d in os.environ.get("STRESS_DEPTHS", "256 2048").split()]
-BATCHES = int(os.environ.get("STRESS_BATCHES", "120000"))
+KNOWN_SHAPES = ["ring", "split", "relay"]
+TRIALS, SHAPES = script_arguments(sys.argv, __doc__, 5)
+SHAPES = SHAPES or KNOWN_SHAPES
+for _s in SHAPES:
+    if _s not in KNOWN_SHAPES:
+        raise SystemExit(f"bench-stress.py: {_s!r} is not a shape of prodcons ({', '.join(KNOWN_SHAPES)})")
+THREADS = whole_numbers(os.environ.get("STRESS_THREADS", "1 2 8"), "STRESS_THREADS", sys.argv[0], least=1)
+DEPTHS = whole_numbers(os.environ.get("STRESS_DEPTHS", "256 2048"), "STRESS_DEPTHS", sys.argv[0], least=1)
+BATCHES = whole_number(os.environ.get("STRESS_BATCHES", "120000"), "STRESS_BATCHES", sys.argv[0], least=1)
 CASES = list(itertools.product(SHAPES, DEPTHS, THREADS))
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
 ALLOCATORS = ["glibc", "jemalloc", "cohort all", "cohort random:4"]

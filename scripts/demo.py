@@ -25,14 +25,14 @@ from cohort.files import write_output  # noqa: E402
 from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
 from cohort.report import short_walk_share  # noqa: E402
 from cohort.profile import profile, summary  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, whole_number  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 from cohort.workloads import inputs as workload_inputs  # noqa: E402
 
 WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
 BIN = ROOT / "build" / "workloads" / WORKLOAD
 OUT = Path(os.environ.get("DEMO_OUT", ROOT / "demo-out")).resolve() / WORKLOAD
-TRIALS = int(os.environ.get("DEMO_TRIALS", "7"))
+TRIALS = whole_number(os.environ.get("DEMO_TRIALS", "7"), "DEMO_TRIALS", sys.argv[0], least=1)
 
 
 def shown(path):

@@ -14,12 +14,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import plan_mutants  # noqa: E402
+from cohort.bench import whole_number  # noqa: E402
 from cohort.paths import plan_checker, runtime_library  # noqa: E402
 
 
 def main():
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    count = whole_number(sys.argv[1], "N", sys.argv[0], least=1) if len(sys.argv) > 1 else 2000
+    seed = whole_number(sys.argv[2], "SEED", sys.argv[0]) if len(sys.argv) > 2 else 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import profile_mutants  # noqa: E402
+from cohort.bench import whole_number  # noqa: E402
 
 
 def schemas_agree(raw):
@@ -31,8 +32,8 @@ def schemas_agree(raw):
 
 
 def main():
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    count = whole_number(sys.argv[1], "N", sys.argv[0], least=1) if len(sys.argv) > 1 else 2000
+    seed = whole_number(sys.argv[2], "SEED", sys.argv[0]) if len(sys.argv) > 2 else 1
     t0 = time.monotonic()
     problems, accepted, n = [], 0, 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,31 @@
+"""The benchmark and fuzz scripts refuse a bad count with one line that
+names it, and a non-zero exit, before doing any work: never a traceback."""
+
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, run
+
+SCRIPTS = ROOT / "scripts"
+CASES = [
+    (["bench-stress.py", "lots"], {}, "bench-stress.py: TRIALS must be a number, not 'lots'"),
+    (["bench-stress.py", "0"], {}, "bench-stress.py: TRIALS must be at least 1, not 0"),
+    (["bench-stress.py", "1", "ringo"], {}, "bench-stress.py: 'ringo' is not a shape of prodcons"),
+    (["bench-stress.py", "1"], {"STRESS_THREADS": "1 two"}, "bench-stress.py: STRESS_THREADS must be a whole number, not 'two'"),
+    (["bench-stress.py", "1"], {"STRESS_DEPTHS": "0"}, "bench-stress.py: STRESS_DEPTHS must be at least 1, not 0"),
+    (["bench-runtime.py", "-3"], {}, "bench-runtime.py: TRIALS must be a number, not '-3'"),
+    (["fuzz-plans.py", "x"], {}, "fuzz-plans.py: N must be a whole number, not 'x'"),
+    (["fuzz-profiles.py", "10", "9" * 30], {}, "fuzz-profiles.py: SEED must be a whole number"),
+    (["demo.py"], {"DEMO_TRIALS": "seven"}, "demo.py: DEMO_TRIALS must be a whole number, not 'seven'"),
+]
+
+
+@pytest.mark.parametrize("argv,env,message", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_counts_get_one_line(argv, env, message):
+    r = run([sys.executable, SCRIPTS / argv[0], *argv[1:]], env={**os.environ, **env})
+    err = r.stderr.decode()
+    assert r.returncode != 0
+    assert err.startswith(message) and err.count("\n") <= 1, err
+    assert "Traceback" not in err
