@@ -4,7 +4,7 @@
  * An allocation's object group is its adaptive partial call chain (APCC):
  * the return addresses from the allocator's caller outwards, one frame more
  * for as long as the frame is a wrapper (wrapper.c) or lies in a system
- * library, at most CHAIN_MAX application frames. A group gets a pool (a
+ * library, at most CH_DPA_CHAIN_MAX application frames. A group gets a pool (a
  * Cohort group) once it has allocated ch_opt.dpa_min_objects objects of at most
  * max_size bytes; until then, and for larger objects, the next allocator
  * serves. Groups whose objects point at each other, or are pointed at from
@@ -25,7 +25,6 @@
 
 #include <string.h>
 
-#define CHAIN_MAX 8             /* application frames in a chain */
 #define FRAMES_MAX 32           /* frames in all, system ones included */
 #define TABLE_BITS 15
 #define TABLE_SIZE (1u << TABLE_BITS)
@@ -186,7 +185,7 @@ static uint32_t decide(uint64_t key, const uintptr_t *pcs, const bool *sys, cons
   uint32_t v = table_get(key);
   if (v != V_EMPTY) return v;
   bool extend = more && n < FRAMES_MAX &&
-                (sys[n - 1] || (napp < CHAIN_MAX && is_wrapper(pcs[n - 1])));
+                (sys[n - 1] || (napp < CH_DPA_CHAIN_MAX && is_wrapper(pcs[n - 1])));
   v = !extend ? og_new(pcs, sys, offs, n, size) : next_off ? (uint32_t)(next_off + 1) << 8 | V_EXTEND : V_EXTEND;
   if (!table_put(key, v)) atomic_fetch_add(&ch_dpa_counts.table_full, 1);
   return v;

@@ -207,8 +207,8 @@ static size_t block_size(const struct ch_chunk *c, const void *p) {
 
 /* --------------------------------------------------------------- bins */
 
-/* Exact bins for 16..256 bytes, a granule apart (most grouped objects), then four bins per
- * power of two. A block in a mixed bin b has a size in (lower(b), upper(b)];
+/* Exact bins for 16..256 bytes, a granule apart (most grouped objects),
+ * then four bins per power of two. A block in a mixed bin b has a size in (lower(b), upper(b)];
  * the last bin is open-ended. binmask says which bins may hold anything, so
  * finding a fit is a bit scan; the fast allocation path pops an exact bin
  * without clearing its bit, and the scan drops bits of bins found empty. */

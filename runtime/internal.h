@@ -40,7 +40,7 @@
  * x86-64 ABI asks of malloc (max_align_t) and glibc and jemalloc give: with
  * 8-byte granules a 32-byte block could start at 8 mod 16, and a program
  * copying a struct of __int128 members (movaps) crashed (tests/programs/
- * aligned.c). */
+ * aligned.cc). */
 #define CH_MIN_ALIGN 16
 #define CH_GRANULE 16
 /* The smallest block of a group chunk: a free block holds its bin link and
@@ -248,7 +248,7 @@ struct ch_heap {
   uint64_t *scratch;                  /* one bit per granule of a chunk, all clear between uses */
 } __attribute__((aligned(64)));
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
-void *ch_group_malloc(unsigned group, size_t size);   /* align 8, not zeroed */
+void *ch_group_malloc(unsigned group, size_t size);   /* align 16, not zeroed */
 /* The fast lane: the control group's line of this thread's heap once armed,
  * else NULL. The entry points arm it (when ch_identify_lane_ready); the
  * heap's teardown disarms. */
@@ -694,7 +694,7 @@ int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const stru
 
 /* -------------------------------------------------------------- dpa.c */
 #define CH_DPA_MAX_OGS 4096
-#define CH_DPA_CHAIN_MAX 8
+#define CH_DPA_CHAIN_MAX 8      /* application frames in a chain (dpa.c); a group keeps each */
 #define CH_DPA_COUNTING (-1)   /* a group's pool while it counts towards the threshold */
 #define CH_DPA_NO_POOL (-2)    /* none: every Cohort group was taken */
 #define CH_DPA_CHURN (-3)      /* its pool never held a line's worth live: the next allocator */
