@@ -208,12 +208,18 @@ static size_t block_size(const struct ch_chunk *c, const void *p) {
 /* --------------------------------------------------------------- bins */
 
 /* Exact bins for 16..256 bytes, a granule apart (most grouped objects),
- * then four bins per power of two. A block in a mixed bin b has a size in (lower(b), upper(b)];
- * the last bin is open-ended. binmask says which bins may hold anything, so
- * finding a fit is a bit scan; the fast allocation path pops an exact bin
- * without clearing its bit, and the scan drops bits of bins found empty. */
-#define EXACT_MAX 256
+ * then one mixed bin per size class above (ch_block_size), four per power
+ * of two. Requests come in those sizes; blocks split off or merged come in
+ * any whole number of granules, and go to the bin of the largest class they
+ * can serve, so that any block of a mixed bin b serves b's class. Two
+ * exceptions: 272..304 bytes go to the first mixed bin (the bin below is an
+ * exact one), and the last bin is open-ended. binmask says which bins may
+ * hold anything, so finding a fit is a bit scan; the fast allocation path
+ * pops an exact bin without clearing its bit, and the scan drops bits of
+ * bins found empty. */
+#define EXACT_MAX CH_EXACT_MAX
 #define NEXACT (EXACT_MAX / CH_GRANULE)
+/* The bin of a request's size: its class's. */
 static inline unsigned bin_of(size_t n) {
   if (n <= EXACT_MAX) return (unsigned)(n / CH_GRANULE - 1);
   size_t m = n - 1;
@@ -221,12 +227,17 @@ static inline unsigned bin_of(size_t n) {
   unsigned b = NEXACT + 4 * (l - 8) + (unsigned)((m >> (l - 2)) & 3);
   return b < CH_NBINS ? b : CH_NBINS - 1;
 }
+/* The bin a free block of size n goes to: the largest class it can serve. */
+static inline unsigned bin_for_block(size_t n) {
+  unsigned b = bin_of(n);
+  return n <= EXACT_MAX || b == NEXACT || b == CH_NBINS - 1 || ch_block_size(n) == n ? b : b - 1;
+}
 
 /* A free block holds the next block of its bin in its first word, the free
  * key in its second and, in a mixed bin, its own size in the third. Every
  * block has at least 16 bytes (CH_MIN_BLOCK). */
 static inline void bin_push(struct ch_chunk *c, void *p, size_t size) {
-  unsigned b = bin_of(size);
+  unsigned b = bin_for_block(size);
   if (b >= NEXACT) ((size_t *)p)[2] = size;
   ((uint64_t *)p)[1] = c->key;
   *(void **)p = c->bins[b];
@@ -474,7 +485,7 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
     unsigned b = (unsigned)__builtin_ctzll(m);
     if (!c->bins[b]) { c->binmask &= ~((uint64_t)1 << b); continue; }   /* emptied by the fast path */
     size_t size = bin_block_size(b, c->bins[b]);
-    if (size < n) continue;   /* only the bin of n itself and the last bin can hold these */
+    if (size < n) continue;   /* only the first mixed bin and the last can hold these */
     void *p = bin_pop(c, b);
     if (size - n >= 32) {
       char *tail = (char *)p + n;
@@ -910,7 +921,7 @@ static inline bool block_start(const struct ch_chunk *c, const void *p) {
  * program that copies freed memory into a live block could plant the key
  * there; the owner, who may read its bins, makes sure. */
 static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t size) {
-  for (void *b = c->bins[bin_of(size)]; b; b = *(void **)b)
+  for (void *b = c->bins[bin_for_block(size)]; b; b = *(void **)b)
     if (b == p) return true;
   return false;
 }

@@ -17,12 +17,18 @@ TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")
 NEXT = {"glibc": None, "jemalloc": JEMALLOC, "tcmalloc": TCMALLOC}
 
 # The group allocator's block for a request: whole 16-byte granules, so that
-# every block is aligned as glibc's are (runtime/internal.h, ch_block_size).
+# every block is aligned as glibc's are, up to 256 bytes; above, four size
+# classes per power of two (runtime/internal.h, ch_block_size).
 GRANULE = 16
+EXACT_MAX = 256
 
 
 def block_size(request):
-    return max(GRANULE, -(-request // GRANULE) * GRANULE)
+    n = max(GRANULE, -(-request // GRANULE) * GRANULE)
+    if n <= EXACT_MAX:
+        return n
+    quarter = 1 << ((n - 1).bit_length() - 3)
+    return -(-n // quarter) * quarter
 
 
 def cohort_env(allocator="glibc", **settings):
