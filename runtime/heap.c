@@ -760,19 +760,24 @@ void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, 
 /* Armed, the control group's line of the thread's own heap; never in the
  * checked mode, whose my_heap stays NULL. */
 CH_TLS struct ch_group_heap *ch_control_gh;
-void ch_heap_arm_control(void) { ch_control_gh = my_heap ? &my_heap->g[ch_control_group] : NULL; }
-/* The lane's fast path failed: straight to the general path (the control
- * group places nothing on lines). */
-static CH_NOINLINE void *lane_general(size_t size) {
-  return alloc_general_or_next(my_heap, ch_control_group, ch_block_size(size), size);
+void ch_heap_arm_control(void) {
+  ch_control_gh = !my_heap ? NULL
+                  : ch_control_spread ? (struct ch_group_heap *)((uintptr_t)&my_heap->g[0] | 1)
+                                      : &my_heap->g[ch_control_group];
+}
+/* The lane's fast path failed: straight to the general path (the controls'
+ * groups place nothing on lines). gh is a line of the thread's own heap. */
+static CH_NOINLINE void *lane_general(struct ch_group_heap *gh, size_t size) {
+  struct ch_heap *h = my_heap;
+  return alloc_general_or_next(h, (unsigned)(gh - h->g), ch_block_size(size), size);
 }
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wattributes"   /* always_inline across files: see internal.h */
 void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
-  /* The control group packs: no line placement to look at. */
+  /* The controls pack: no line placement to look at. */
   void *p = fast_take(gh, 0, ch_block_size(size), false);
   if (CH_LIKELY(p != NULL)) return p;
-  return lane_general(size);
+  return lane_general(gh, size);
 }
 #pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }

@@ -42,7 +42,7 @@ static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
 static CH_TLS uint32_t tcount[CH_PATH_COUNT];
 static CH_TLS uint32_t tjoined;
 atomic_ulong ch_walks_joined;
-static CH_TLS uint64_t rng;
+CH_TLS uint64_t ch_random_state;
 
 /* How many frames identification walked past the innermost application
  * frame (the entry), per allocation in plan mode: 0 (decided by the quick
@@ -214,7 +214,8 @@ void ch_identify_init(void) {
     ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
     ch_control_group = rest_only ? (unsigned)rest : 0;
-    if (ch_identify_controls && ch_opt.mode != CH_MODE_RANDOM) ch_control_limit = control_max + 1;
+    if (ch_identify_controls) ch_control_limit = control_max + 1;
+    if (ch_opt.mode == CH_MODE_RANDOM) ch_control_spread = ngroups;
     ch_site_lane = ch_opt.mode == CH_MODE_MO;
   }
 }
@@ -249,13 +250,7 @@ static int decide_plan(const uintptr_t *fp) {
 }
 
 /* HALO's control: each allocation to a group drawn at random. */
-static inline int random_pick(void) {
-  uint64_t x = rng;
-  if (CH_UNLIKELY(!x)) x = ch_opt.seed ^ (uint64_t)(uintptr_t)&rng;
-  x ^= x << 13; x ^= x >> 7; x ^= x << 17;   /* xorshift64 */
-  rng = x;
-  return (int)(((x >> 32) * ngroups) >> 32);
-}
+static inline int random_pick(void) { return (int)ch_random_group(); }
 static inline int random_group(void) {
   count(CH_PATH_RANDOM);
   return random_pick();
@@ -263,7 +258,7 @@ static inline int random_group(void) {
 
 _Atomic bool ch_identify_controls;
 size_t ch_control_limit;
-unsigned ch_control_group;
+unsigned ch_control_group, ch_control_spread;
 CH_TLS uint32_t ch_control_count;   /* counted on budget_path when the counts are flushed */
 /* The lane may be armed for a thread once its counts will be flushed at its
  * exit (tregistered); the entry points arm it. It ignores ch_in_runtime: that

@@ -262,8 +262,10 @@ struct ch_heap {
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 16, not zeroed */
 /* The fast lane: the control group's line of this thread's heap once armed,
- * else NULL. The entry points arm it (when ch_identify_lane_ready); the
- * heap's teardown disarms. */
+ * else NULL; under the random control, group 0's line + 1 (lines are
+ * 64-aligned), the mark that says "draw a group" at the cost of one test of
+ * a value the lane has loaded anyway. The entry points arm it (when
+ * ch_identify_lane_ready); the heap's teardown disarms. */
 extern CH_TLS struct ch_group_heap *ch_control_gh;
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
@@ -515,21 +517,34 @@ extern _Atomic bool ch_identify_controls;
 int ch_identify_control(size_t size);
 /* The frameless path's fast lane, for malloc and operator new: a thread
  * whose heap is armed (ch_control_gh, heap.c) sends every request below
- * ch_control_limit to ch_control_group with no other test, and counts it in
- * ch_control_count. The limit is 0 while the lane is closed: under a plan
- * with groups to decide, the random control, or once a plan is disabled. */
+ * ch_control_limit to ch_control_group (the random control: to a group it
+ * draws) with no other test, and counts it in ch_control_count. The limit is
+ * 0 while the lane is closed: under a plan with groups to decide, or once a
+ * plan is disabled. */
 extern size_t ch_control_limit;
 extern unsigned ch_control_group;
+/* The random control's number of groups, 0 under every other mode. */
+extern unsigned ch_control_spread;
+/* The random control's draw: one of ch_control_spread groups. */
+extern CH_TLS uint64_t ch_random_state;
+static inline unsigned ch_random_group(void) {
+  uint64_t x = ch_random_state;
+  if (CH_UNLIKELY(!x)) x = ch_opt.seed ^ (uint64_t)(uintptr_t)&ch_random_state;
+  x ^= x << 13; x ^= x >> 7; x ^= x << 17;   /* xorshift64 */
+  ch_random_state = x;
+  return (unsigned)(((x >> 32) * ch_control_spread) >> 32);
+}
 extern CH_TLS uint32_t ch_control_count;
 void ch_identify_controls_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
 /* For the entry points: the heap line the lane serves a request of n bytes
  * from (counted), or NULL: the ordinary path. */
 static inline struct ch_group_heap *ch_lane(size_t n) {
-  struct ch_group_heap *gh = ch_control_gh;
-  if (CH_LIKELY(gh != NULL) && n < ch_control_limit) {
+  uintptr_t v = (uintptr_t)ch_control_gh;
+  if (CH_LIKELY(v != 0) && n < ch_control_limit) {
     ch_control_count++;
-    return gh;
+    if (CH_UNLIKELY(v & 1)) v += ch_random_group() * sizeof(struct ch_group_heap) - 1;   /* random */
+    return (struct ch_group_heap *)v;
   }
   return NULL;
 }
