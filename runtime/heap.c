@@ -644,8 +644,10 @@ static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_
  * alignment, zeroing, mixed bins, and a current chunk that cannot serve
  * without touching fresh pages. Holes come before fresh pages, so a group's
  * resident memory grows only when nothing freed fits: the current chunk
- * (after collecting remote frees), then chunks with binned space, then the
- * current chunk's fresh pages; then the spill chunk, if the current one is
+ * (after collecting remote frees), then a chunk with binned space and a
+ * block of the request's class or the next three's, then a larger block
+ * split, the current chunk's or one of those chunks', then the current
+ * chunk's fresh pages; then the spill chunk, if the current one is
  * full of fragments; then a chunk of the room list, then an orphan, and
  * finally a new chunk. (The spill chunk, when it is replaced, comes from the
  * room list too.) */
