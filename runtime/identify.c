@@ -250,10 +250,9 @@ static int decide_plan(const uintptr_t *fp) {
 }
 
 /* HALO's control: each allocation to a group drawn at random. */
-static inline int random_pick(void) { return (int)ch_random_group(); }
 static inline int random_group(void) {
   count(CH_PATH_RANDOM);
-  return random_pick();
+  return (int)ch_random_group();
 }
 
 _Atomic bool ch_identify_controls;
@@ -267,7 +266,7 @@ CH_TLS uint32_t ch_control_count;   /* counted on budget_path when the counts ar
 int ch_identify_control(size_t size) {
   if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */
-  return ch_opt.mode == CH_MODE_RANDOM ? random_pick() : (int)ch_control_group;
+  return ch_opt.mode == CH_MODE_RANDOM ? (int)ch_random_group() : (int)ch_control_group;
 }
 bool ch_identify_lane_ready(void) { return tregistered && ch_control_limit; }
 void ch_identify_controls_off(void) {

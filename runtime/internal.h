@@ -57,10 +57,9 @@
 static inline size_t ch_block_size(size_t request) {
   size_t n = (request + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1);
   if (n <= CH_EXACT_MAX) return n < CH_MIN_BLOCK ? CH_MIN_BLOCK : n;
-  if (n < request) return n;   /* wrapped: the caller's size check refuses it */
   size_t quarter = (size_t)1 << (61u - (unsigned)__builtin_clzll(n - 1));
   size_t c = (n + quarter - 1) & ~(quarter - 1);
-  return c < n ? n : c;
+  return c < n ? n : c;   /* within a quarter of SIZE_MAX: the callers' size checks refuse it */
 }
 
 /* ------------------------------------------------------------------ os.c */
