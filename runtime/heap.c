@@ -538,7 +538,9 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
   void *p = any_bins ? bins_take(c, n, b, n <= EXACT_MAX ? b : b + 3, &bsize) : NULL;
   bool fresh = false;
   if (!p) fresh = (p = bump_take(c, n, align, fresh_ok)) != NULL;
-  if (!p && any_bins) p = bins_take(c, n, b, split_any ? CH_NBINS - 1 : b + 3, &bsize);
+  /* Above 256 bytes the first look covered the next three classes already. */
+  if (!p && any_bins && (split_any || n <= EXACT_MAX))
+    p = bins_take(c, n, b, split_any ? CH_NBINS - 1 : b + 3, &bsize);
   if (!p) return NULL;
   note_alloc(gh, c, bsize);
   if (zero) {
