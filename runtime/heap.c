@@ -61,6 +61,9 @@ static uint64_t new_key(void) {
 
 /* A chunk not current whose bins hold at least this much is worth allocating from. */
 #define AVAIL_MIN (ch_chunk_size / 16)
+/* An avail chunk with at least this much free is merged (if due) before the
+ * general path leaves it for fresh pages. */
+#define MERGE_MIN (ch_chunk_size / 4)
 /* How far a chunk's live bytes may move before it reports them to the
  * shared statistics: the error of a group's live and peak figures is at most
  * this per chunk in use. */
@@ -680,12 +683,19 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
     }
   }
   /* Then, before fresh pages, a larger free block split: the current
-   * chunk's, then those of chunks with binned space; each that fails
-   * leaves the list (for the room list, if it has room). */
+   * chunk's, then those of chunks with binned space; a chunk MERGE_MIN
+   * free in which no block fits first merges its free neighbours,
+   * if that is due (coalesce_due). Each that still fails leaves the list
+   * (for the room list, if it has room). Without the merge, requests near
+   * 1 KiB found no block among the small holes of every chunk and took
+   * fresh pages at their own rate; merging chunks with less free space
+   * found little and cost as much (docs/runtime.md, "Merging before fresh
+   * pages"). */
   if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, false, true))) return p;
   while ((c = gh->avail)) {
     wait_del(gh, c);
-    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false, true))) {
+    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false, true)) ||
+        (free_bytes(c) >= MERGE_MIN && (p = coalesce_alloc(h, c, group, n, align, zero, req)))) {
       make_current(gh, c);
       return p;
     }

@@ -8,6 +8,10 @@
  *     N blocks of 1000 bytes, nine in ten freed, then 30 N blocks of 32
  *     bytes, which fit in the holes only if larger free blocks are split;
  *     three times over.
+ *   reuse merge N
+ *     32 N blocks of 48 bytes, all but every 32nd freed, then N blocks of
+ *     1000 bytes, which fit in the holes only if adjacent free blocks are
+ *     merged.
  *
  * Prints a checksum of the blocks' contents, which does not depend on where
  * they live, and the process's peak resident size (VmHWM) in KiB. */
@@ -69,10 +73,23 @@ static void phases(size_t n) {
   free(small);
 }
 
+static void merge(size_t n) {
+  unsigned char **small = calloc(32 * n, sizeof *small), **large = calloc(n, sizeof *large);
+  if (!large || !small) { perror("reuse: calloc"); exit(1); }
+  for (size_t i = 0; i < 32 * n; i++) small[i] = fill(48, (unsigned char)i);
+  for (size_t i = 0; i < 32 * n; i++) if (i % 32) drop(small[i], 48);
+  for (size_t i = 0; i < n; i++) large[i] = fill(1000, (unsigned char)i);
+  for (size_t i = 0; i < n; i++) drop(large[i], 1000);
+  for (size_t i = 0; i < 32 * n; i += 32) drop(small[i], 48);
+  free(large);
+  free(small);
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "replace")) replace(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10));
   else if (argc == 3 && !strcmp(argv[1], "phases")) phases(strtoul(argv[2], NULL, 10));
-  else { fprintf(stderr, "usage: reuse replace SLOTS ROUNDS | reuse phases N\n"); return 2; }
+  else if (argc == 3 && !strcmp(argv[1], "merge")) merge(strtoul(argv[2], NULL, 10));
+  else { fprintf(stderr, "usage: reuse replace SLOTS ROUNDS | reuse phases N | reuse merge N\n"); return 2; }
   printf("checksum %llu\n", (unsigned long long)sum);
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
