@@ -4,6 +4,7 @@
  * Run in "all" mode; argv[1] is a directory for statistics snapshots. */
 #include "check.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,6 +18,27 @@ static long snap(const char *name, const char *key) {
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
   write_stats(path);
   return stat_value(path, key);
+}
+
+/* Part 7's threads: each runs one step and exits, leaving its chunks as
+ * orphans. */
+enum { ORPHAN_BLOCKS = 6000 };   /* of 100 bytes: well over half a chunk */
+static void *orphan_blocks[ORPHAN_BLOCKS];
+static void *fill_then_exit(void *keep) {
+  for (unsigned i = 0; i < ORPHAN_BLOCKS; i++) orphan_blocks[i] = malloc(100);
+  for (unsigned i = (unsigned)(uintptr_t)keep; i < ORPHAN_BLOCKS; i++) free(orphan_blocks[i]);
+  return NULL;
+}
+static void *one_block(void *out) {
+  void *p = malloc(100);
+  *(uintptr_t *)out = (uintptr_t)p & ~(uintptr_t)(CHUNK - 1);
+  free(p);
+  return NULL;
+}
+static void run_thread(void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, fn, arg) == 0);
+  pthread_join(t, NULL);
 }
 
 static size_t resident_pages(void *base) {
@@ -156,5 +178,21 @@ int main(int argc, char **argv) {
   CHECK(chunks6 <= 4 * (live6 / CHUNK + 1));
   for (unsigned s = 0; s < W6; s++) free(big[s]);
   CHECK(snap("room2", "live_bytes") == 0);
+
+  /* 7. A thread that needs a chunk adopts an exited thread's orphan only if
+   *    it is at least half free: a fuller one would bring the other's live
+   *    blocks, whose frees by whoever inherited them would leave holes in
+   *    the adopter's heap. */
+  uintptr_t full, mostly_free, got;
+  run_thread(fill_then_exit, (void *)(uintptr_t)ORPHAN_BLOCKS);   /* keeps all */
+  full = (uintptr_t)orphan_blocks[0] & ~(uintptr_t)(CHUNK - 1);
+  run_thread(one_block, &got);
+  CHECK(got != full);
+  for (unsigned i = 0; i < ORPHAN_BLOCKS; i++) free(orphan_blocks[i]);   /* adopts it */
+  run_thread(fill_then_exit, (void *)(uintptr_t)100);   /* keeps 100 */
+  mostly_free = (uintptr_t)orphan_blocks[0] & ~(uintptr_t)(CHUNK - 1);
+  run_thread(one_block, &got);
+  CHECK(got == mostly_free);
+  for (unsigned i = 0; i < 100; i++) free(orphan_blocks[i]);
   return check_done("test_chunks");
 }
