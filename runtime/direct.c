@@ -97,10 +97,7 @@ static struct ch_stub_template group_t, act_t;
 
 /* Copies template t (layout l) to `at` in region r, its jump through target slot k. */
 static void put_stub(uint8_t *r, size_t at, const char *t, const struct ch_stub_template *l, size_t slots, int k) {
-  memcpy(r + at, t, l->size);
-  /* The displacement is relative to the end of the jump, which ends the stub. */
-  int32_t disp = (int32_t)((slots + 8 * (size_t)k) - (at + l->size));
-  memcpy(r + at + l->jmp_disp_at, &disp, 4);
+  ch_patch_put_stub(r, at, t, l, slots + 8 * (size_t)k);
 }
 
 static uint8_t *region_for(const struct ch_module *m) {

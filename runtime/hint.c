@@ -90,13 +90,10 @@ static uint8_t *block_for(const struct ch_module *m, unsigned og) {
   memset(r, 0xcc, page);   /* int3 between stubs */
   for (size_t s = 0; s < per_block; s++) {
     uint8_t *stub = r + s * STUB_SIZE;
-    memcpy(stub, cohort_hint_template, tmpl.size);
+    ch_patch_put_stub(r, s * STUB_SIZE, cohort_hint_template, &tmpl, page + 8 * s);
     uint32_t value = (uint32_t)(k * per_block + s) + 1;
     memcpy(stub + tmpl.imm_at, &value, 4);
     memcpy(stub + tmpl.disp_at, &tls_disp, 4);
-    /* The jump's displacement is relative to its end, which ends the stub. */
-    int32_t disp = (int32_t)((page + 8 * s) - (s * STUB_SIZE + tmpl.size));
-    memcpy(stub + tmpl.jmp_disp_at, &disp, 4);
   }
   uint8_t *eh = r + page + 8 * per_block;
   ch_patch_stub_unwind(eh, (uintptr_t)r, page);

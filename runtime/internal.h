@@ -598,6 +598,9 @@ int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *tar
  * offsets, 0 when it has none), then `jmp *disp32(%rip)` that ends it. */
 struct ch_stub_template { size_t imm_at, disp_at, jmp_disp_at, size; };
 bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_template *out);
+/* Copies template t (layout l) to offset `at` of region r, its jump through
+ * the 8-byte target slot at offset slot_at of r. */
+void ch_patch_put_stub(uint8_t *r, size_t at, const char *t, const struct ch_stub_template *l, size_t slot_at);
 void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size);   /* read-write, within +-2 GiB */
 void ch_patch_stub_unwind(uint8_t *p, uintptr_t code, size_t len);  /* .eh_frame for frameless stubs */
 void ch_patch_register_unwind(uint8_t *eh);                        /* once the stubs are final */

@@ -236,6 +236,13 @@ bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_templ
   return true;
 }
 
+void ch_patch_put_stub(uint8_t *r, size_t at, const char *t, const struct ch_stub_template *l, size_t slot_at) {
+  memcpy(r + at, t, l->size);
+  /* The displacement is relative to the end of the jump, which ends the stub. */
+  int32_t disp = (int32_t)(slot_at - (at + l->size));
+  memcpy(r + at + l->jmp_disp_at, &disp, 4);
+}
+
 /* The call whose return address is ret, if it is a direct call rel32 at an
  * instruction boundary of its function: its target. */
 int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target) {
