@@ -33,10 +33,12 @@ demo: all
 	@scripts/demo.sh
 
 # Every workload: profile on train, time on ref, cachegrind; results/report.md.
-# Then the cross-thread allocation stress: results/stress.md.
+# Then the cross-thread allocation stress: results/stress.md; and the pool
+# API against malloc: results/pools.md.
 bench: all
 	$(PY) scripts/bench-suite.py
 	$(PY) scripts/bench-stress.py
+	$(PY) scripts/bench-pools.py
 
 clean:
 	rm -rf $(BUILD)

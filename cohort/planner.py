@@ -15,7 +15,7 @@ from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
-MAX_GROUPS = 64   # runtime/internal.h CH_MAX_GROUPS
+MAX_GROUPS = 63   # runtime/internal.h CH_PLAN_GROUPS (the last group is the pool API's)
 MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the default chunk size / 8
 REST_MAX = 256    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
 

@@ -846,7 +846,10 @@ void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
 
 /* ----------------------------------------------------------------- free */
 
+CH_TLS const char *ch_free_api;
 _Noreturn void ch_invalid_pointer(const char *what, const void *p) {
+  const char *api = ch_free_api;
+  if (api && !strncmp(what, "free()", 6)) ch_fatal("%s()%s %p (in a Cohort pool)", api, what + 6, p);
   ch_fatal("%s %p (in a Cohort group chunk)", what, p);
 }
 
@@ -991,7 +994,10 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
  * The key alone says a block is in a bin here: another thread's bins cannot
  * be read safely. */
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
-  if (ch_checked && !raw) { ch_checked_free(p); return; }   /* every free, in the checked mode */
+  /* A pool's blocks have no redzones (pool.c), and go back to the pool at
+   * once: a batch could still hold one when the pool is destroyed. */
+  bool pool = c->group == CH_POOL_GROUP;
+  if (ch_checked && !raw && !pool) { ch_checked_free(p); return; }   /* every free, in the checked mode */
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
   if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(p)))
     ch_invalid_pointer("free(): double free detected", p);
@@ -1000,7 +1006,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   ((uint64_t *)p)[1] = c->key;
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(own_heap, c, p);
-  else if (own_heap) free_remote_batched(owner, p);
+  else if (own_heap && !pool) free_remote_batched(owner, p);
   else free_remote(owner, p);
 }
 
@@ -1059,10 +1065,15 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
  * needs no clearing: the key changes whenever the bump pointer starts over,
  * so older keys above it are stale. Every call but the one that stops the
  * program is a tail call, so the common path needs no frame. */
+static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h);
 static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c, void *p, struct ch_heap *h,
                                                              bool raw) {
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
+  owner_free(c, p, h);
+}
+/* The owner's free (h owns c). */
+static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h) {
   size_t g = granule(p);
   const uint64_t *w = bitwords_at(chunk_bits(c), g);
   uint64_t starts = load_word(w);
@@ -1118,15 +1129,15 @@ static void check_live(const void *p, const char *what) {
 }
 
 size_t ch_group_usable(const void *p) {
-  if (CH_UNLIKELY(ch_checked)) return ch_checked_usable(p);
   struct ch_chunk *c = ch_chunk_of(p);
+  if (CH_UNLIKELY(ch_checked) && c->group != CH_POOL_GROUP) return ch_checked_usable(p);
   check_live(p, "malloc_usable_size(): invalid pointer");
   return block_size(c, p);
 }
 
 void *ch_group_realloc(void *p, size_t size) {
-  if (CH_UNLIKELY(ch_checked)) return ch_checked_realloc(p, size);
   struct ch_chunk *c = ch_chunk_of(p);
+  if (CH_UNLIKELY(ch_checked) && c->group != CH_POOL_GROUP) return ch_checked_realloc(p, size);
   check_live(p, "realloc(): invalid pointer");
   size_t old = block_size(c, p);
   size_t n = ch_block_size(size);
@@ -1157,13 +1168,79 @@ void *ch_group_realloc(void *p, size_t size) {
     return p;
   }
   void *q = NULL;
-  if (size <= ch_max_size) q = ch_group_alloc(c->group, size, CH_MIN_ALIGN, false);
+  /* A pool's block that plain realloc moves leaves the pool: another
+   * thread may be using the pool (pool.c). */
+  if (size <= ch_max_size && c->group != CH_POOL_GROUP) q = ch_group_alloc(c->group, size, CH_MIN_ALIGN, false);
   if (!q) q = ch_next.malloc(size);
   if (!q) return NULL;
   memcpy(q, p, old < size ? old : size);
   ch_group_free(p);
   return q;
 }
+
+/* --------------------------------------------------------------- pools */
+
+/* A pool's heap is a thread heap's machinery without the thread: its owner
+ * (pool.c's caller, one thread at a time) allocates and frees as a thread
+ * does in its own chunks, other threads' frees reach it through the delayed
+ * list, and destroying it retires every chunk whatever it still holds. */
+size_t ch_pool_max;
+atomic_ulong ch_pools_made, ch_pools_destroyed;
+static struct ch_heap *free_pools;   /* destroyed pools' heaps, under heaps_lock */
+
+struct ch_heap *ch_pool_heap_new(void) {
+  ch_lock(&heaps_lock);
+  struct ch_heap *h = free_pools;
+  if (h) free_pools = h->free_next;
+  ch_unlock(&heaps_lock);
+  atomic_fetch_add_explicit(&ch_pools_made, 1, memory_order_relaxed);
+  if (h) return h;
+  char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
+  if (!m) return NULL;
+  h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
+  ch_lock(&heaps_lock);
+  h->all_next = all_heaps;   /* the statistics sum every heap's counts */
+  all_heaps = h;
+  ch_unlock(&heaps_lock);
+  return h;
+}
+
+void ch_pool_heap_destroy(struct ch_heap *h) {
+  /* Blocks other threads freed and the pool has not taken back: their freed
+   * bits would tell the chunks' next owners that blocks are on their way. */
+  for (void *b = atomic_exchange(&h->delayed, NULL); b; b = *(void **)b) freed_clear(b);
+  struct ch_group_heap *gh = &h->g[CH_POOL_GROUP];
+  struct ch_chunk *c;
+  while ((c = gh->chunks)) {
+    list_del(&gh->chunks, c);
+    c->waits = CH_WAITS_NOT;
+    c->live_bytes = 0;     /* the statistics drop what it held */
+    chunk_report(gh, c);
+    ch_chunk_retire_later(c);
+  }
+  gh->current = gh->spill = gh->avail = gh->room = NULL;
+  atomic_fetch_add_explicit(&ch_pools_destroyed, 1, memory_order_relaxed);
+  ch_lock(&heaps_lock);
+  h->free_next = free_pools;
+  free_pools = h;
+  ch_unlock(&heaps_lock);
+}
+
+void *ch_pool_heap_alloc(struct ch_heap *h, size_t size) {
+  size_t n = ch_block_size(size);
+  void *p = fast_take(&h->g[CH_POOL_GROUP], CH_POOL_GROUP, n, false);
+  if (CH_LIKELY(p != NULL)) return p;
+  return alloc_general(h, CH_POOL_GROUP, n, CH_MIN_ALIGN, false, size);
+}
+
+void *ch_pool_heap_alloc_general(struct ch_heap *h, size_t size, size_t align, bool zero) {
+  return alloc_general(h, CH_POOL_GROUP, ch_block_size(size), align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align,
+                       zero, size);
+}
+
+void ch_pool_heap_free(struct ch_heap *h, struct ch_chunk *c, void *p) { owner_free(c, p, h); }
+
+size_t ch_pool_block_size(const struct ch_chunk *c, const void *p) { return block_size(c, p); }
 
 /* ---------------------------------------------------------- heap life */
 
@@ -1235,6 +1312,11 @@ void ch_heaps_init(void) {
   uint64_t k = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&heap_key;
   if (r) { uint64_t x; memcpy(&x, r + 8, sizeof x); k ^= x; }
   atomic_store(&key_counter, k);
+  /* At the least colourful chunk's end: the bitmaps, the header at the last
+   * colour, then the objects. */
+  if (ch_region.size)
+    ch_pool_max = (ch_chunk_size - ch_chunk_bitmap_bytes - (CH_COLOURS - 1) * 64 - sizeof(struct ch_chunk)) &
+                  ~(size_t)(CH_GRANULE - 1);
   heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

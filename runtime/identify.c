@@ -140,7 +140,7 @@ uint32_t ch_online_pool_size[CH_MAX_GROUPS];
 
 int ch_online_pool_new(const char *policy, uint32_t size) {
   unsigned g = atomic_load_explicit(&online_pools, memory_order_relaxed);
-  if (g >= CH_MAX_GROUPS) return -1;
+  if (g >= CH_PLAN_GROUPS) return -1;
   ch_online_pool_size[g] = size;
   snprintf(online_names[g], sizeof online_names[g], "%s-%u", policy, g);   /* no allocation, as log.c's */
   atomic_store_explicit(&online_pools, g + 1, memory_order_release);

@@ -12,6 +12,7 @@
  *   direct.c                       allocation call sites patched to reach their group directly
  *   stats.c                        counters and the statistics file
  *   alloc.c, new.c, init.c         the interposed API, start-up, fork, exit
+ *   pool.c                         the explicit pool API (include/cohort/pool.h)
  */
 #ifndef COHORT_INTERNAL_H
 #define COHORT_INTERNAL_H
@@ -36,6 +37,11 @@
                                              __asm__ volatile("" ::: "memory"); r_; })
 
 #define CH_MAX_GROUPS 64
+/* The last group belongs to the explicit pool API (pool.c): every pool's
+ * chunks are that group's, each pool a heap of its own. Plans, the controls
+ * and the online policies name the groups below it. */
+#define CH_POOL_GROUP (CH_MAX_GROUPS - 1)
+#define CH_PLAN_GROUPS CH_POOL_GROUP
 /* Blocks are whole 16-byte granules, so every block is 16-aligned, as the
  * x86-64 ABI asks of malloc (max_align_t) and glibc and jemalloc give: with
  * 8-byte granules a 32-byte block could start at 8 mod 16, and a program
@@ -73,6 +79,7 @@ void *ch_meta_alloc(size_t size);                 /* zeroed, never freed, 16-ali
 int ch_read_file(const char *path, char **data, size_t *len); /* 0 or errno */
 void ch_write_all(int fd, const char *buf, size_t len);
 size_t ch_page_size(void);
+uint64_t ch_os_now_ms(void);                      /* monotonic, coarse */
 
 /* A lock that never allocates and is safe to hold across fork handlers. */
 typedef struct { atomic_int v; } ch_lock_t;
@@ -177,6 +184,7 @@ struct ch_chunk {
                                          blocks between the two were all freed (heap.c) */
   uint32_t coalesced_at;              /* `freed` at the last coalescing */
   uint32_t told;                      /* live_bytes as last added to the group's statistics */
+  uint64_t spare_since;               /* a spare: when it became one (chunk.c) */
   /* Lines 3-10 (from a line boundary). */
   _Alignas(64) void *bins[CH_NBINS];  /* free blocks, singly linked through their first word */
 } __attribute__((aligned(64)));
@@ -229,6 +237,10 @@ static inline bool ch_owns(const void *p) { return ch_chunk_lookup(p) != NULL; }
 void ch_chunks_init(void);
 struct ch_chunk *ch_chunk_new(uint32_t group);   /* NULL when the OS says no */
 void ch_chunk_retire(struct ch_chunk *c);         /* chunk is empty: spare or purge */
+/* A destroyed pool's chunk (live blocks or not): a spare even beyond
+ * COHORT_SPARES, purged only once it has waited CH_SPARE_DELAY_MS unused. */
+void ch_chunk_retire_later(struct ch_chunk *c);
+#define CH_SPARE_DELAY_MS 1000
 void ch_chunk_clear_starts(struct ch_chunk *c, const char *from, const char *to);
 size_t ch_chunk_resident(const struct ch_chunk *c);
 /* Calls fn on every live chunk, under the chunk lock, so that none is purged
@@ -249,6 +261,7 @@ struct ch_group_heap {
   struct ch_chunk *avail;      /* chunks whose bins may satisfy requests */
   struct ch_chunk *room;       /* chunks set aside with untouched room (heap.c) */
   struct ch_chunk *spill;      /* requests the current chunk has room but no fit for (heap.c) */
+  uint64_t pool_word;          /* a pool's line (pool.c): its descriptor word, 0 once destroyed */
 } __attribute__((aligned(64)));
 struct ch_heap {
   struct ch_group_heap g[CH_MAX_GROUPS];   /* first: the heap's address is 64-aligned */
@@ -258,6 +271,9 @@ struct ch_heap {
   _Atomic(void *) delayed;            /* blocks other threads freed into our chunks */
   uint64_t *scratch;                  /* one bit per granule of a chunk, all clear between uses */
 } __attribute__((aligned(64)));
+/* A pool's heap (pool.c) is one of these too: it belongs to no thread, uses
+ * g[CH_POOL_GROUP] alone, is never freed, and serves the next pool once
+ * its pool is destroyed. */
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero);
 void *ch_group_malloc(unsigned group, size_t size);   /* align 16, not zeroed */
 /* The fast lane: the control group's line of this thread's heap once armed,
@@ -299,6 +315,19 @@ void ch_heaps_drain_exited(void);
  * the live bytes their chunks have not reported yet. */
 void ch_heaps_sum(uint64_t allocs[CH_MAX_GROUPS], uint64_t frees[CH_MAX_GROUPS], long live[CH_MAX_GROUPS]);
 _Noreturn void ch_invalid_pointer(const char *what, const void *p);
+/* Set by pool.c around its frees: ch_invalid_pointer names that call
+ * instead of free(). */
+extern CH_TLS const char *ch_free_api;
+/* Pools (pool.c) on the group allocator: a heap each, chunks of
+ * CH_POOL_GROUP. ch_pool_max: the largest block a pool chunk holds. */
+extern size_t ch_pool_max;
+extern atomic_ulong ch_pools_made, ch_pools_destroyed;
+struct ch_heap *ch_pool_heap_new(void);              /* NULL: no memory for it */
+void ch_pool_heap_destroy(struct ch_heap *h);        /* every block goes, live or not */
+void *ch_pool_heap_alloc(struct ch_heap *h, size_t size);   /* size <= ch_pool_max; NULL: no memory */
+void *ch_pool_heap_alloc_general(struct ch_heap *h, size_t size, size_t align, bool zero);
+void ch_pool_heap_free(struct ch_heap *h, struct ch_chunk *c, void *p);   /* c: p's chunk, owned by h */
+size_t ch_pool_block_size(const struct ch_chunk *c, const void *p);     /* p: a live block of c */
 /* The group allocator without the checked mode's redzones, for check.c. */
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero);
 void ch_group_free_raw(void *p);

@@ -52,8 +52,8 @@ void ch_options_load(void) {
       ch_opt.mode = CH_MODE_RANDOM;
       if (v[6] == ':') {
         unsigned long n = strtoul(v + 7, NULL, 10);
-        if (n >= 1 && n <= CH_MAX_GROUPS) ch_opt.random_pools = (unsigned)n;
-        else ch_warn("COHORT_MODE=%s: pool count must be 1..%d; using 4", v, CH_MAX_GROUPS);
+        if (n >= 1 && n <= CH_PLAN_GROUPS) ch_opt.random_pools = (unsigned)n;
+        else ch_warn("COHORT_MODE=%s: pool count must be 1..%d; using 4", v, CH_PLAN_GROUPS);
       }
     } else {
       ch_warn("COHORT_MODE=%s is not off, plan, all or random[:N]; grouping is off", v);

@@ -156,7 +156,7 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
       bool have_verdict = false;
       while (next_token(&s, &v)) {
         if (!strncmp(v, "stop=", 5) && pl->version >= 3) {
-          if (st->stop || !parse_uint(v + 5, 10, CH_MAX_GROUPS - 1, &x)) FAIL("bad '%s': one stop=G per site", v);
+          if (st->stop || !parse_uint(v + 5, 10, CH_PLAN_GROUPS - 1, &x)) FAIL("bad '%s': one stop=G per site", v);
           st->stop = (unsigned)x + 1;
           continue;
         }
@@ -165,7 +165,7 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
         if (!strcmp(v, "cold")) st->entry = CH_ENTRY_COLD;
         else if (!strcmp(v, "walk")) st->entry = CH_ENTRY_WALK;
         else if (!strncmp(v, "group=", 6) && pl->version >= 2 &&
-                 parse_uint(v + 6, 10, CH_MAX_GROUPS - 1, &x)) {
+                 parse_uint(v + 6, 10, CH_PLAN_GROUPS - 1, &x)) {
           st->entry = CH_ENTRY_GROUP;
           st->group = (unsigned)x;
           st->quick = (int)x;
@@ -176,7 +176,7 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
       }
       pl->nsites++;
     } else if (!strcmp(kw, "group")) {
-      if (!next_token(&s, &a) || !parse_uint(a, 10, CH_MAX_GROUPS - 1, &x)) FAIL("group needs an index below %d", CH_MAX_GROUPS);
+      if (!next_token(&s, &a) || !parse_uint(a, 10, CH_PLAN_GROUPS - 1, &x)) FAIL("group needs an index below %d", CH_PLAN_GROUPS);
       if (x != pl->ngroups) FAIL("group %llu out of order (expected %u)", x, pl->ngroups);
       if (!next_token(&s, &b)) FAIL("group needs a name");
       if (*s) FAIL("group name must be one word");

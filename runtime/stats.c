@@ -334,7 +334,28 @@ int ch_stats_write(const char *path) {
     field_pct(o, "fragmentation_at_peak_percent", frag, res_peak);
     put(o, "}");
   }
-  put(o, ng ? "\n  ]\n}\n" : "]\n}\n");
+  put(o, ng ? "\n  ]" : "]");
+  unsigned long made = atomic_load(&ch_pools_made);
+  if (made) {   /* the pool API's (pool.c): every pool's chunks are of its group */
+    struct ch_group_stats *s = &ch_gstats[CH_POOL_GROUP];
+    long live = atomic_load(&s->live_bytes) + held_live[CH_POOL_GROUP];
+    unsigned long peak = atomic_load(&s->peak_live), destroyed = atomic_load(&ch_pools_destroyed);
+    long res = atomic_load(&s->resident);
+    if (live > 0 && (unsigned long)live > peak) peak = (unsigned long)live;
+    put(o, ",\n  \"pools\": {");
+    field_u(o, "made", made, true);
+    field_u(o, "destroyed", destroyed, true);
+    field_u(o, "live", made > destroyed ? made - destroyed : 0, true);
+    field_u(o, "allocations", atomic_load(&s->allocs) + held_allocs[CH_POOL_GROUP], true);
+    field_u(o, "frees", atomic_load(&s->frees) + held_frees[CH_POOL_GROUP], true);
+    field_u(o, "live_bytes", live > 0 ? (unsigned long)live : 0, true);
+    field_u(o, "peak_live_bytes", peak, true);
+    field_u(o, "chunks", atomic_load(&s->chunks), true);
+    field_u(o, "peak_chunks", atomic_load(&s->peak_chunks), true);
+    field_u(o, "resident_bytes", res > 0 ? (unsigned long)res : 0, false);
+    put(o, "}");
+  }
+  put(o, "\n}\n");
   ch_write_all(o->fd, o->buf, o->n);
   close(o->fd);
   ch_unlock(&out_lock);

@@ -126,24 +126,26 @@ def test_cli_policy_mo(tmp_path):
 
 
 MANYSITES = PROGRAMS / "manysites"
+POOLS = 63   # runtime/internal.h CH_PLAN_GROUPS
 
 
 def test_more_valid_sites_than_groups(tmp_path):
-    """80 hot sites of one size each, the first 70 of 32 bytes: 64 get pools
-    of their own, the six later 32-byte sites share one of those, and the
-    ten sites of a size no pool has get none, each counted."""
+    """80 hot sites of one size each, the first 70 of 32 bytes: 63 get pools
+    of their own (the runtime's last group is the pool API's), the seven
+    later 32-byte sites share one of those, and the ten sites of a size no
+    pool has get none, each counted."""
     stats = mo_run(tmp_path, [MANYSITES, 100])
     mo = stats["mo"]
-    assert (mo["pools"], mo["sites_shared"], mo["pools_refused"]) == (64, 6, 10)
+    assert (mo["pools"], mo["sites_shared"], mo["pools_refused"]) == (POOLS, 70 - POOLS, 10)
     syms = functions(MANYSITES)
     by = {name_of(syms, s["offset"]): s for s in mo["sites_listed"] if s["module"] == str(MANYSITES)}
     site = {int(n.split("_")[1].split(".")[0]): s for n, s in by.items() if n.startswith("site_")}
     assert sorted(site) == list(range(80))
     assert all(site[k]["decided"] for k in site)
-    own = [site[k]["pool"] for k in range(64)]
-    assert sorted(own) == list(range(64))                    # one pool each, in the order they turned hot
-    sizes = {site[k]["pool"]: site[k]["size"] for k in range(64)}
-    for k in range(64, 70):
+    own = [site[k]["pool"] for k in range(POOLS)]
+    assert sorted(own) == list(range(POOLS))                    # one pool each, in the order they turned hot
+    sizes = {site[k]["pool"]: site[k]["size"] for k in range(POOLS)}
+    for k in range(POOLS, 70):
         assert site[k]["size"] == 32 and sizes[site[k]["pool"]] == 32   # shared, and size-consistent
     for k in range(70, 80):
         assert site[k]["size"] == 32 + 16 * (k - 69) and site[k]["pool"] == -1

@@ -15,6 +15,8 @@ CASES = [
     (["bench-stress.py", "1", "ringo"], {}, "bench-stress.py: 'ringo' is not a shape of prodcons"),
     (["bench-stress.py", "1"], {"STRESS_THREADS": "1 two"}, "bench-stress.py: STRESS_THREADS must be a whole number, not 'two'"),
     (["bench-stress.py", "1"], {"STRESS_DEPTHS": "0"}, "bench-stress.py: STRESS_DEPTHS must be at least 1, not 0"),
+    (["bench-pools.py", "1", "destroy"], {}, "bench-pools.py: 'destroy' is not a section"),
+    (["bench-pools.py", "1"], {"POOLS_SIZE": "4"}, "bench-pools.py: POOLS_SIZE must be at least 8, not 4"),
     (["bench-runtime.py", "-3"], {}, "bench-runtime.py: TRIALS must be a number, not '-3'"),
     (["fuzz-plans.py", "x"], {}, "fuzz-plans.py: N must be a whole number, not 'x'"),
     (["fuzz-profiles.py", "10", "9" * 30], {}, "fuzz-profiles.py: SEED must be a whole number"),

@@ -9,7 +9,8 @@
 extern "C" {
 #endif
 
-/* The group whose chunk holds p, or -1 if p was not group-allocated. */
+/* The group whose chunk holds p, or -1 if p was not group-allocated. The
+ * objects of the pool API (cohort/pool.h) are all in group 63. */
 int cohort_group_of(const void *p);
 
 /* Write the statistics file now (docs/stats-format.md); NULL means the path
