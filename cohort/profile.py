@@ -21,8 +21,8 @@ from cohort.paths import profiler_lib
 from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
-VERSION = 2          # written; profilefile.py reads 1 (no context families) too
-RAW_VERSION = "1"
+VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
+RAW_VERSION = "2"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 
@@ -146,7 +146,8 @@ def parse_raw(text):
         raise ValueError(f"raw profile version {lines[0].split()[1:]} (expected {RAW_VERSION})")
     if lines[-1] != "end":
         raise ValueError("raw profile is truncated (the tool did not finish)")
-    raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "loads": []}
+    raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "loads": [],
+           "pointers": [], "pointer_stores": 0}
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
         if kind == "param":
@@ -194,6 +195,11 @@ def parse_raw(text):
         elif kind == "edge":
             x, y, w = (int(t) for t in rest.split())
             raw["edges"].append((x, y, w))
+        elif kind == "pointers":
+            raw["pointer_stores"] = int(rest.split()[1])
+        elif kind == "pointer":
+            src, off, dst, n = (int(t) for t in rest.split())
+            raw["pointers"].append((src, off, dst, n))
         else:
             raise ValueError(f"unknown line in raw profile: {line[:40]!r}")
     for i, key in enumerate(("modules", "sites", "contexts")):
@@ -215,6 +221,24 @@ def hot_nodes(contexts, coverage):
         kept.append(c["id"])
         running += c["accesses"]
     return kept, (running / total if total else 0.0)
+
+
+# A context whose objects hold pointers to one target context at this many
+# distinct offsets or more is array-like (APA's A flag): an array of
+# pointers, or an array of structs that point there.
+ARRAY_OFFSETS = 8
+
+
+def ds_graph(pointers, stores):
+    """APA's DS graph as the profiler measured it: edges [source context,
+    field offset, target context, stores], heaviest first, and the
+    array-like contexts."""
+    offsets = {}
+    for src, off, dst, _ in pointers:
+        offsets.setdefault((src, dst), set()).add(off)
+    array_like = sorted({src for (src, _), offs in offsets.items() if len(offs) >= ARRAY_OFFSETS})
+    edges = sorted(([s, o, d, n] for s, o, d, n in pointers), key=lambda e: (-e[3], e[0], e[1], e[2]))
+    return {"pointer_stores": stores, "edges": edges, "array_like": array_like}
 
 
 def as_text(s):
@@ -270,6 +294,7 @@ def build_profile(raw, target, params, returncode):
         "graph": {"nodes": kept, "edges": edges, "coverage": round(covered, 6),
                   "dropped_contexts": len(contexts) - len(kept)},
         "families": fams,
+        "ds_graph": ds_graph(raw["pointers"], raw["pointer_stores"]),
         "family_graph": families.family_graph(fams, contexts, raw["edges"], params["coverage"], hot_nodes),
         "totals": {
             "allocations": raw["objects"]["allocations"],

@@ -19,7 +19,7 @@ from cohort.errors import CohortError
 from cohort.paths import profile_schema
 
 FORMAT = "cohort-profile"
-READS = (1, 2)
+READS = (1, 2, 3)
 
 
 class Corrupt(Exception):
@@ -185,6 +185,11 @@ def _references(data):
         if c.get("family") != owner[i]:
             raise Corrupt(f"contexts[{i}].family: {_show(c.get('family'))}, but families[{owner[i]}] holds it")
     _graph(data["family_graph"], "family_graph", len(fams), "family")
+    ds = data.get("ds_graph")
+    if ds is not None:   # version 3
+        for i, (x, _off, y, _n) in enumerate(ds["edges"]):
+            _ids([x, y], len(contexts), f"ds_graph.edges[{i}]", "context")
+        _ids(ds["array_like"], len(contexts), "ds_graph.array_like", "context")
 
 
 def check_profile(data):

@@ -1,4 +1,5 @@
-/* Instrumentation: every load and store of the client calls ch_access, and
+/* Instrumentation: every load and store of the client calls ch_access (an
+ * 8-byte store that may link two tracked objects also ch_store_pointer), and
  * every call instruction tells contexts.c what kind of call it is. With
  * --cohort-loads=yes every data access also goes through loads.c's cache,
  * unguarded, and an instruction's first load through its stride analysis.
@@ -48,6 +49,21 @@ static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite
   d->guard = in;
   addStmtToIRSB(sb, IRStmt_Dirty(d));
   add_cache(sb, addr, size, guard, ls);
+}
+
+/* An 8-byte store: if both its address and the value stored lie in the
+ * span of tracked objects, pointers.c looks whether it links two. */
+static void add_pointer_store(IRSB *sb, IRExpr *addr, IRExpr *data, IRExpr *guard) {
+  IRExpr *lo = load_word(sb, &ch_heap_lo);
+  IRExpr *span = load_word(sb, &ch_heap_span);
+  IRExpr *in = bin(sb, Iop_CmpLT64U, Ity_I1, bin(sb, Iop_Sub64, Ity_I64, addr, lo), span);
+  IRExpr *to = bin(sb, Iop_CmpLT64U, Ity_I1, bin(sb, Iop_Sub64, Ity_I64, data, lo), span);
+  IRExpr *g = bin(sb, Iop_And1, Ity_I1, in, to);
+  if (guard) g = bin(sb, Iop_And1, Ity_I1, g, guard);
+  IRDirty *d = unsafeIRDirty_0_N(2, "ch_store_pointer", VG_(fnptr_to_fnentry)(&ch_store_pointer),
+                                 mkIRExprVec_2(addr, data));
+  d->guard = g;
+  addStmtToIRSB(sb, IRStmt_Dirty(d));
 }
 
 /* The site of the instruction's first load; NULL for a later one, or
@@ -106,11 +122,13 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
           data->Iex.Const.con->Ico.U64 == after)
         pending_ra = after;
       add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL, NULL);
+      if (typeOfIRExpr(env, data) == Ity_I64 && !pending_ra) add_pointer_store(out, st->Ist.Store.addr, data, NULL);
       break;
     }
     case Ist_StoreG: {
       IRStoreG *sg = st->Ist.StoreG.details;
       add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard, NULL);
+      if (typeOfIRExpr(env, sg->data) == Ity_I64) add_pointer_store(out, sg->addr, sg->data, sg->guard);
       break;
     }
     case Ist_LoadG: {

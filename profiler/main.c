@@ -97,6 +97,7 @@ static void fini(Int exitcode) {
   ch_loads_write(f);     /* before the modules: it may name new ones */
   ch_contexts_write(f);
   ch_affinity_write(f);
+  ch_pointers_write(f);
   VG_(fprintf)(f, "end\n");
   VG_(fclose)(f);
 }

@@ -16,7 +16,7 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "1"
+#define CH_TOOL_VERSION "2"
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -85,6 +85,10 @@ void ch_affinity_init(void);
 void ch_affinity_write(VgFile *f);
 extern ULong ch_total_accesses;   /* every instrumented access seen by ch_access */
 extern ULong ch_tracked_accesses; /* those that hit a tracked object */
+
+/* ---- pointers (pointers.c): APA's DS graph, measured -------------------- */
+VG_REGPARM(2) void ch_store_pointer(Addr a, Addr value);
+void ch_pointers_write(VgFile *f);
 
 /* ---- loads (loads.c): MO's delinquent loads, with --cohort-loads=yes ------ */
 typedef struct LoadSite LoadSite;

@@ -171,7 +171,7 @@ def test_profile_records_modules_sites_and_call_kinds(alternate):
     system_sites = {s["id"] for s in p["sites"] if p["modules"][s["module"]]["system"]}
     assert all(not system_sites & set(c["sites"]) for c in p["contexts"])
     assert p["parameters"] == {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
-    assert p["format"] == "cohort-profile" and p["version"] == 2
+    assert p["format"] == "cohort-profile" and p["version"] == 3
 
 
 def test_affinity_distance_and_max_size_are_honoured(tmp_path):
@@ -243,3 +243,43 @@ def test_corrupt_profiles_are_refused(tmp_path):
             load_profile(f)
     with pytest.raises(CohortError, match="no such profile"):
         load_profile(tmp_path / "absent.json")
+
+
+DSGRAPH = PROGRAMS / "dsgraph"
+
+
+def test_ds_graph_edges_are_measured(tmp_path):
+    """APA's DS graph from pointer stores: tree nodes point to tree nodes at
+    offsets 0 and 8 and to their payload at 16; list cells to cells at 0; a
+    table of 32 list heads to cells at 32 offsets, which makes it array-like;
+    payloads hold no pointers."""
+    p, _ = profile(tmp_path, DSGRAPH, "2000")
+    ds = p["ds_graph"]
+    assert p["version"] == 3 and ds["pointer_stores"] > 0
+    tree, payload, cell = ({c["id"] for c in p["contexts"] if fn_names(p, c["id"])[:1] == [f]}
+                           for f in ("new_tree", "new_payload", "new_cell"))
+    table = {c["id"] for c in p["contexts"] if c["min_size"] == c["max_size"] == 256}
+    assert tree and payload and len(cell) == 1 and len(table) == 1
+    edges = {}
+    for src, off, dst, n in ds["edges"]:
+        assert n > 0
+        edges.setdefault(src, set()).add((off, dst))
+    tree_edges = set().union(*(edges.get(t, set()) for t in tree))
+    assert {off for off, dst in tree_edges if dst in tree} == {0, 8}
+    assert {off for off, dst in tree_edges if dst in payload} == {16}
+    assert not any(edges.get(c) for c in payload)
+    (c,), (t,) = cell, table
+    assert edges[c] == {(0, c)}
+    assert edges[t] == {(8 * k, c) for k in range(32)}
+    assert ds["array_like"] == [t]
+
+
+def test_version_2_profiles_still_load(tmp_path):
+    p, _ = profile(tmp_path, DSGRAPH, "200")
+    del p["ds_graph"]
+    p["version"] = 2
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(p))
+    assert "ds_graph" not in load_profile(old)
+    r = run([COHORT, "plan", "-o", tmp_path / "old.plan", old])
+    assert r.returncode == 0, r.stderr.decode()

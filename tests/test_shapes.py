@@ -64,7 +64,7 @@ def planned(tmp_path_factory):
 def test_recursive_builders_get_one_group_each(planned, tmp_path):
     out, report = planned
     profile = json.loads((out / "profile.json").read_text())
-    assert profile["version"] == 2
+    assert profile["version"] == 3
     entry = {}
     for c in profile["contexts"]:
         fn = profile["sites"][c["sites"][0]]["function"] if c["sites"] else None
