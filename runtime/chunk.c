@@ -28,6 +28,7 @@ size_t ch_chunk_size;
 uintptr_t ch_chunk_mask;
 size_t ch_chunk_bitmap_bytes;
 size_t ch_chunk_starts_bytes;
+size_t ch_pool_max;
 unsigned ch_chunk_colour_shift;
 struct ch_region ch_region;
 
@@ -72,6 +73,10 @@ void ch_chunks_init(void) {
   ch_region.table = table;
   ch_region.shift = shift;
   ch_region.base = (uintptr_t)base;
+  /* The largest block a pool holds: the room of the chunk whose header is
+   * at the last colour. */
+  ch_pool_max = (ch_chunk_size - ch_chunk_bitmap_bytes - (CH_COLOURS - 1) * 64 - sizeof(struct ch_chunk)) &
+                ~(size_t)(CH_GRANULE - 1);
   __atomic_store_n(&ch_region.size, size, __ATOMIC_RELEASE);
   atomic_fetch_add(&ch_slabs, 1);
 }

@@ -1178,30 +1178,46 @@ void *ch_group_realloc(void *p, size_t size) {
   return q;
 }
 
+/* ------------------------------------------------------- heap records */
+
+/* A heap from `parked` (an exited thread's, or a destroyed pool's), else a
+ * new one, listed for the statistics, which sum every heap's counts. */
+static struct ch_heap *heap_take(struct ch_heap **parked) {
+  ch_lock(&heaps_lock);
+  struct ch_heap *h = *parked;
+  if (h) *parked = h->free_next;
+  ch_unlock(&heaps_lock);
+  if (h) return h;
+  char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
+  if (!m) return NULL;
+  h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
+  ch_lock(&heaps_lock);
+  h->all_next = all_heaps;
+  all_heaps = h;
+  ch_unlock(&heaps_lock);
+  return h;
+}
+
+/* h waits on `parked` for reuse (heaps are never freed). */
+static void heap_park(struct ch_heap **parked, struct ch_heap *h) {
+  ch_lock(&heaps_lock);
+  h->free_next = *parked;
+  *parked = h;
+  ch_unlock(&heaps_lock);
+}
+
 /* --------------------------------------------------------------- pools */
 
 /* A pool's heap is a thread heap's machinery without the thread: its owner
  * (pool.c's caller, one thread at a time) allocates and frees as a thread
  * does in its own chunks, other threads' frees reach it through the delayed
  * list, and destroying it retires every chunk whatever it still holds. */
-size_t ch_pool_max;
 atomic_ulong ch_pools_made, ch_pools_destroyed;
 static struct ch_heap *free_pools;   /* destroyed pools' heaps, under heaps_lock */
 
 struct ch_heap *ch_pool_heap_new(void) {
-  ch_lock(&heaps_lock);
-  struct ch_heap *h = free_pools;
-  if (h) free_pools = h->free_next;
-  ch_unlock(&heaps_lock);
-  atomic_fetch_add_explicit(&ch_pools_made, 1, memory_order_relaxed);
-  if (h) return h;
-  char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
-  if (!m) return NULL;
-  h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
-  ch_lock(&heaps_lock);
-  h->all_next = all_heaps;   /* the statistics sum every heap's counts */
-  all_heaps = h;
-  ch_unlock(&heaps_lock);
+  struct ch_heap *h = heap_take(&free_pools);
+  if (h) atomic_fetch_add_explicit(&ch_pools_made, 1, memory_order_relaxed);
   return h;
 }
 
@@ -1220,18 +1236,11 @@ void ch_pool_heap_destroy(struct ch_heap *h) {
   }
   gh->current = gh->spill = gh->avail = gh->room = NULL;
   atomic_fetch_add_explicit(&ch_pools_destroyed, 1, memory_order_relaxed);
-  ch_lock(&heaps_lock);
-  h->free_next = free_pools;
-  free_pools = h;
-  ch_unlock(&heaps_lock);
+  heap_park(&free_pools, h);
 }
 
-void *ch_pool_heap_alloc(struct ch_heap *h, size_t size) {
-  size_t n = ch_block_size(size);
-  void *p = fast_take(&h->g[CH_POOL_GROUP], CH_POOL_GROUP, n, false);
-  if (CH_LIKELY(p != NULL)) return p;
-  return alloc_general(h, CH_POOL_GROUP, n, CH_MIN_ALIGN, false, size);
-}
+/* The pool group places nothing on lines (no plan names it). */
+void *ch_pool_heap_alloc(struct ch_heap *h, size_t size) { return group_malloc_in(h, CH_POOL_GROUP, size, false, true); }
 
 void *ch_pool_heap_alloc_general(struct ch_heap *h, size_t size, size_t align, bool zero) {
   return alloc_general(h, CH_POOL_GROUP, ch_block_size(size), align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align,
@@ -1266,10 +1275,7 @@ static void heap_abandon(struct ch_heap *h) {
   }
   /* Our chunks are orphans now: late frees into them take the orphan path. */
   drain_list(NULL, atomic_exchange(&h->delayed, NULL));
-  ch_lock(&heaps_lock);
-  h->free_next = free_heaps;
-  free_heaps = h;
-  ch_unlock(&heaps_lock);
+  heap_park(&free_heaps, h);
 }
 
 static void heap_thread_exit(void *arg) {
@@ -1283,19 +1289,8 @@ static void heap_thread_exit(void *arg) {
 
 static struct ch_heap *heap_create(void) {
   if (!heap_key_ok) return NULL;
-  ch_lock(&heaps_lock);
-  struct ch_heap *h = free_heaps;
-  if (h) free_heaps = h->free_next;
-  ch_unlock(&heaps_lock);
-  if (!h) {
-    char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
-    if (!m) return NULL;
-    h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
-    ch_lock(&heaps_lock);
-    h->all_next = all_heaps;
-    all_heaps = h;
-    ch_unlock(&heaps_lock);
-  }
+  struct ch_heap *h = heap_take(&free_heaps);
+  if (!h) return NULL;
   h->thread = pthread_self();
   own_heap = h;
   if (!ch_checked) my_heap = h;
@@ -1312,11 +1307,6 @@ void ch_heaps_init(void) {
   uint64_t k = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&heap_key;
   if (r) { uint64_t x; memcpy(&x, r + 8, sizeof x); k ^= x; }
   atomic_store(&key_counter, k);
-  /* At the least colourful chunk's end: the bitmaps, the header at the last
-   * colour, then the objects. */
-  if (ch_region.size)
-    ch_pool_max = (ch_chunk_size - ch_chunk_bitmap_bytes - (CH_COLOURS - 1) * 64 - sizeof(struct ch_chunk)) &
-                  ~(size_t)(CH_GRANULE - 1);
   heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
 }
 

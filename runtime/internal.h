@@ -196,6 +196,7 @@ extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
 extern size_t ch_chunk_bitmap_bytes;    /* the bitmaps and the pad: the header's offset from its colour */
 extern size_t ch_chunk_starts_bytes;    /* one bitmap's size */
+extern size_t ch_pool_max;              /* the largest block any chunk holds; 0: no region */
 /* Between the start bits and the header, a line that stays zero: the word
  * after the last word of start bits reads as "no block starts here", so the
  * free path may read any start-bit word's successor. */
@@ -319,8 +320,7 @@ _Noreturn void ch_invalid_pointer(const char *what, const void *p);
  * instead of free(). */
 extern CH_TLS const char *ch_free_api;
 /* Pools (pool.c) on the group allocator: a heap each, chunks of
- * CH_POOL_GROUP. ch_pool_max: the largest block a pool chunk holds. */
-extern size_t ch_pool_max;
+ * CH_POOL_GROUP. */
 extern atomic_ulong ch_pools_made, ch_pools_destroyed;
 struct ch_heap *ch_pool_heap_new(void);              /* NULL: no memory for it */
 void ch_pool_heap_destroy(struct ch_heap *h);        /* every block goes, live or not */

@@ -131,8 +131,7 @@ CH_EXPORT void *poolalloc(pooldesc *pd, size_t size) {
 static _Noreturn CH_NOINLINE void not_ours(const pooldesc *pd, const struct ch_chunk *c, const void *p,
                                            const char *api) {
   if (!c && ch_in_region(p)) ch_fatal("%s: double free or invalid pointer %p (in a Cohort pool)", api, p);
-  if (!c) ch_fatal("%s: %p is not an object of pool %p (it is not in any pool)", api, p, (const void *)pd);
-  if (c->group == CH_POOL_GROUP)
+  if (c && c->group == CH_POOL_GROUP)
     ch_fatal("%s: %p is an object of another pool, not of pool %p", api, p, (const void *)pd);
   ch_fatal("%s: %p is not an object of pool %p (it is not in any pool)", api, p, (const void *)pd);
 }
