@@ -23,6 +23,7 @@ import platform
 import re
 import shlex
 import stat
+import statistics
 import subprocess
 import tempfile
 import time
@@ -54,6 +55,31 @@ def whole_number(text, what, script, least=0):
     if int(text) < least:
         raise SystemExit(f"{Path(script).name}: {what} must be at least {least}, not {text.strip()}")
     return int(text)
+
+
+def chosen_names(names, known, what, script):
+    """The names a script was given (all of `known` if none), each one of
+    `known`, or exit with one line: `SCRIPT: 'x' is not WHAT (KNOWN)`."""
+    for n in names:
+        if n not in known:
+            raise SystemExit(f"{Path(script).name}: {n!r} is not {what} ({', '.join(known)})")
+    return names or list(known)
+
+
+def quartiles(values):
+    """(p25, p75) of the values, as statistics.quantiles gives them; both
+    the value itself when there is one."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
+def clean_environment(base=None):
+    """os.environ (or base) without the user's own COHORT_* settings and
+    preloads, which would skew every run."""
+    return {k: v for k, v in (os.environ if base is None else base).items()
+            if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
 
 
 def whole_numbers(text, what, script, least=0):
@@ -97,9 +123,7 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
     takes the statistics path (or None). halo is cohort+ALLOC in front of each
     allocator; an online policy runs under its own name in front of the
     first."""
-    # The user's own COHORT_* settings and preloads would skew every run.
-    base_env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
-                if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
+    base_env = clean_environment(base_env)
     configs = []
     for a in allocators:
         lib = allocator_library(a)

@@ -28,17 +28,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import script_arguments, whole_number  # noqa: E402
+from cohort.bench import chosen_names, clean_environment, quartiles, script_arguments, whole_number  # noqa: E402
 from cohort.paths import allocator_library  # noqa: E402
 
 EX = ROOT / "build" / "examples" / "pools"
 LIB = ROOT / "build" / "runtime" / "libcohort.so"
 KNOWN = ["processlist", "churn", "release"]
 TRIALS, SECTIONS = script_arguments(sys.argv, __doc__, 11)
-SECTIONS = SECTIONS or KNOWN
-for _s in SECTIONS:
-    if _s not in KNOWN:
-        raise SystemExit(f"bench-pools.py: {_s!r} is not a section ({', '.join(KNOWN)})")
+SECTIONS = chosen_names(SECTIONS, KNOWN, "a section", sys.argv[0])
 NODES = whole_number(os.environ.get("POOLS_NODES", "2000000"), "POOLS_NODES", sys.argv[0], least=1)
 ROUNDS = whole_number(os.environ.get("POOLS_ROUNDS", "5"), "POOLS_ROUNDS", sys.argv[0], least=1)
 OBJECTS = whole_number(os.environ.get("POOLS_OBJECTS", "1000000"), "POOLS_OBJECTS", sys.argv[0], least=1)
@@ -48,7 +45,7 @@ NS = re.compile(r": ([\d.]+) ns")
 
 
 def env(preload):
-    base = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
+    base = clean_environment()
     if preload == "jemalloc":
         base["LD_PRELOAD"] = str(allocator_library("jemalloc"))
     elif preload == "cohort":
@@ -85,13 +82,6 @@ def measure(section, argv, preload):
         raise SystemExit(f"bench-pools: no timing in {r.stdout.strip()!r}")
     v = float(m.group(1))
     return (v / 1000 if section == "release" else v), None
-
-
-def quartiles(v):
-    if len(v) < 2:
-        return v[0], v[0]
-    q = statistics.quantiles(v, n=4)
-    return q[0], q[2]
 
 
 def main():

@@ -9,7 +9,6 @@ section also counts, under cachegrind (fixed geometry), the
 instructions and D1 misses each malloc+free pair costs: the difference
 between runs of 2N and N pairs, divided by N, so start-up is left out."""
 
-import os
 import re
 import statistics
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.handplan import call_sites, write_plan  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, clean_environment, script_arguments  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "allocbench"
@@ -144,7 +143,7 @@ def show(title, got, base, unit="ns/op"):
 
 
 def main():
-    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("COHORT_")}
+    plain = clean_environment()
     off = environment(mode="off")
     jem = environment(allocator="jemalloc", mode="off")
     jem_plain = dict(plain, LD_PRELOAD="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")

@@ -27,17 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import script_arguments, whole_number, whole_numbers  # noqa: E402
+from cohort.bench import (chosen_names, clean_environment, quartiles, script_arguments,  # noqa: E402
+                          whole_number, whole_numbers)
 from cohort.paths import allocator_library  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "prodcons"
 KNOWN_SHAPES = ["ring", "split", "relay"]
 TRIALS, SHAPES = script_arguments(sys.argv, __doc__, 5)
-SHAPES = SHAPES or KNOWN_SHAPES
-for _s in SHAPES:
-    if _s not in KNOWN_SHAPES:
-        raise SystemExit(f"bench-stress.py: {_s!r} is not a shape of prodcons ({', '.join(KNOWN_SHAPES)})")
+SHAPES = chosen_names(SHAPES, KNOWN_SHAPES, "a shape of prodcons", sys.argv[0])
 THREADS = whole_numbers(os.environ.get("STRESS_THREADS", "1 2 8"), "STRESS_THREADS", sys.argv[0], least=1)
 DEPTHS = whole_numbers(os.environ.get("STRESS_DEPTHS", "256 2048"), "STRESS_DEPTHS", sys.argv[0], least=1)
 BATCHES = whole_number(os.environ.get("STRESS_BATCHES", "120000"), "STRESS_BATCHES", sys.argv[0], least=1)
@@ -49,7 +47,7 @@ LINE = re.compile(r"([\d.]+) M ops/s, peak live ([\d.]+) MiB, peak resident adde
 
 
 def env_for(allocator, stats):
-    base = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
+    base = clean_environment()
     if allocator == "glibc":
         return base
     if allocator == "jemalloc":
@@ -73,13 +71,6 @@ def run(shape, threads, depth, allocator, stats):
         runtime_frag = 100.0 * (1 - live / resident) if resident else 0.0
         Path(stats).unlink()
     return ops, process_frag, runtime_frag
-
-
-def quartiles(v):
-    if len(v) < 2:
-        return v[0], v[0]
-    q = statistics.quantiles(v, n=4)
-    return q[0], q[2]
 
 
 def main():

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.loads import candidate, measure, verdict  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments, quartiles as bench_quartiles  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 from cohort.workloads import inputs  # noqa: E402
 
@@ -74,8 +74,8 @@ def cachegrind(binary, args, env, work):
 
 
 def quartiles(xs):
-    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-    return q[0], statistics.median(xs), q[2]
+    lo, hi = bench_quartiles(xs)
+    return lo, statistics.median(xs), hi
 
 
 def run(name, work):
