@@ -8,7 +8,7 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.planner import COST_DEFAULTS
+from cohort.planner import COST_DEFAULTS, PLAN_POLICIES
 
 
 class Parser(argparse.ArgumentParser):
@@ -109,11 +109,17 @@ def cmd_explain(args, target):
     graph = args.graph
     if graph is None:
         graph = str(Path(args.profile).with_suffix(".svg"))
-    text = explain(args.profile, plan_option(args.plan, "plan"), graph_path=None if graph == "-" else graph,
-                   top=args.top, force=args.force, validate=args.validate or ())
+    plan = plan_option(args.plan, "plan")
+    if plan and args.policy != "halo":
+        raise CohortError("a plan already has its groups: give a plan or --policy, not both")
+    text = explain(args.profile, plan, graph_path=None if graph == "-" else graph,
+                   top=args.top, force=args.force, validate=args.validate or (), policy=args.policy,
+                   ds_graph_path=args.ds_graph)
     sys.stdout.write(text)
     if graph != "-":
         print(f"cohort: drew the affinity graph in {graph}", file=sys.stderr)
+    if args.ds_graph:
+        print(f"cohort: drew the DS graph in {args.ds_graph}", file=sys.stderr)
     return 0
 
 
@@ -254,13 +260,21 @@ def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
-                                            "identify")}
+                                            "identify", "policy")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost}
     return params
 
 
+POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+ds (the same, with the "
+               "DS graph's pointers as extra affinity), or Automatic Pool Allocation's heuristics on the "
+               "DS graph: apa-all (a pool per hot data-structure node), apa-collections (a pool per "
+               "list, tree or array of pointers, with what hangs off it), apa-maximal (a pool per "
+               "connected data structure); docs/policies.md (default: halo)")
+
+
 def add_plan_options(p):
+    p.add_argument("--policy", default="halo", choices=PLAN_POLICIES, help=POLICY_HELP)
     p.add_argument("--min-weight", type=float, default=None, metavar="W",
                    help="drop edges lighter than W (default: 1/1000 of the heaviest edge)")
     p.add_argument("--max-members", type=int, default=16, metavar="N",
@@ -373,6 +387,10 @@ def build_parser():
                     help="with --prefetch: list loads with at least F of the D1 misses (default: 0.01)")
     ex.add_argument("--graph", metavar="FILE.svg",
                     help="where to draw the graph (default: the profile's name with .svg; - for none)")
+    ex.add_argument("--ds-graph", metavar="FILE.svg",
+                    help="also draw the DS graph (which objects point to which) coloured by group")
+    ex.add_argument("--policy", default="halo", choices=PLAN_POLICIES,
+                    help="without a plan: the groups of this policy of cohort plan (default: halo)")
     ex.add_argument("--top", type=int, default=10, help="how many hot contexts to list (default: 10)")
     ex.add_argument("--force", action="store_true", help="overwrite a graph file cohort did not draw")
     ex.add_argument("--validate", action="append", metavar="PROFILE",

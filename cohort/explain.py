@@ -9,10 +9,10 @@ defaults."""
 import os
 from pathlib import Path
 
-from cohort import planner, transfer
+from cohort import dsgraph, grouping, planner, transfer
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
-from cohort.graphsvg import render
+from cohort.graphsvg import compact, render
 from cohort.planfile import decide, read_plan, walk_length
 from cohort.profilefile import load_profile
 
@@ -107,10 +107,46 @@ def worth_lines(profile, names, group_of, walks, rest):
     return out
 
 
-def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=()):
-    """Returns the text; writes the picture to graph_path. validate: profiles
-    of other runs of the program, on which the plan's transfer is shown."""
+def ds_picture(profile, group_of, names):
+    """The DS graph as SVG: one node per DS node (its hottest context
+    names it), an arrow per pointer edge labelled with its field offsets
+    and stores; collections drawn with a double ring, array-like nodes as
+    boxes; coloured by the group of each node's hottest context."""
+    accesses, _, _, _ = grouping.from_profile(profile)
+    g = dsgraph.build(profile, accesses)
+    touched = {n for e in g.edges for n in e} | g.hot
+    hottest = {n: min(g.contexts[n], key=lambda c: (-profile["contexts"][c]["accesses"], c)) for n in touched}
+    colls = {n for comp in g.collections() for n in comp}
+    shapes = {n: {**({"peripheries": 2} if n in colls else {}), **({"shape": "box"} if n in g.array_like else {})}
+              for n in touched}
+
+    def offsets(offs):
+        shown = ",".join(f"+{o}" for o in offs[:3])
+        return shown + (f"..({len(offs)})" if len(offs) > 3 else "")
+    return render(sorted(touched), dict(g.edges), {n: g.accesses[n] for n in touched},
+                  {n: group_of.get(hottest[n]) for n in touched},
+                  {n: context_label(profile, hottest[n]) for n in touched},
+                  f"DS graph of {os.path.basename(profile['target']['argv'][0])} (which objects point to "
+                  "which), coloured by group",
+                  names=dict(enumerate(names)), directed=True, shapes=shapes,
+                  edge_labels={e: f"{offsets(g.offsets[e])}: {compact(w)}" for e, w in g.edges.items()},
+                  key="node cN: the objects of context N and those one pointer field cannot tell from them "
+                      "(+k: k more contexts), area by accesses; double ring: a collection (list, tree, "
+                      "cycle); box: array-like; arrow: pointers stored, at those field offsets",
+                  what="DS nodes",
+                  node_names={n: f"c{hottest[n]}" + (f"+{len(g.contexts[n]) - 1}" if len(g.contexts[n]) > 1
+                                                     else "") for n in touched})
+
+
+def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=(), policy="halo",
+            ds_graph_path=None):
+    """Returns the text; writes the picture to graph_path, and that of the
+    DS graph to ds_graph_path. validate: profiles of other runs of the
+    program, on which the plan's transfer is shown. policy: without a plan,
+    the groups of this policy (planner.PLAN_POLICIES)."""
     profile = load_profile(profile_path)
+    if ds_graph_path:
+        dsgraph.require(profile, "--ds-graph")
     validations = planner.load_validations(profile, validate, f"profile {profile_path}")
     if plan_path:
         plan = read_plan(plan_path)
@@ -118,7 +154,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         source = f"plan {plan_path}"
         transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS) for v in validations]
     else:
-        made = planner.make_plan(profile, validations=validations)
+        made = planner.make_plan(profile, validations=validations, policy=policy)
         transfers = made.transfers
         names = [g.name for g in made.groups] + (["rest"] if made.rest is not None else [])
         group_of = {c: g for c, g in made.predicted.items() if g is not None}
@@ -129,7 +165,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
             return planner.walk_frames(c, made.stops, made.frames)
         rest = made.rest
         roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
-        source = "cohort plan's defaults"
+        source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
     worth = worth_lines(profile, names, group_of, walks, rest)
 
     t = profile["totals"]
@@ -140,7 +176,13 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
              f"{profile['parameters']['max_size']} bytes); affinity distance "
              f"{profile['parameters']['affinity_distance']} bytes",
              f"  graph: {len(profile['graph']['nodes'])} contexts cover "
-             f"{profile['graph']['coverage']:.1%} of accesses; {len(profile['graph']['edges'])} edges", ""]
+             f"{profile['graph']['coverage']:.1%} of accesses; {len(profile['graph']['edges'])} edges"]
+    if profile.get("ds_graph") is not None:
+        g = dsgraph.build(profile, grouping.from_profile(profile)[0])
+        lines.append(f"  DS graph: {profile['ds_graph']['pointer_stores']} pointer stores, "
+                     f"{len(g.edges)} edges between {len({n for e in g.edges for n in e})} DS nodes, "
+                     f"{len(g.collections())} collections (lists, trees, cycles, arrays of pointers)")
+    lines.append("")
     total = t["accesses"] or 1
     hottest = sorted(profile["contexts"], key=lambda c: (-c["accesses"], c["id"]))[:top]
     lines += LEGEND + [""]
@@ -210,6 +252,10 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
                      f"Affinity graph of {os.path.basename(profile['target']['argv'][0])}, coloured by group",
                      names=dict(enumerate(names)))
         write_output(graph_path, svg, "graph", force)
+    if ds_graph_path:
+        ds_graph_path = Path(ds_graph_path)
+        claim(ds_graph_path, "graph", force)
+        write_output(ds_graph_path, ds_picture(profile, group_of, names), "graph", force)
     return text
 
 

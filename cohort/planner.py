@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort import grouping, identification, planfile, transfer
+from cohort import dsgraph, grouping, identification, planfile, transfer
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -58,6 +58,7 @@ class Plan:
     unknown_path: str = "walk"                  # a walk leaving the paths: "walk" on, or "cold"
     paths_complete: bool = True                 # every walked context has its path (no limit hit)
     transfers: list = field(default_factory=list)   # transfer.Transfer per validation run
+    policy: str = "halo"                            # how the groups were formed (PLAN_POLICIES)
 
 
 def stop_sites(contexts, sites, verdicts, predicted, unknown_entry, purity, notes):
@@ -366,40 +367,96 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
                           f"where training never entered found a group for {found} of {tried}")
 
 
-def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
-              unknown_path="auto", validations=()):
-    """The plan for a profile. Groups whose identification costs more than
-    their placement can save are dropped, one at a time, the worst first,
-    and the plan made again without them; so are groups that do not pay on
-    the profile of some validation run (`validations`: profiles of other
-    inputs of the same program, transfer.py). With rest="pool" every small
-    allocation no group claims shares one more pool (docs/planner.md).
-    identify: "patched" prices identification as the runtime does with its
-    selector call sites patched (its default), "walk" as stack walks
-    (COHORT_PATCH=0)."""
-    costs = dict(COST_DEFAULTS, **(costs or {}))
-    contexts = profile["contexts"]
-    direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
-    accesses, edges, total, members = grouping.from_profile(profile)
+PLAN_POLICIES = ("halo",) + dsgraph.DS_POLICIES
+
+
+def halo_groups(profile, accesses, edges, total, members, min_weight, max_members, tolerance,
+                group_threshold):
+    """HALO's grouping (Figure 6) and our consolidation of it: (formed
+    groups, notes)."""
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
     formed, merges = grouping.consolidate(formed, accesses, edges, total, max_members=max_members,
                                           group_threshold=group_threshold,
                                           nbytes=grouping.node_bytes(profile, members))
-    for g in formed:   # from graph nodes (families) to their contexts
-        g.nodes = g.members
-        g.members = [c for n in g.nodes for c in members[n]]
-    kept = [g for g in formed if g.kept]
-    rejected = [g for g in formed if not g.kept]
     notes = [f"group around context {members[n][0]} merged with the "
              f"{'group around context' if kept_partner else 'ungrouped context'} {members[p][0]}: its objects are "
              f"used with objects outside it ({outside:.0f} affinitive accesses, {link:.0f} of them with "
              f"those) at least as much as with each other ({inside:.0f}), so on its own it would not pay"
              for n, p, kept_partner, link, inside, outside in merges]
+    return formed, notes
+
+
+def apa_groups(profile, policy, accesses, edges, members):
+    """An APA heuristic's pools (dsgraph.py) as groups of graph units, every
+    one kept: the paper's heuristics use no affinity and no threshold.
+    Returns (formed groups, notes, the DS graph)."""
+    g = dsgraph.build(profile, accesses)
+    formed = []
+    for pool in dsgraph.pools(g, policy):
+        units = [u for n in pool for u in g.units[n]]
+        weight, _ = grouping.internal(edges, units)
+        formed.append(grouping.Group(members=units, weight=weight,
+                                     score=grouping.score(edges, units), history=[(units[0], None)]))
+    notes = []
+    for n in g.unified:
+        if n in g.hot:
+            first = [members[u][0] for u in g.units[n]]
+            notes.append(f"contexts {', '.join(map(str, first[:6]))}{' ...' if len(first) > 6 else ''} are one "
+                         f"DS node, one data structure to APA (one allocation site but for recursion, or the "
+                         f"targets of one pointer field)")
+    if policy == "apa-collections":
+        pooled = {u for f in formed for u in f.members}
+        left = sum(1 for n in g.hot if not set(g.units[n]) & pooled)
+        notes.append(f"{len(g.collections())} collections (lists, trees, cycles, arrays of pointers) in the "
+                     f"DS graph; {left} of {len(g.hot)} hot DS nodes are not reachable from one and get no "
+                     f"pool of their own")
+    return formed, notes, g
+
+
+def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
+              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
+              unknown_path="auto", validations=(), policy="halo"):
+    """The plan for a profile. policy: halo (HALO's grouping of the
+    affinity graph), halo+ds (the same, with the DS graph's pointer edges
+    as extra affinity), or one of APA's heuristics on the DS graph
+    (apa-all, apa-collections, apa-maximal; dsgraph.py). Under halo and
+    halo+ds, groups whose identification costs more than their placement
+    can save are dropped, one at a time, the worst first, and the plan made
+    again without them; so are groups that do not pay on the profile of
+    some validation run (`validations`: profiles of other inputs of the
+    same program, transfer.py). APA's heuristics keep every pool they make,
+    as the paper's do. With rest="pool" every small allocation no group
+    claims shares one more pool (docs/planner.md). identify: "patched"
+    prices identification as the runtime does with its selector call sites
+    patched (its default), "walk" as stack walks (COHORT_PATCH=0)."""
+    if policy not in PLAN_POLICIES:
+        raise CohortError(f"unknown plan policy '{policy}' (choose {', '.join(PLAN_POLICIES)})")
+    if policy in dsgraph.DS_POLICIES:
+        dsgraph.require(profile, f"--policy {policy}")
+    costs = dict(COST_DEFAULTS, **(costs or {}))
+    contexts = profile["contexts"]
+    direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
+    accesses, edges, total, members = grouping.from_profile(profile)
+    if policy == "halo+ds":
+        unit_of, _ = dsgraph.units(profile)
+        for key, w in dsgraph.traversal_weights(profile, unit_of, accesses).items():
+            edges[key] = edges.get(key, 0) + w
+    apa = policy in dsgraph.APA_POLICIES
+    if apa:
+        formed, notes, _ = apa_groups(profile, policy, accesses, edges, members)
+    else:
+        formed, notes = halo_groups(profile, accesses, edges, total, members, min_weight, max_members,
+                                    tolerance, group_threshold)
+    for g in formed:   # from graph nodes (families) to their contexts
+        g.nodes = g.members
+        g.members = [c for n in g.nodes for c in members[n]]
+    kept = [g for g in formed if g.kept]
+    rejected = [g for g in formed if not g.kept]
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
-        kept = sorted(kept, key=lambda g: -g.weight)[:MAX_GROUPS]
+        kept = sorted(kept, key=lambda g: -(sum(contexts[c]["accesses"] for c in g.members) if apa
+                                            else g.weight))[:MAX_GROUPS]
     if not MIN_MAX_SIZE <= profile["parameters"]["max_size"] <= MAX_MAX_SIZE:
         notes.append(f"the plan's max-size is {MIN_MAX_SIZE if profile['parameters']['max_size'] < 8 else MAX_MAX_SIZE} "
                      f"bytes, not the profile's {profile['parameters']['max_size']}: the runtime groups "
@@ -409,8 +466,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         plan = assemble(profile, kept, params, list(notes))
         plan.worth = assess(plan, contexts, edges, costs, identify, direct)
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
-        losers = [i for i, w in enumerate(plan.worth) if not w.pays]
-        if not losers and validations:
+        losers = [i for i, w in enumerate(plan.worth) if not w.pays and not apa]
+        if not losers and validations and not apa:
             plan.transfers = replay(plan, profile, validations, costs, identify)
             moved = [(i, t) for t in plan.transfers for i, gt in enumerate(t.groups)
                      if gt is not None and not gt.pays]
@@ -439,12 +496,14 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"it less {w.outside} with objects outside it)")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
+    plan.policy = policy
     if rest == "pool":
         add_rest(plan, contexts)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
-        plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold)
+        plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold,
+                                      policy)
     hint = runtime_hint(profile)
     if hint:
         plan.notes.append(hint)
@@ -477,7 +536,7 @@ def runtime_hint(profile):
     return None
 
 
-def why_no_groups(profile, accesses, formed, kept, group_threshold):
+def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo"):
     """Why a plan has no group, in words, with what to do about it."""
     t = profile["totals"]
     p = profile["parameters"]["max_size"]
@@ -499,6 +558,15 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold):
         return (f"no groups: too few accesses to small heap objects to place ({t['accesses']} to "
                 f"{small} allocations); profile on an input that runs longer, or give the program "
                 "more work")
+    if policy in dsgraph.APA_POLICIES:
+        if not formed:
+            return (f"no groups: no hot object is reachable from a collection (a list, tree, cycle or "
+                    f"array of pointers) in the DS graph, which holds "
+                    f"{len(profile['ds_graph']['edges'])} pointer edges from "
+                    f"{profile['ds_graph']['pointer_stores']} stores; --policy apa-all pools every hot "
+                    f"context")
+        return (f"no groups: none of the {len(formed)} pools can be selected (the notes below say why); "
+                "small objects still share the rest pool")
     if not formed:
         return ("no groups: no two hot contexts' objects are used together within the affinity "
                 "distance (the graph has no edge above --min-weight): the heap is not walked in a "
@@ -663,7 +731,7 @@ def assemble(profile, kept, params, notes):
 
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
-    lines = [f"cohort-plan {planfile.PLAN_VERSION}", f"# made by cohort plan from {source}",
+    lines = [f"cohort-plan {planfile.PLAN_VERSION}", f"# made by cohort plan{'' if plan.policy == 'halo' else ' --policy ' + plan.policy} from {source}",
              f"max-size {plan.max_size}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     for i, m in enumerate(plan.modules):
@@ -700,7 +768,11 @@ def report(plan, profile):
         hot = f"{len(profile['family_graph']['nodes'])} hot context families"
     else:
         hot = f"{len(profile['graph']['nodes'])} hot contexts"
-    out = [f"{len(plan.groups)} groups from {hot} ({len(plan.rejected)} more under the weight threshold)"]
+    if plan.policy in dsgraph.APA_POLICIES:
+        out = [f"{len(plan.groups)} groups from {hot}, made by APA's heuristic {plan.policy} on the DS graph"]
+    else:
+        out = [f"{len(plan.groups)} groups from {hot} ({len(plan.rejected)} more under the weight threshold)"
+               + (", with the DS graph's pointers as extra affinity (halo+ds)" if plan.policy == "halo+ds" else "")]
     if plan.why_none:
         out.append(f"  {plan.why_none}")
     for i, g in enumerate(plan.groups):
