@@ -36,10 +36,17 @@ from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_out
 from cohort.paths import allocator_library, measure_tool
 from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
 
-# The policies a bench can compare: HALO's plan, and the online policies,
-# which need no profile (docs/policies.md).
-POLICIES = ("halo", "dpa", "mo")
+# The policies a bench can compare: HALO's plan; the other plan policies
+# (docs/planner.md), planned from the same training profile; and the online
+# policies, which need no profile (docs/policies.md).
+POLICIES = ("halo", "halo+ds", "apa-all", "apa-collections", "apa-maximal", "dpa", "mo")
+PROFILE_POLICIES = ("halo+ds", "apa-all", "apa-collections", "apa-maximal")
 ONLINE_POLICIES = ("dpa", "mo")
+
+
+def policy_plan(outdir, policy):
+    """Where a bench writes the plan of a policy other than halo."""
+    return Path(outdir) / f"plan-{policy}"
 
 FORMAT = "cohort-results"
 VERSION = 1
@@ -118,11 +125,12 @@ def parse_policies(text):
 
 
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
-                   policies=("halo",)):
+                   policies=("halo",), plans=None):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
     takes the statistics path (or None). halo is cohort+ALLOC in front of each
-    allocator; an online policy runs under its own name in front of the
-    first."""
+    allocator; every other policy runs under its own name in front of the
+    first: a plan policy with its plan (plans: {policy: path}), an online
+    one with none."""
     base_env = clean_environment(base_env)
     configs = []
     for a in allocators:
@@ -138,7 +146,11 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
         if "halo" in policies:
             configs.append((f"cohort+{a}", "cohort", a, optimised))
     for p in policies:
-        if p in ONLINE_POLICIES:
+        if p in PROFILE_POLICIES:
+            def planned(stats, path=(plans or {})[p], a=allocators[0]):
+                return environment(plan=path, allocator=a, stats=stats, base=base_env)
+            configs.append((p, "policy", allocators[0], planned))
+        elif p in ONLINE_POLICIES:
             def online(stats, p=p, a=allocators[0]):
                 return environment(allocator=a, policy=p, stats=stats, base=base_env)
             configs.append((p, "policy", allocators[0], online))
@@ -372,6 +384,13 @@ def cachegrind(argv, env, stdin=None, output_file=None):
 
 # ---- the whole bench -------------------------------------------------------
 
+def report_head(plan, profile):
+    """A plan's groups in one line, for the bench's log."""
+    names = [g.name for g in plan.groups]
+    return (f"{len(names)} groups" + (f" ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})" if names else "")
+            + (f"; {plan.why_none}" if plan.why_none else ""))
+
+
 def machine():
     info = {"hostname": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
             "cpus": os.cpu_count()}
@@ -448,11 +467,19 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if trials < 1 or warmup < 0:
         raise CohortError("--trials must be at least 1 and --warmup at least 0")
     policies = list(policies)
+    profiled = [p for p in policies if p in PROFILE_POLICIES]
+    if profiled and train is None:
+        raise CohortError(f"--policies {','.join(profiled)} {'needs' if len(profiled) == 1 else 'need'} a "
+                          "profile: give --train 'TRAIN ARGS' (one training run feeds every plan policy)"
+                          + ("; --plan is halo's plan only" if plan is not None else ""))
     if "halo" in policies and (plan is None) == (train is None):
         raise CohortError("give exactly one of --plan PLAN or --train 'TRAIN ARGS'")
-    if "halo" not in policies and (plan is not None or train is not None):
-        raise CohortError("--plan and --train feed the halo policy, which --policies leaves out; "
-                          "add halo to --policies, or drop them")
+    if "halo" not in policies and plan is not None:
+        raise CohortError("--plan is the halo policy's plan, which --policies leaves out; "
+                          "add halo to --policies, or drop --plan")
+    if "halo" not in policies and not profiled and train is not None:
+        raise CohortError("--train feeds the plan policies (halo, halo+ds, apa-*), which --policies "
+                          "leaves out; add one, or drop --train")
     if not allocators:
         raise CohortError("--allocators needs at least one allocator")
     if train_stdin is not None and train is None:
@@ -478,8 +505,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
     stats_names = ([f"cohort+{a}" for a in allocators] if "halo" in policies else []) \
-        + [p for p in policies if p in ONLINE_POLICIES] + ["random"] * random_control + ["all"] * all_control
-    for path, kind in products(outdir, train is not None, stats_names):
+        + [p for p in policies if p != "halo"] + ["random"] * random_control + ["all"] * all_control
+    for path, kind in products(outdir, train is not None, stats_names, profiled):
         if os.path.lexists(path):
             claim(path, kind, force)
     with made_dirs(outdir):
@@ -492,11 +519,13 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
                 output_file.done()
 
 
-def products(outdir, trained, stats_names):
-    """[(path, kind)] of every file a bench writes into outdir."""
+def products(outdir, trained, stats_names, profiled=()):
+    """[(path, kind)] of every file a bench writes into outdir. profiled:
+    the plan policies besides halo, each with its plan."""
     out = [(outdir / "results.json", "results")]
     if trained:
         out += [(outdir / name, kind) for name, kind in OPTIMIZE_PRODUCTS.items()]
+    out += [(policy_plan(outdir, p), "plan") for p in profiled]
     out += [(outdir / "speedup.png", "plot"), (outdir / "misses.png", "plot")]
     out += [(outdir / "stats" / f"{n}.json", "stats") for n in stats_names]
     return out
@@ -506,9 +535,10 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
            policies=("halo",)):
     commands = {"ref": target}
+    plans = {}
     if train is not None:
         from cohort.explain import plan_and_explain
-        from cohort.planner import PLAN_DEFAULTS
+        from cohort.planner import PLAN_DEFAULTS, plan_command
         from cohort.profile import profile
         train_argv = [target[0], *shlex.split(train)]
         commands["train"] = train_argv
@@ -526,12 +556,23 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                               f"its profile is in {outdir / 'profile.json'}; fix the training arguments, "
                               "or plan from it by hand (cohort plan) and pass --plan")
         plan_and_explain(outdir, force=force, **PLAN_DEFAULTS)
-        plan = outdir / "plan"
-        log(f"cohort bench: wrote {', '.join(str(outdir / n) for n in OPTIMIZE_PRODUCTS)}")
+        written = [outdir / n for n in OPTIMIZE_PRODUCTS]
+        if "halo" in policies:
+            plan = outdir / "plan"
+        for p in policies:
+            if p in PROFILE_POLICIES:
+                made, prof = plan_command(outdir / "profile.json", policy_plan(outdir, p), force=force,
+                                          **dict(PLAN_DEFAULTS, policy=p))
+                plans[p] = policy_plan(outdir, p).resolve()
+                written.append(policy_plan(outdir, p))
+                log(f"cohort bench: {p}: {report_head(made, prof)}")
+        log(f"cohort bench: wrote {', '.join(map(str, written))}")
     if plan is not None:
         plan = Path(plan).resolve()
-        check_plan_fits(plan, prog)
-    configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies)
+    for path in ([plan] if plan is not None else []) + list(plans.values()):
+        check_plan_fits(path, prog)
+    configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies,
+                             plans=plans)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
@@ -629,6 +670,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
             "path": str(output_file.path),
             "reference_sha256": reference.get("output_file_sha256") if reference else None},
         "plan": str(plan) if plan is not None else None,
+        "plans": {p: str(path) for p, path in plans.items()},
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control,
                        "cache_geometry": GEOMETRY, "order": names},

@@ -270,7 +270,7 @@ POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+
                "DS graph's pointers as extra affinity), or Automatic Pool Allocation's heuristics on the "
                "DS graph: apa-all (a pool per hot data-structure node), apa-collections (a pool per "
                "list, tree or array of pointers, with what hangs off it), apa-maximal (a pool per "
-               "connected data structure); docs/policies.md (default: halo)")
+               "connected data structure); docs/planner.md (default: halo)")
 
 
 def add_plan_options(p):
@@ -447,8 +447,9 @@ def build_parser():
     be.add_argument("--allocators", default="glibc,jemalloc",
                     help="baselines, comma-separated (default: glibc,jemalloc)")
     be.add_argument("--policies", default="halo", metavar="LIST",
-                    help="policies to compare, comma-separated: halo (the plan: --plan or --train), "
-                         "dpa, mo (online, no profile; docs/policies.md). Default: halo")
+                    help="policies to compare, comma-separated: halo (the plan: --plan or --train); "
+                         "halo+ds, apa-all, apa-collections, apa-maximal (plans from the --train profile; "
+                         "docs/planner.md); dpa, mo (online, no profile; docs/policies.md). Default: halo")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",

@@ -107,6 +107,31 @@ def worth_lines(profile, names, group_of, walks, rest):
     return out
 
 
+def distinct_labels(profile, contexts):
+    """{node: label of its context}, where two nodes whose contexts enter at
+    the same site are told apart by their callers: "new_node [m+0x12fe] <
+    make_lists [m+0x1345]", as far out as it takes."""
+    def site(sid):
+        s = profile["sites"][sid]
+        fn = (s.get("inlined") or [None])[0]
+        fn = fn.split(" (")[0] if fn else s["function"] and s["function"].split("(")[0]
+        at = f"{os.path.basename(profile['modules'][s['module']]['path'])}+{s['offset']:#x}"
+        return f"{fn} [{at}]" if fn else at
+    depth = {n: 1 for n in contexts}
+    while True:
+        labels = {n: " < ".join(site(x) for x in profile["contexts"][c]["sites"][:depth[n]])
+                  or f"ctx {c}" for n, c in contexts.items()}
+        seen = {}
+        for n, text in labels.items():
+            seen.setdefault(text, []).append(n)
+        grow = [n for same in seen.values() if len(same) > 1 for n in same
+                if depth[n] < len(profile["contexts"][contexts[n]]["sites"])]
+        if not grow:
+            return labels
+        for n in grow:
+            depth[n] += 1
+
+
 def ds_picture(profile, group_of, names):
     """The DS graph as SVG: one node per DS node (its hottest context
     names it), an arrow per pointer edge labelled with its field offsets
@@ -125,7 +150,7 @@ def ds_picture(profile, group_of, names):
         return shown + (f"..({len(offs)})" if len(offs) > 3 else "")
     return render(sorted(touched), dict(g.edges), {n: g.accesses[n] for n in touched},
                   {n: group_of.get(hottest[n]) for n in touched},
-                  {n: context_label(profile, hottest[n]) for n in touched},
+                  distinct_labels(profile, {n: hottest[n] for n in touched}),
                   f"DS graph of {os.path.basename(profile['target']['argv'][0])} (which objects point to "
                   "which), coloured by group",
                   names=dict(enumerate(names)), directed=True, shapes=shapes,

@@ -1,7 +1,10 @@
 """make bench: every workload with an inputs file, through `cohort bench`
 (profile on train, plan, time on ref, cachegrind on its own input), then one
 report: results/report.md. BENCH_TRIALS (default 10) and BENCH_WORKLOADS
-(comma-separated) narrow it down. A workload that reads standard input
+(comma-separated) narrow it down; BENCH_POLICIES (comma-separated, default
+every policy `cohort bench --policies` knows: each plan policy planned from
+the one training profile, each online policy with none) and BENCH_ALLOCATORS
+(default glibc,jemalloc) choose the configurations. A workload that reads standard input
 (`PHASE-stdin:` lines in its inputs file) gets each phase's input generated
 into its results directory and passed as --train-stdin, --stdin (the timed
 runs) and --cachegrind-stdin."""
@@ -14,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort import workloads  # noqa: E402
+from cohort.bench import POLICIES  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
@@ -42,6 +46,8 @@ def main():
     if os.environ.get("BENCH_WORKLOADS"):
         names = [n for n in names if n in os.environ["BENCH_WORKLOADS"].split(",")]
     trials = os.environ.get("BENCH_TRIALS", "10")
+    policies = os.environ.get("BENCH_POLICIES", ",".join(POLICIES))
+    allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc")
     done, failed = [], []
     takes_stdin = None
     for name in names:
@@ -63,7 +69,8 @@ def main():
                 print(f"bench: {name}: cannot make its standard input: {e}", flush=True)
                 failed.append(name)
                 continue
-        cmd = [str(COHORT), "bench", "--force", "--trials", trials, "--train", inp["train"],
+        cmd = [str(COHORT), "bench", "--force", "--trials", trials, "--policies", policies,
+               "--allocators", allocators, "--train", inp["train"],
                "--cachegrind-args", inp["cachegrind"], *extra, "-o", str(out), "--",
                str(workloads.binary(name)), *inp["ref"].split()]
         r = subprocess.run(cmd, stderr=subprocess.DEVNULL)

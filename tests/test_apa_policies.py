@@ -257,3 +257,20 @@ def test_an_older_profile_is_refused_in_one_line_and_nothing_is_lost(dsprofile, 
     assert err.count("\n") == 1 and f"{what} needs the profile's DS graph" in err, err
     assert "format version 2" in err and "profile the program again" in err
     assert (tmp_path / "out").read_text() == "mine"
+
+
+def test_ds_graph_labels_tell_apart_nodes_that_enter_at_one_site():
+    """Two lists whose cells one function makes, called from two places,
+    are two DS nodes: their labels go out to the callers that differ."""
+    from cohort.explain import distinct_labels
+    p = shapes_profile()
+    labels = distinct_labels(p, {"a": TREE_L, "b": ROOT, "c": CELL})
+    assert labels == {"a": "shapes+0x1060 < shapes+0x1070", "b": "shapes+0x1060 < shapes+0x1160",
+                      "c": "shapes+0x1020"}
+
+
+def test_optimize_plans_with_the_policy_given(tmp_path):
+    r = run([COHORT, "optimize", "--policy", "apa-maximal", "-o", tmp_path / "opt", "--", DSGRAPH, "500"])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "--policy apa-maximal from profile.json" in (tmp_path / "opt" / "plan").read_text()
+    assert "made by APA's heuristic apa-maximal" in r.stdout.decode()

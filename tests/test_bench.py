@@ -174,7 +174,10 @@ def test_online_policies_need_no_plan(tmp_path):
 
 
 @pytest.mark.parametrize("policies, message", [
-    ("halo,hds", "--policies: 'hds' is not a policy Cohort has (known: halo, dpa, mo)"),
+    ("halo,hds", "--policies: 'hds' is not a policy Cohort has (known: halo, halo+ds, apa-all, "
+                 "apa-collections, apa-maximal, dpa, mo)"),
+    ("halo,apa-all", "--policies apa-all needs a profile: give --train 'TRAIN ARGS' (one training run "
+                     "feeds every plan policy); --plan is halo's plan only"),
     ("dpa,dpa", "--policies names a policy twice"),
     (",", "--policies needs at least one policy"),
 ])
@@ -182,6 +185,41 @@ def test_bad_policies_refused(tmp_path, toy_plan, policies, message):
     r = run([COHORT, "bench", "--policies", policies, "--plan", toy_plan, "-o", tmp_path / "x", "--", TOY])
     assert r.returncode != 0 and message in r.stderr.decode()
     assert b"Traceback" not in r.stderr and not (tmp_path / "x").exists()
+
+
+def test_plan_policies_side_by_side_from_one_profile(tmp_path):
+    """--train with plan policies: one profile, a plan per policy, each a
+    configuration in front of the first allocator with its own statistics,
+    and a column of the report."""
+    out = tmp_path / "res"
+    policies = ["halo", "halo+ds", "apa-all", "apa-collections", "apa-maximal", "dpa"]
+    r = run([COHORT, "bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random",
+             "--policies", ",".join(policies), "--train", "2000", "--cachegrind-args", "1000",
+             "-o", out, "--", PROGRAMS / "dsgraph", "3000"])
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    assert res["parameters"]["order"] == ["glibc", "cohort+glibc", *policies[1:], "all"]
+    assert set(res["plans"]) == set(policies[1:5])
+    for p in policies[1:5]:
+        plan = out / f"plan-{p}"
+        assert f"--policy {p} from profile.json" in plan.read_text() and res["plans"][p] == str(plan.resolve())
+        stats = json.loads((out / "stats" / f"{p}.json").read_text())
+        assert stats["plan_active"] and len(stats["groups"]) >= 2    # the tree, the list cells (and rest)
+        assert "d1_ratio" in res["ratios"][p] and res["ratios"][p]["vs"] == "glibc"
+    assert "apa-collections: 2 groups (g0-new_tree, g1-new_cell)" in r.stderr.decode()
+    rep = tmp_path / "report.md"
+    r = run([COHORT, "report", out, "-o", rep])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "| halo+ds (time, D1) | apa-all (time, D1) | apa-collections (time, D1) |" in rep.read_text()
+
+
+def test_plan_policies_need_the_training_run(tmp_path):
+    r = run([COHORT, "bench", "--policies", "apa-maximal", "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and "--policies apa-maximal needs a profile: give --train" in r.stderr.decode()
+    r = run([COHORT, "bench", "--policies", "dpa", "--train", "ok", "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and "--train feeds the plan policies" in r.stderr.decode()
+    assert not (tmp_path / "x").exists()
 
 
 def test_plan_without_halo_refused(tmp_path, toy_plan):

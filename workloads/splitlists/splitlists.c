@@ -1,8 +1,10 @@
 /* splitlists: Automatic Pool Allocation's Figure 1 pattern. One function
- * makes the nodes of two lists in interleaved order, from one call site;
- * each list is then processed on its own, many times. By allocation context
- * alone the two lists are one (a case for data-structure analysis, not for
- * HALO); the workload checks that Cohort at least does no harm.
+ * makes the nodes of two lists in interleaved order, all through one
+ * allocating function (one malloc call site; the two lists differ only in
+ * which of two calls of new_node made them, one frame out); each list is
+ * then processed on its own, many times. The building makes the two lists
+ * affine, so HALO's grouping keeps them together, interleaved; no pointer
+ * links them, so the DS graph sees two data structures.
  * Usage: splitlists N PASSES; prints a checksum. */
 #include <stdio.h>
 #include <stdlib.h>
