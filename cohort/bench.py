@@ -31,6 +31,7 @@ from pathlib import Path
 
 from cohort import __version__
 from cohort.cgfile import runtime_share
+from cohort.dsgraph import DS_POLICIES
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, measure_tool
@@ -39,9 +40,9 @@ from cohort.runner import check_input, check_plan_fits, environment, exit_words,
 # The policies a bench can compare: HALO's plan; the other plan policies
 # (docs/planner.md), planned from the same training profile; and the online
 # policies, which need no profile (docs/policies.md).
-POLICIES = ("halo", "halo+ds", "apa-all", "apa-collections", "apa-maximal", "dpa", "mo")
-PROFILE_POLICIES = ("halo+ds", "apa-all", "apa-collections", "apa-maximal")
+PROFILE_POLICIES = DS_POLICIES
 ONLINE_POLICIES = ("dpa", "mo")
+POLICIES = ("halo",) + PROFILE_POLICIES + ONLINE_POLICIES
 
 
 def policy_plan(outdir, policy):

@@ -30,7 +30,7 @@ from cohort.errors import CohortError
 from cohort.profile import ARRAY_OFFSETS
 
 APA_POLICIES = ("apa-all", "apa-collections", "apa-maximal")
-DS_POLICIES = APA_POLICIES + ("halo+ds",)
+DS_POLICIES = ("halo+ds",) + APA_POLICIES
 
 
 def require(profile, what):
