@@ -390,7 +390,7 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
 def apa_groups(profile, policy, accesses, edges, members):
     """An APA heuristic's pools (dsgraph.py) as groups of graph units, every
     one kept: the paper's heuristics use no affinity and no threshold.
-    Returns (formed groups, notes, the DS graph)."""
+    Returns (formed groups, notes)."""
     g = dsgraph.build(profile, accesses)
     formed = []
     for pool in dsgraph.pools(g, policy):
@@ -411,7 +411,7 @@ def apa_groups(profile, policy, accesses, edges, members):
         notes.append(f"{len(g.collections())} collections (lists, trees, cycles, arrays of pointers) in the "
                      f"DS graph; {left} of {len(g.hot)} hot DS nodes are not reachable from one and get no "
                      f"pool of their own")
-    return formed, notes, g
+    return formed, notes
 
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
@@ -444,7 +444,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             edges[key] = edges.get(key, 0) + w
     apa = policy in dsgraph.APA_POLICIES
     if apa:
-        formed, notes, _ = apa_groups(profile, policy, accesses, edges, members)
+        formed, notes = apa_groups(profile, policy, accesses, edges, members)
     else:
         formed, notes = halo_groups(profile, accesses, edges, total, members, min_weight, max_members,
                                     tolerance, group_threshold)
