@@ -83,6 +83,20 @@ def quartiles(values):
     return q[0], q[2]
 
 
+def spread(values):
+    """(p25, median, p75) of the values: what the benchmark scripts report."""
+    lo, hi = quartiles(values)
+    return lo, statistics.median(values), hi
+
+
+def publish(text, path, script):
+    """A benchmark script's Markdown table: printed, and written to path."""
+    print(text)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
+    print(f"{Path(script).stem}: wrote {path}")
+
+
 def clean_environment(base=None):
     """os.environ (or base) without the user's own COHORT_* settings and
     preloads, which would skew every run."""

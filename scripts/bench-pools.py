@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import chosen_names, clean_environment, quartiles, script_arguments, whole_number  # noqa: E402
+from cohort.bench import chosen_names, clean_environment, publish, script_arguments, spread, whole_number  # noqa: E402
 from cohort.paths import allocator_library  # noqa: E402
 
 EX = ROOT / "build" / "examples" / "pools"
@@ -112,16 +112,10 @@ def main():
         rows = configs(section)
         base = statistics.median(got[(section, rows[0][0])])
         for label, _, _ in rows:
-            v = got[(section, label)]
-            lo, hi = quartiles(v)
-            med = statistics.median(v)
+            lo, med, hi = spread(got[(section, label)])
             lines.append(f"| {label} | {med:.3g} ({lo:.3g}-{hi:.3g}) | {med / base:.3f} |")
         lines.append("")
-    text = "\n".join(lines)
-    print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "pools.md").write_text(text)
-    print(f"bench-pools: wrote {RESULTS / 'pools.md'}")
+    publish("\n".join(lines), RESULTS / "pools.md", __file__)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import (chosen_names, clean_environment, quartiles, script_arguments,  # noqa: E402
+from cohort.bench import (chosen_names, clean_environment, publish, script_arguments, spread,  # noqa: E402
                           whole_number, whole_numbers)
 from cohort.paths import allocator_library  # noqa: E402
 from cohort.runner import environment  # noqa: E402
@@ -96,19 +96,13 @@ def main():
         base = statistics.median(r[0] for r in got[(shape, depth, threads, "glibc")])
         for allocator in ALLOCATORS:
             rows = got[(shape, depth, threads, allocator)]
-            ops = [r[0] for r in rows]
-            lo, hi = quartiles(ops)
-            med = statistics.median(ops)
+            lo, med, hi = spread([r[0] for r in rows])
             rf = [r[2] for r in rows if r[2] is not None]
             runtime = f"{statistics.median(rf):.1f}%" if rf else "-"
             process = f"{statistics.median(r[1] for r in rows):.1f}%"
             lines.append(f"| {shape} | {depth} | {threads} | {allocator} | {med:.1f} ({lo:.1f}-{hi:.1f}) | "
                          f"{med / base:.2f} | {runtime} | {process} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "stress.md").write_text(text)
-    print(f"bench-stress: wrote {RESULTS / 'stress.md'}")
+    publish("\n".join(lines) + "\n", RESULTS / "stress.md", __file__)
 
 
 if __name__ == "__main__":

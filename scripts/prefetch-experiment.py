@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.loads import candidate, measure, verdict  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments, quartiles as bench_quartiles  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments, spread  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 from cohort.workloads import inputs  # noqa: E402
 
@@ -73,11 +73,6 @@ def cachegrind(binary, args, env, work):
     return counts
 
 
-def quartiles(xs):
-    lo, hi = bench_quartiles(xs)
-    return lo, statistics.median(xs), hi
-
-
 def run(name, work):
     ins = inputs(name)
     binary = ROOT / "build" / "workloads" / name
@@ -107,7 +102,7 @@ def run(name, work):
     base = statistics.median(times["glibc"][1:])
     print(f"   {'program':<26} {'time (s): q1 / median / q3':>30} {'x glibc':>8} {'I refs':>14} {'D1 misses':>12}")
     for k, (b, env) in programs.items():
-        q1, med, q3 = quartiles(times[k][1:])
+        q1, med, q3 = spread(times[k][1:])
         cg = cachegrind(b, ins["cachegrind"], env, work)
         print(f"   {k:<26} {q1:9.3f} / {med:7.3f} / {q3:7.3f} {med / base:8.3f} "
               f"{cg['I']:>14,} {cg['D1']:>12,}")
