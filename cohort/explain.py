@@ -28,18 +28,20 @@ LEGEND = [
 ]
 
 
-def context_label(profile, cid):
-    """The context's entry site: its function (the innermost inlined one, if
-    any) and the module+offset a plan names, which tells apart two sites of
-    one function."""
-    sites = profile["contexts"][cid]["sites"]
-    if not sites:
-        return f"ctx {cid}"
-    s = profile["sites"][sites[0]]
+def site_label(profile, sid):
+    """A call site: its function (the innermost inlined one, if any) and the
+    module+offset a plan names, which tells apart two sites of one function."""
+    s = profile["sites"][sid]
     at = f"{os.path.basename(profile['modules'][s['module']]['path'])}+{s['offset']:#x}"
     fn = (s.get("inlined") or [None])[0]
     fn = fn.split(" (")[0] if fn else s["function"] and s["function"].split("(")[0]
     return f"{fn} [{at}]" if fn else at
+
+
+def context_label(profile, cid):
+    """The context's entry site (site_label)."""
+    sites = profile["contexts"][cid]["sites"]
+    return site_label(profile, sites[0]) if sites else f"ctx {cid}"
 
 
 def plan_groups(profile, plan):
@@ -111,15 +113,9 @@ def distinct_labels(profile, contexts):
     """{node: label of its context}, where two nodes whose contexts enter at
     the same site are told apart by their callers: "new_node [m+0x12fe] <
     make_lists [m+0x1345]", as far out as it takes."""
-    def site(sid):
-        s = profile["sites"][sid]
-        fn = (s.get("inlined") or [None])[0]
-        fn = fn.split(" (")[0] if fn else s["function"] and s["function"].split("(")[0]
-        at = f"{os.path.basename(profile['modules'][s['module']]['path'])}+{s['offset']:#x}"
-        return f"{fn} [{at}]" if fn else at
     depth = {n: 1 for n in contexts}
     while True:
-        labels = {n: " < ".join(site(x) for x in profile["contexts"][c]["sites"][:depth[n]])
+        labels = {n: " < ".join(site_label(profile, x) for x in profile["contexts"][c]["sites"][:depth[n]])
                   or f"ctx {c}" for n, c in contexts.items()}
         seen = {}
         for n, text in labels.items():
@@ -132,13 +128,12 @@ def distinct_labels(profile, contexts):
             depth[n] += 1
 
 
-def ds_picture(profile, group_of, names):
+def ds_picture(profile, g, group_of, names):
     """The DS graph as SVG: one node per DS node (its hottest context
     names it), an arrow per pointer edge labelled with its field offsets
     and stores; collections drawn with a double ring, array-like nodes as
-    boxes; coloured by the group of each node's hottest context."""
-    accesses, _, _, _ = grouping.from_profile(profile)
-    g = dsgraph.build(profile, accesses)
+    boxes; coloured by the group of each node's hottest context. g: the
+    profile's dsgraph.DSGraph."""
     touched = {n for e in g.edges for n in e} | g.hot
     hottest = {n: min(g.contexts[n], key=lambda c: (-profile["contexts"][c]["accesses"], c)) for n in touched}
     colls = {n for comp in g.collections() for n in comp}
@@ -202,11 +197,11 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
              f"{profile['parameters']['affinity_distance']} bytes",
              f"  graph: {len(profile['graph']['nodes'])} contexts cover "
              f"{profile['graph']['coverage']:.1%} of accesses; {len(profile['graph']['edges'])} edges"]
-    if profile.get("ds_graph") is not None:
-        g = dsgraph.build(profile, grouping.from_profile(profile)[0])
+    ds = dsgraph.build(profile, grouping.from_profile(profile)[0]) if profile.get("ds_graph") is not None else None
+    if ds is not None:
         lines.append(f"  DS graph: {profile['ds_graph']['pointer_stores']} pointer stores, "
-                     f"{len(g.edges)} edges between {len({n for e in g.edges for n in e})} DS nodes, "
-                     f"{len(g.collections())} collections (lists, trees, cycles, arrays of pointers)")
+                     f"{len(ds.edges)} edges between {len({n for e in ds.edges for n in e})} DS nodes, "
+                     f"{len(ds.collections())} collections (lists, trees, cycles, arrays of pointers)")
     lines.append("")
     total = t["accesses"] or 1
     hottest = sorted(profile["contexts"], key=lambda c: (-c["accesses"], c["id"]))[:top]
@@ -280,7 +275,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
     if ds_graph_path:
         ds_graph_path = Path(ds_graph_path)
         claim(ds_graph_path, "graph", force)
-        write_output(ds_graph_path, ds_picture(profile, group_of, names), "graph", force)
+        write_output(ds_graph_path, ds_picture(profile, ds, group_of, names), "graph", force)
     return text
 
 
