@@ -71,14 +71,10 @@ def allocation_sites(profile, members):
     contexts) whose chains differ only in recursive call sites are one
     allocation site to APA."""
     recursive = recursive_sites(profile)
-    first = {}
+    first, out = {}, {}
     for u in sorted(members):
         key = tuple(s for s in profile["contexts"][members[u][0]]["sites"] if s not in recursive)
-        first.setdefault(key, u)
-    out = {}
-    for u in sorted(members):
-        key = tuple(s for s in profile["contexts"][members[u][0]]["sites"] if s not in recursive)
-        out[u] = first[key]
+        out[u] = first.setdefault(key, u)
     return out
 
 
