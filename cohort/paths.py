@@ -56,6 +56,14 @@ def plan_checker():
     raise CohortError("cohort-plan-check is not built (run `make`)")
 
 
+def sequitur_tool():
+    """build/tools/cohort-sequitur: SEQUITUR in C (tools/sequitur.c)."""
+    p = ROOT / "build" / "tools" / "cohort-sequitur"
+    if p.is_file() and os.access(p, os.X_OK):
+        return p
+    raise CohortError("cohort-sequitur is not built (run `make`)")
+
+
 def profile_schema():
     """docs/profile.schema.json, which every profile read is validated against."""
     return ROOT / "docs" / "profile.schema.json"
