@@ -40,7 +40,7 @@ from cohort.runner import check_input, check_plan_fits, environment, exit_words,
 # The policies a bench can compare: HALO's plan; the other plan policies
 # (docs/planner.md), planned from the same training profile; and the online
 # policies, which need no profile (docs/policies.md).
-PROFILE_POLICIES = DS_POLICIES
+PROFILE_POLICIES = DS_POLICIES + ("hds",)   # planner.PLAN_POLICIES but halo
 ONLINE_POLICIES = ("dpa", "mo")
 POLICIES = ("halo",) + PROFILE_POLICIES + ONLINE_POLICIES
 
@@ -493,7 +493,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         raise CohortError("--plan is the halo policy's plan, which --policies leaves out; "
                           "add halo to --policies, or drop --plan")
     if "halo" not in policies and not profiled and train is not None:
-        raise CohortError("--train feeds the plan policies (halo, halo+ds, apa-*), which --policies "
+        raise CohortError("--train feeds the plan policies (halo, halo+ds, apa-*, hds), which --policies "
                           "leaves out; add one, or drop --train")
     if not allocators:
         raise CohortError("--allocators needs at least one allocator")
@@ -554,7 +554,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     if train is not None:
         from cohort.explain import plan_and_explain
         from cohort.planner import PLAN_DEFAULTS, plan_command
-        from cohort.profile import profile
+        from cohort.profile import TRACE_BUDGET, profile
         train_argv = [target[0], *shlex.split(train)]
         commands["train"] = train_argv
         if inputs["train"] is None and inputs["ref"] is not None:
@@ -563,7 +563,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         log(f"cohort bench: profiling {' '.join(train_argv)}")
         if output_file is not None:
             output_file.clear()
-        _, rc = profile(train_argv, outdir / "profile.json", force=force, stdin=inputs["train"] or os.devnull)
+        _, rc = profile(train_argv, outdir / "profile.json", force=force, stdin=inputs["train"] or os.devnull,
+                        trace_budget=TRACE_BUDGET if "hds" in policies else None)
         if output_file is not None:
             output_file.collect()   # not checked; removed before the next run
         if rc != 0:

@@ -85,7 +85,8 @@ def training_failed(target, rc, allow, then):
 def cmd_profile(args, target):
     from cohort.profile import profile, summary
     data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
-                       max_size=args.max_size, coverage=args.coverage, stdin=args.stdin)
+                       max_size=args.max_size, coverage=args.coverage, stdin=args.stdin,
+                       trace_budget=trace_budget(args))
     print(summary(data, rc), file=sys.stderr)
     note(f"wrote {args.output}")
     return training_failed(target, rc, args.allow_failure, "exiting with status 1")
@@ -200,7 +201,8 @@ def cmd_optimize(args, target):
     with made_dirs(out):
         for (cmd, stdin), path in zip(runs, profiles):
             data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
-                               max_size=args.max_size, coverage=args.coverage, stdin=stdin)
+                               max_size=args.max_size, coverage=args.coverage, stdin=stdin,
+                               trace_budget=trace_budget(args))
             print(summary(data, rc), file=sys.stderr)
             codes.append(rc)
             if rc == 0:
@@ -254,6 +256,20 @@ def add_profile_options(p):
                    help="largest object whose accesses are tracked (default: 4096)")
     p.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
                    help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
+    p.add_argument("--trace", action="store_true",
+                   help="also record the heap reference trace and keep its hot data streams in the "
+                        "profile, for --policy hds (implied by --policy hds)")
+    p.add_argument("--trace-budget", type=int, metavar="REFERENCES",
+                   help="references the heap trace holds; beyond, it keeps an even sample of bursts "
+                        "(default: 1,000,000; implies --trace)")
+
+
+def trace_budget(args):
+    """The trace budget the profile options ask for, or None for no trace."""
+    from cohort.profile import TRACE_BUDGET
+    if args.trace_budget is not None:
+        return args.trace_budget
+    return TRACE_BUDGET if args.trace or getattr(args, "policy", None) == "hds" else None
 
 
 def plan_params(args):
@@ -270,7 +286,9 @@ POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+
                "DS graph's pointers as extra affinity), or Automatic Pool Allocation's heuristics on the "
                "DS graph: apa-all (a pool per hot data-structure node), apa-collections (a pool per "
                "list, tree or array of pointers, with what hangs off it), apa-maximal (a pool per "
-               "connected data structure); docs/planner.md (default: halo)")
+               "connected data structure); or hds, HALO's hot-data-streams comparator (co-allocation sets "
+               "from the heap trace's hot data streams, by immediate call site; its profile needs "
+               "--trace); docs/planner.md (default: halo)")
 
 
 def add_plan_options(p):
@@ -448,8 +466,8 @@ def build_parser():
                     help="baselines, comma-separated (default: glibc,jemalloc)")
     be.add_argument("--policies", default="halo", metavar="LIST",
                     help="policies to compare, comma-separated: halo (the plan: --plan or --train); "
-                         "halo+ds, apa-all, apa-collections, apa-maximal (plans from the --train profile; "
-                         "docs/planner.md); dpa, mo (online, no profile; docs/policies.md). Default: halo")
+                         "halo+ds, apa-all, apa-collections, apa-maximal, hds (plans from the --train profile, "
+                         "which records the heap trace for hds; docs/planner.md); dpa, mo (online, no profile; docs/policies.md). Default: halo")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",

@@ -59,23 +59,77 @@ def rule_counts(grammar):
     return length, uses, order
 
 
+def pieces(n, max_len):
+    """Lengths of the near-equal pieces, none longer than max_len, that a
+    stretch of n references is cut into."""
+    k = -(-n // max_len)
+    return [n // k + (1 if i < n % k else 0) for i in range(k)] if n else []
+
+
 def minimal_hot(grammar, threshold, min_len=2, max_len=20, counts=None):
-    """[(rule, heat)] of the minimal hot data streams at this heat threshold."""
+    """The minimal hot data streams at this heat threshold, as
+    [(heat, rule)] for whole rules and [(heat, (symbols, uses, piece
+    lengths, shortest hot piece))] for the stretches of longer ones
+    (streams_of expands those).
+
+    A rule of min_len to max_len symbols is a stream if its heat reaches the
+    threshold and no rule inside it is hot. A hot rule longer than max_len
+    (a traversal of hundreds of objects, repeated) is no stream itself, but
+    its stretches between hot rules inside it repeat as often as it does:
+    each is cut into near-equal pieces of at most max_len, and a piece of
+    min_len or more whose own heat reaches the threshold is a stream. That
+    is how one regular pattern spreads over many streams (HALO, section 5.2)."""
     length, uses, order = counts or rule_counts(grammar)
-    hot, holds_hot = {}, {}
+    hot, holds_hot, found = {}, {}, []
     for r in reversed(order):   # children first
         if r is grammar.start:
             continue
+        body = r.symbols()
         inner = any(isinstance(s, sequitur.Rule) and (hot.get(s.number) or holds_hot.get(s.number))
-                    for s in r.symbols())
+                    for s in body)
+        n, u = length[r.number], uses[r.number]
+        heat = n * u
+        hot[r.number] = not inner and min_len <= n <= max_len and heat >= threshold
         holds_hot[r.number] = inner
-        heat = length[r.number] * uses[r.number]
-        hot[r.number] = not inner and min_len <= length[r.number] <= max_len and heat >= threshold
-    return [(r, length[r.number] * uses[r.number]) for r in order if hot.get(r.number)]
+        if hot[r.number]:
+            found.append((heat, r))
+        elif n > max_len and heat >= threshold:
+            stretch, size = [], 0
+            for s in body + [None]:
+                if s is None or isinstance(s, sequitur.Rule) and (hot.get(s.number) or holds_hot.get(s.number)):
+                    parts = pieces(size, max_len)
+                    least = max(min_len, -(-threshold // u))   # the shortest piece that is hot
+                    heat = sum(k for k in parts if k >= least) * u
+                    if heat:
+                        found.append((heat, (stretch, u, parts, least)))
+                        holds_hot[r.number] = True
+                    stretch, size = [], 0
+                else:
+                    stretch.append(s)
+                    size += length[s.number] if isinstance(s, sequitur.Rule) else 1
+    return found
 
 
-def coverage(streams, total):
-    return sum(h for _, h in streams) / total if total else 0.0
+def streams_of(found):
+    """[(symbols, uses)] of minimal_hot's streams: rules expanded, stretches
+    expanded and cut into their pieces."""
+    out = []
+    for _, item in found:
+        if isinstance(item, sequitur.Rule):
+            continue
+        symbols, u, parts, least = item
+        seq, at = [], 0
+        for s in symbols:
+            seq.extend(sequitur.expand(s) if isinstance(s, sequitur.Rule) else [s])
+        for k in parts:
+            if k >= least:
+                out.append((seq[at:at + k], u))
+            at += k
+    return out
+
+
+def coverage(found, total):
+    return sum(h for h, _ in found) / total if total else 0.0
 
 
 def hot_streams(trace, target=0.9, min_len=2, max_len=20):
@@ -88,8 +142,15 @@ def hot_streams(trace, target=0.9, min_len=2, max_len=20):
     g = sequitur.build(trace)
     counts = rule_counts(g)
     length, uses, _ = counts
-    heats = sorted({length[n] * uses[n] for n in length if n != g.start.number
-                    and min_len <= length[n] <= max_len}, reverse=True)
+    heats = set()
+    for n in length:
+        if n == g.start.number:
+            continue
+        if min_len <= length[n] <= max_len:
+            heats.add(length[n] * uses[n])
+        elif length[n] > max_len:   # the heats its pieces can have
+            heats.update(k * uses[n] for k in range(min_len, max_len + 1))
+    heats = sorted(heats, reverse=True)
     if not heats:
         return [], None, 0.0
     lo, hi = 0, len(heats) - 1          # heats[hi] is the lowest threshold
@@ -106,17 +167,19 @@ def hot_streams(trace, target=0.9, min_len=2, max_len=20):
         found = minimal_hot(g, heats[-1], min_len, max_len, counts)
         best = (len(heats) - 1, found)
     h, found = heats[best[0]], best[1]
-    return [(sequitur.expand(r), uses[r.number]) for r, _ in found], h, coverage(found, len(trace))
+    streams = [(sequitur.expand(r), uses[r.number]) for _, r in found if isinstance(r, sequitur.Rule)]
+    return streams + streams_of(found), h, coverage(found, len(trace))
 
 
-def coallocation_sets(streams, context_of, size_of):
+def coallocation_sets(streams, context_of, size_of, counts=None):
     """{frozenset of contexts: projected saving} from the streams: per
     occurrence, the cache lines the stream's distinct objects take one by
     one less those they take packed together (size_of: bytes per object).
-    Objects of no context (None) are left out."""
+    Objects of no context (None) are left out. counts, if given, gains the
+    number of streams behind each set."""
     sets = {}
     for symbols, uses in streams:
-        objects = [o for o in dict.fromkeys(symbols) if context_of.get(o) is not None]
+        objects = [o for o in dict.fromkeys(symbols) if context_of[o] is not None]
         if not objects:
             continue
         apart = sum(math.ceil(max(size_of[o], 1) / LINE) for o in objects)
@@ -125,7 +188,27 @@ def coallocation_sets(streams, context_of, size_of):
         if saving > 0:
             key = frozenset(context_of[o] for o in objects)
             sets[key] = sets.get(key, 0) + saving
+            if counts is not None:
+                counts[key] = counts.get(key, 0) + 1
     return sets
+
+
+def analyse(trace, target=0.9, min_len=2, max_len=20):
+    """profile.json's hot_streams record (docs/profile-format.md) for a
+    heaptrace.Trace: what was traced, the threshold and coverage of its
+    minimal hot streams, and their co-allocation sets of contexts, the
+    largest saving first. A plan maps contexts to call sites (planner.py)."""
+    streams, threshold, covered = hot_streams(trace.refs, target, min_len, max_len)
+    counts = {}
+    sets = coallocation_sets(streams, trace.contexts, trace.sizes, counts)
+    return {
+        "trace": {"references": len(trace.refs), "objects": len(trace.contexts),
+                  "macro_accesses": trace.seen, "burst": trace.burst, "sampled_one_in": trace.period},
+        "target": target, "min_length": min_len, "max_length": max_len,
+        "threshold": threshold, "coverage": round(covered, 6), "streams": len(streams),
+        "sets": [{"contexts": sorted(k), "saving": w, "streams": counts[k]}
+                 for k, w in sorted(sets.items(), key=lambda kv: (-kv[1], sorted(kv[0])))],
+    }
 
 
 def pack(sets):

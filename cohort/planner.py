@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort import dsgraph, grouping, identification, planfile, transfer
+from cohort import dsgraph, grouping, hotstreams, identification, planfile, transfer
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -367,7 +367,19 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
                           f"where training never entered found a group for {found} of {tried}")
 
 
-PLAN_POLICIES = ("halo",) + dsgraph.DS_POLICIES
+HDS_POLICY = "hds"
+PLAN_POLICIES = ("halo",) + dsgraph.DS_POLICIES + (HDS_POLICY,)
+# Policies that keep every group they form, as their papers do: no affinity
+# or cost pruning, and no dropping of groups that do not transfer.
+KEEP_ALL = dsgraph.APA_POLICIES + (HDS_POLICY,)
+
+
+def require_streams(profile, what):
+    """The one-line refusal for a profile without hot data streams."""
+    if profile.get("hot_streams") is None:
+        raise CohortError(f"{what} needs the heap reference trace's hot data streams, which this profile "
+                          f"does not have: profile with --trace (cohort profile --trace, or cohort "
+                          f"optimize --policy hds)")
 
 
 def halo_groups(profile, accesses, edges, total, members, min_weight, max_members, tolerance,
@@ -414,6 +426,43 @@ def apa_groups(profile, policy, accesses, edges, members):
     return formed, notes
 
 
+def hds_groups(profile, accesses, edges, members):
+    """The hot-data-streams comparator's groups (HALO, section 5): the
+    profile's co-allocation sets of contexts (hotstreams.py) become sets of
+    immediate call sites, the allocation's entry site, which is all that
+    HALO's replication identified groups by; sets that name the same sites
+    add up, and weighted set packing chooses disjoint ones. Each group holds
+    every context that enters at its sites. Returns (formed groups, notes)."""
+    contexts = profile["contexts"]
+    hs = profile["hot_streams"]
+    sets = {}
+    for st in hs["sets"]:
+        key = frozenset(contexts[c]["sites"][0] for c in st["contexts"] if contexts[c]["sites"])
+        if key:
+            sets[key] = sets.get(key, 0) + st["saving"]
+    by_site = {}
+    for c in contexts:
+        if c["sites"]:
+            by_site.setdefault(c["sites"][0], []).append(c["id"])
+    node_of = {c: n for n, cs in members.items() for c in cs}
+    formed = []
+    for sites, _saving in hotstreams.pack(sets):
+        ctxs = sorted((c for s in sites for c in by_site[s]), key=lambda c: (-contexts[c]["accesses"], c))
+        nodes = list(dict.fromkeys(node_of[c] for c in ctxs if node_of.get(c) in accesses))
+        weight, _ = grouping.internal(edges, nodes)
+        g = grouping.Group(members=ctxs, weight=weight, score=grouping.score(edges, nodes),
+                           history=[(ctxs[0], None)])
+        g.nodes = nodes
+        formed.append(g)
+    t = hs["trace"]
+    notes = [f"{hs['streams']} minimal hot data streams of {hs['min_length']} to {hs['max_length']} objects "
+             f"cover {hs['coverage']:.0%} of {t['references']:,} traced heap references"
+             + (f" (one burst in {t['sampled_one_in']} of the run)" if t["sampled_one_in"] > 1 else "")
+             + f"; by immediate call site, their {len(hs['sets'])} co-allocation sets of contexts come to "
+             f"{len(sets)}, of which set packing chose {len(formed)}"]
+    return formed, notes
+
+
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
               unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
               unknown_path="auto", validations=(), policy="halo"):
@@ -434,6 +483,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         raise CohortError(f"unknown plan policy '{policy}' (choose {', '.join(PLAN_POLICIES)})")
     if policy in dsgraph.DS_POLICIES:
         dsgraph.require(profile, f"--policy {policy}")
+    if policy == HDS_POLICY:
+        require_streams(profile, f"--policy {policy}")
     costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
     direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
@@ -442,15 +493,18 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         unit_of, _ = dsgraph.units(profile)
         for key, w in dsgraph.traversal_weights(profile, unit_of, accesses).items():
             edges[key] = edges.get(key, 0) + w
-    apa = policy in dsgraph.APA_POLICIES
-    if apa:
-        formed, notes = apa_groups(profile, policy, accesses, edges, members)
+    apa = policy in KEEP_ALL
+    if policy == HDS_POLICY:    # groups of contexts already, with their nodes
+        formed, notes = hds_groups(profile, accesses, edges, members)
     else:
-        formed, notes = halo_groups(profile, accesses, edges, total, members, min_weight, max_members,
-                                    tolerance, group_threshold)
-    for g in formed:   # from graph nodes (families) to their contexts
-        g.nodes = g.members
-        g.members = [c for n in g.nodes for c in members[n]]
+        if policy in dsgraph.APA_POLICIES:
+            formed, notes = apa_groups(profile, policy, accesses, edges, members)
+        else:
+            formed, notes = halo_groups(profile, accesses, edges, total, members, min_weight, max_members,
+                                        tolerance, group_threshold)
+        for g in formed:   # from graph nodes (families) to their contexts
+            g.nodes = g.members
+            g.members = [c for n in g.nodes for c in members[n]]
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
     if len(kept) > MAX_GROUPS:
@@ -558,7 +612,12 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
         return (f"no groups: too few accesses to small heap objects to place ({t['accesses']} to "
                 f"{small} allocations); profile on an input that runs longer, or give the program "
                 "more work")
-    if policy in dsgraph.APA_POLICIES:
+    if policy == HDS_POLICY and not formed:
+        hs = profile["hot_streams"]
+        return (f"no groups: the {hs['streams']} hot data streams of the heap trace (covering "
+                f"{hs['coverage']:.0%} of it) project no saving in cache lines, or none of their objects has "
+                f"a call site in the application")
+    if policy in KEEP_ALL:
         if not formed:
             return (f"no groups: no hot object is reachable from a collection (a list, tree, cycle or "
                     f"array of pointers) in the DS graph, which holds "
@@ -770,6 +829,9 @@ def report(plan, profile):
         hot = f"{len(profile['graph']['nodes'])} hot contexts"
     if plan.policy in dsgraph.APA_POLICIES:
         out = [f"{len(plan.groups)} groups from {hot}, made by APA's heuristic {plan.policy} on the DS graph"]
+    elif plan.policy == HDS_POLICY:
+        out = [f"{len(plan.groups)} groups from the heap trace's hot data streams (hds), each a set of "
+               f"immediate call sites"]
     else:
         out = [f"{len(plan.groups)} groups from {hot} ({len(plan.rejected)} more under the weight threshold)"
                + (", with the DS graph's pointers as extra affinity (halo+ds)" if plan.policy == "halo+ds" else "")]

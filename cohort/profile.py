@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cohort import __version__, elf, families
+from cohort import __version__, elf, families, heaptrace, hotstreams
 from cohort.errors import CohortError
 from cohort.files import ESCAPE, claim, write_output
 from cohort.paths import profiler_lib
@@ -25,6 +25,8 @@ VERSION = 3          # written; profilefile.py reads 1 (no context families) and
 RAW_VERSION = "2"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
+TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
+MAX_TRACE_BUDGET = 1 << 30        # the tool's limit
 
 
 # ---- running the tool ------------------------------------------------------
@@ -200,6 +202,9 @@ def parse_raw(text):
         elif kind == "pointer":
             src, off, dst, n = (int(t) for t in rest.split())
             raw["pointers"].append((src, off, dst, n))
+        elif kind == "trace":     # --cohort-trace: how the heap trace went
+            f = rest.split()
+            raw["trace"] = {"written": f[0] == "written", **{f[i]: int(f[i + 1]) for i in range(1, len(f), 2)}}
         else:
             raise ValueError(f"unknown line in raw profile: {line[:40]!r}")
     for i, key in enumerate(("modules", "sites", "contexts")):
@@ -311,35 +316,80 @@ def build_profile(raw, target, params, returncode):
     }
 
 
-def run_and_read(argv, what, affinity_distance, max_size, **tool):
+def run_and_read(argv, what, affinity_distance, max_size, trace_budget=None, **tool):
     """Run argv under the tool (run_tool's keywords) in a scratch directory
     and read its raw dump: (returncode, raw). what names the product in the
-    error when the tool wrote none."""
+    error when the tool wrote none. With trace_budget (references), the
+    tool also records the heap reference trace, and raw["trace"] gains
+    "data": the heaptrace.Trace, or None if the tool could not write it."""
     with tempfile.TemporaryDirectory(prefix=f"cohort-{what}.") as work:
+        if trace_budget is not None:
+            tool["tool_args"] = (*tool.get("tool_args", ()), f"--cohort-trace={Path(work) / 'trace.%p'}",
+                                 f"--trace-budget={trace_budget}")
         rc, raw_path, log = run_tool(argv, work, affinity_distance, max_size, **tool)
         if not raw_path.exists():
             why = log_tail(log)
             raise CohortError(f"the profiler wrote no {what} for {argv[0]}"
                               + (f" (valgrind: {why})" if why else f" (exit status {rc})"))
         try:
-            return rc, parse_raw(raw_path.read_text(errors="replace"))
+            raw = parse_raw(raw_path.read_text(errors="replace"))
         except ValueError as e:
             raise CohortError(f"the profiler's output is unusable: {e}") from e
+        if trace_budget is not None:
+            raw.setdefault("trace", {"written": False})["data"] = read_trace(
+                Path(work) / ("trace" + raw_path.suffix), raw["trace"])
+        return rc, raw
 
 
-def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None):
+def read_trace(path, status):
+    """The heap trace the tool wrote, or None (after a warning) if it wrote
+    none or one that cannot be read."""
+    if not status.get("written"):
+        warn("the profiler could not write the heap reference trace (see above); "
+             "the profile has no hot data streams")
+        return None
+    try:
+        return heaptrace.read(path)
+    except (OSError, ValueError) as e:
+        warn(f"the profiler's heap reference trace is unusable ({e}); the profile has no hot data streams")
+        return None
+
+
+def warn(message):
+    print(f"cohort: warning: {message}", file=sys.stderr)
+
+
+def hot_streams(trace, budget):
+    """profile.json's hot_streams record for the trace, saying on the
+    terminal what it holds and how long the analysis takes."""
+    sampled = (f", one burst of {trace.burst} in {trace.period} (the run made "
+               f"{trace.seen:,}; --trace-budget {budget:,})" if trace.period > 1 else "")
+    print(f"cohort: finding hot data streams in {len(trace.refs):,} heap references{sampled}",
+          file=sys.stderr)
+    return hotstreams.analyse(trace)
+
+
+def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None,
+            trace_budget=None):
     """The whole `cohort profile`. stdin: a file the target reads as its
-    standard input (default: cohort's own). Returns (profile dict, target's
-    return code)."""
+    standard input (default: cohort's own). trace_budget: record the heap
+    reference trace, up to this many references, and add its hot data
+    streams to the profile (the hds policy's input). Returns (profile dict,
+    target's return code)."""
     output = Path(output)
     claim(output, "profile", force)
     if affinity_distance < 1 or max_size < 1 or not 0 < coverage <= 1:
         raise CohortError("affinity distance and max size must be positive, coverage in (0, 1]")
+    if trace_budget is not None and not 1 <= trace_budget <= MAX_TRACE_BUDGET:
+        raise CohortError(f"the trace budget must be 1 to {MAX_TRACE_BUDGET:,} references")
     if stdin is not None:
         stdin = check_input(stdin)
     params = {"affinity_distance": affinity_distance, "max_size": max_size, "coverage": coverage}
-    rc, raw = run_and_read(target, "profile", affinity_distance, max_size, stdin=stdin)
+    rc, raw = run_and_read(target, "profile", affinity_distance, max_size, stdin=stdin,
+                           trace_budget=trace_budget)
     data = build_profile(raw, target, params, rc)
+    if raw.get("trace", {}).get("data") is not None:
+        data["hot_streams"] = hot_streams(raw["trace"]["data"], trace_budget)
     write_output(output, json.dumps(data, indent=1) + "\n", "profile", force)
     return data, rc
 

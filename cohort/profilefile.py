@@ -190,6 +190,10 @@ def _references(data):
         for i, (x, _off, y, _n) in enumerate(ds["edges"]):
             _ids([x, y], len(contexts), f"ds_graph.edges[{i}]", "context")
         _ids(ds["array_like"], len(contexts), "ds_graph.array_like", "context")
+    hs = data.get("hot_streams")
+    if hs is not None:   # cohort profile --trace
+        for i, st in enumerate(hs["sets"]):
+            _ids(st["contexts"], len(contexts), f"hot_streams.sets[{i}].contexts", "context")
 
 
 def check_profile(data):

@@ -132,6 +132,7 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
     h->size = s < (UInt)ch_clo_affinity ? s : (UInt)ch_clo_affinity;
     return;
   }
+  if (ch_clo_trace) ch_trace_ref(id, u);
   walk(q, id, u);
   q->head = (q->head + 1) & qmask;
   if (q->len < qcap) q->len++;

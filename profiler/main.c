@@ -19,6 +19,8 @@ static Bool process_option(const HChar *arg) {
   else if VG_STR_CLO(arg, "--cohort-progress", ch_clo_progress) {}
   else if VG_BINT_CLO(arg, "--affinity-distance", ch_clo_affinity, 1, 1 << 20) {}
   else if VG_BINT_CLO(arg, "--max-size", ch_clo_max_size, 1, 1 << 30) {}
+  else if VG_STR_CLO(arg, "--cohort-trace", ch_clo_trace) {}
+  else if VG_BINT_CLO(arg, "--trace-budget", ch_clo_trace_budget, 1, 1 << 30) {}
   else if VG_BOOL_CLO(arg, "--cohort-loads", ch_clo_loads) {}
   else if VG_BINT_CLO(arg, "--stride-window", ch_clo_stride_window, 4, 1 << 20) {}
   else return False;
@@ -32,6 +34,8 @@ static void print_usage(void) {
     "    --cohort-progress=FILE     rewrite FILE about once a second with the counts so far\n"
     "    --affinity-distance=N      HALO's affinity distance A, bytes [128]\n"
     "    --max-size=N               largest object whose accesses count [4096]\n"
+    "    --cohort-trace=FILE        write the heap reference trace to FILE, %%p is the pid\n"
+    "    --trace-budget=N           references the trace holds; beyond, it samples bursts [1000000]\n"
     "    --cohort-loads=yes|no      simulate the cache and find strided, missing loads [no]\n"
     "    --stride-window=N          executions of a load per stride window (MO's t) [64]\n");
 }
@@ -76,6 +80,7 @@ static void start_client_code(ThreadId tid, ULong blocks) {
 static void post_clo_init(void) {
   ch_contexts_init();
   ch_affinity_init();
+  ch_trace_init();
   open_progress();
 }
 
@@ -98,6 +103,7 @@ static void fini(Int exitcode) {
   ch_contexts_write(f);
   ch_affinity_write(f);
   ch_pointers_write(f);
+  ch_trace_write(f);
   VG_(fprintf)(f, "end\n");
   VG_(fclose)(f);
 }

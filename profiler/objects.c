@@ -104,6 +104,7 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
   o->ctx = ctx;
   o->stamp = 0;
   o->live = True;
+  o->trace_ix = 0;
   o->next_same = ~0ULL;
   o->prev_same = c->last_seq;
   if (c->last_obj && ch_obj(c->last_obj)->seq == c->last_seq) ch_obj(c->last_obj)->next_same = seq;

@@ -56,6 +56,7 @@ typedef struct {
   UInt ctx;
   UInt stamp;       /* last queue traversal that counted this object */
   Bool live;
+  UInt trace_ix;    /* its index + 1 in the heap trace (trace.c), 0 if none */
 } Obj;
 
 extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page */
@@ -89,6 +90,13 @@ extern ULong ch_tracked_accesses; /* those that hit a tracked object */
 /* ---- pointers (pointers.c): APA's DS graph, measured -------------------- */
 VG_REGPARM(2) void ch_store_pointer(Addr a, Addr value);
 void ch_pointers_write(VgFile *f);
+
+/* ---- trace (trace.c): the heap reference trace, with --cohort-trace ---- */
+extern const HChar *ch_clo_trace;
+extern Long ch_clo_trace_budget;
+void ch_trace_init(void);
+void ch_trace_ref(UInt id, Obj *u);    /* a new macro access to object id */
+void ch_trace_write(VgFile *f);        /* the file, and its line in the raw profile */
 
 /* ---- loads (loads.c): MO's delinquent loads, with --cohort-loads=yes ------ */
 typedef struct LoadSite LoadSite;

@@ -174,8 +174,8 @@ def test_online_policies_need_no_plan(tmp_path):
 
 
 @pytest.mark.parametrize("policies, message", [
-    ("halo,hds", "--policies: 'hds' is not a policy Cohort has (known: halo, halo+ds, apa-all, "
-                 "apa-collections, apa-maximal, dpa, mo)"),
+    ("halo,tuned", "--policies: 'tuned' is not a policy Cohort has (known: halo, halo+ds, apa-all, "
+                   "apa-collections, apa-maximal, hds, dpa, mo)"),
     ("halo,apa-all", "--policies apa-all needs a profile: give --train 'TRAIN ARGS' (one training run "
                      "feeds every plan policy); --plan is halo's plan only"),
     ("dpa,dpa", "--policies names a policy twice"),
@@ -192,7 +192,7 @@ def test_plan_policies_side_by_side_from_one_profile(tmp_path):
     configuration in front of the first allocator with its own statistics,
     and a column of the report."""
     out = tmp_path / "res"
-    policies = ["halo", "halo+ds", "apa-all", "apa-collections", "apa-maximal", "dpa"]
+    policies = ["halo", "halo+ds", "apa-all", "apa-collections", "apa-maximal", "hds", "dpa"]
     r = run([COHORT, "bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random",
              "--policies", ",".join(policies), "--train", "2000", "--cachegrind-args", "1000",
              "-o", out, "--", PROGRAMS / "dsgraph", "3000"])
@@ -200,7 +200,9 @@ def test_plan_policies_side_by_side_from_one_profile(tmp_path):
     res = json.loads((out / "results.json").read_text())
     jsonschema.validate(res, SCHEMA)
     assert res["parameters"]["order"] == ["glibc", "cohort+glibc", *policies[1:], "all"]
-    assert set(res["plans"]) == set(policies[1:5])
+    assert set(res["plans"]) == set(policies[1:6])
+    assert "hot_streams" in json.loads((out / "profile.json").read_text())   # hds asked for the trace
+    assert "--policy hds from profile.json" in (out / "plan-hds").read_text()
     for p in policies[1:5]:
         plan = out / f"plan-{p}"
         assert f"--policy {p} from profile.json" in plan.read_text() and res["plans"][p] == str(plan.resolve())

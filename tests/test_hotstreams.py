@@ -2,10 +2,12 @@
 the hds comparator's analysis, on sequences with known answers."""
 
 import random
+from array import array
 
 import pytest
 
-from cohort import hotstreams, sequitur
+from cohort import heaptrace, hotstreams, sequitur
+from cohort.errors import CohortError
 
 
 def text(g):
@@ -98,3 +100,55 @@ def test_coallocation_sets_and_packing():
     chosen = hotstreams.pack({frozenset("ab"): 10, frozenset("bc"): 8, frozenset("c"): 5,
                               frozenset("de"): 1})
     assert chosen == [(frozenset("ab"), 10), (frozenset("c"), 5), (frozenset("de"), 1)]
+
+
+def test_a_long_repeated_traversal_spreads_over_many_streams():
+    """100 distinct objects walked 5 times: the one rule (100 long) is no
+    stream, but its five 20-object pieces are, each 5 times."""
+    walk = list(range(100))
+    streams, threshold, covered = hotstreams.hot_streams(walk * 5, target=0.9)
+    assert sorted(streams) == [(walk[i:i + 20], 5) for i in range(0, 100, 20)]
+    assert covered == 1.0 and threshold == 100
+    assert hotstreams.pieces(45, 20) == [15, 15, 15] and hotstreams.pieces(0, 20) == []
+
+
+def test_a_hot_rule_inside_a_long_one_splits_its_stretches():
+    """The inner pair (7 8) repeats far more often than the long walk it sits
+    in; it is a stream of its own, and the walk's stretches around it are
+    pieces."""
+    walk = list(range(100, 130)) + [7, 8] + list(range(130, 160))
+    trace = walk * 4 + [7, 8] * 40
+    streams, _, _ = hotstreams.hot_streams(trace, target=0.9)
+    assert ([7, 8], 44) in streams
+    assert all(7 not in s or s == [7, 8] for s, _ in streams)
+    assert sum(len(s) for s, u in streams if s != [7, 8]) == 60
+
+
+def test_analyse_gives_the_profiles_record():
+    trace = heaptrace.Trace(burst=4096, period=2, seen=5000, contexts=array("I", [3, 4, 3]),
+                            sizes=array("I", [32, 32, 32]), refs=array("I", [0, 1, 2] * 6))
+    hs = hotstreams.analyse(trace)
+    assert hs["trace"] == {"references": 18, "objects": 3, "macro_accesses": 5000, "burst": 4096,
+                           "sampled_one_in": 2}
+    assert hs["coverage"] >= 0.9 and hs["sets"][0]["contexts"] == [3, 4]
+    assert hs["sets"][0]["saving"] > 0 and hs["sets"][0]["streams"] >= 1
+
+
+def test_trace_files_are_read_and_bad_ones_refused():
+    trace = heaptrace.Trace(4096, 1, 3, array("I", [5, 6]), array("I", [16, 24]), array("I", [0, 1, 0]))
+    data = heaptrace.encode(trace)
+    assert heaptrace.parse(data) == trace
+    for bad, why in [(b"NOTATRACE" + data[9:], "not a heap trace"), (data[:-2], "truncated"),
+                     (data[:-4] + bytes([9, 0, 0, 0]), "reference to object 9 of 2"),
+                     (data[:8] + bytes(4) + data[12:], "must be positive")]:
+        with pytest.raises(ValueError, match=why):
+            heaptrace.parse(bad)
+
+
+def test_sequitur_refuses_what_it_cannot_encode():
+    with pytest.raises(CohortError, match="SEQUITUR failed: cohort-sequitur: a symbol of 2\\^31 or more"):
+        sequitur.build([1, 2, 1 << 31])
+    with pytest.raises(ValueError, match="not a grammar"):
+        sequitur.parse(b"CHGRAM2\0" + bytes(8))
+    with pytest.raises(ValueError, match="truncated"):
+        sequitur.parse(sequitur.MAGIC + array("I", [1, 5, 1, 2]).tobytes())
