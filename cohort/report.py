@@ -1,6 +1,10 @@
 """`cohort report`: one Markdown report from one or more bench results
-directories: per workload, speedup and D1-miss reduction against each
-baseline with spreads, HALO's random control, and fragmentation at peak."""
+directories. It opens with the best configuration per workload against
+each baseline, then every configuration side by side, then HALO's
+evaluation (CGO 2020, section 5) for these programs: Figure 13 (D1
+misses per policy), Figure 14 (speed-up with quartiles), Figure 15 (halo
+against the random control), Table 1 (fragmentation at peak) and, for
+results with a sweep, Figure 12; each figure as PNG and as a table."""
 
 from pathlib import Path
 
@@ -56,10 +60,46 @@ def labels(paths, runs):
     return out
 
 
+FIGURES = {"fig13": "D1 misses per policy", "fig14": "speed-up per policy",
+           "fig15": "HALO against the random control", "fig12": "affinity-distance sweep"}
+
+
 def plot_paths(output):
-    """The plots a report at output draws beside it, named after it."""
+    """The plots a report at output draws beside it, named after it: {key: path}."""
     output = Path(output)
-    return output.with_name(f"{output.stem}-speedup.png"), output.with_name(f"{output.stem}-misses.png")
+    return {k: output.with_name(f"{output.stem}-{k}.png") for k in FIGURES}
+
+
+def configs_of(r):
+    """A run's Cohort configurations (every one with a ratio), in its order."""
+    return [n for n in r["parameters"]["order"] if n in r["ratios"]]
+
+
+def against(r, name, base):
+    """(time, D1) of config name over baseline base in one run, from the
+    medians and cachegrind counts; None where either is missing."""
+    s = r["summary"]
+    t = None
+    if name in s and base in s and s[name]["ok_trials"] and s[base]["ok_trials"] and s[base]["wall_median_s"]:
+        t = s[name]["wall_median_s"] / s[base]["wall_median_s"]
+    cg = r.get("cachegrind") or {}
+    d = None
+    if name in cg and base in cg and "error" not in cg[name] and "error" not in cg[base]:
+        d = cg[name]["D1_misses"] / max(cg[base]["D1_misses"], 1)
+    return t, d
+
+
+def best_config(r):
+    """The Cohort configuration with the lowest median time, or None."""
+    ok = [n for n in configs_of(r) if r["summary"][n]["ok_trials"]]
+    return min(ok, key=lambda n: (r["summary"][n]["wall_median_s"], n)) if ok else None
+
+
+def display(name):
+    """What a config is, for a reader: halo's plan is cohort+ALLOC."""
+    if name.startswith("cohort+"):
+        return f"halo ({name})"
+    return {"random": "random control", "all": "one pool (all)"}.get(name, name)
 
 
 def report(paths, output, title="Cohort benchmark report", force=False):
@@ -68,13 +108,13 @@ def report(paths, output, title="Cohort benchmark report", force=False):
     if not runs:
         raise CohortError("no results given")
     output = Path(output)
-    speed_png, miss_png = plot_paths(output)
-    for p, kind in ((output, "report"), (speed_png, "plot"), (miss_png, "plot")):
+    pngs = plot_paths(output)
+    for p, kind in ((output, "report"), *((q, "plot") for q in pngs.values())):
         claim(p, kind, force)
     for r, lab in zip(runs, labels(paths, runs)):
         r["label"] = lab
     written = [output]
-    # One column per online policy that any run measured (halo's are the
+    # One column per policy that any run measured (halo's are the
     # cohort+ALLOC columns).
     online = []
     for r in runs:
@@ -96,6 +136,23 @@ def report(paths, output, title="Cohort benchmark report", force=False):
                  "Times: interleaved trials after a warm-up; medians, with the 25th-75th percentile "
                  "of the optimised runs over the baseline's median in brackets. Ratios below 1 are better.")
     lines.append("")
+
+    # What a reader wants first: the best of Cohort on each workload.
+    lines += ["## Best per workload", "",
+              "The Cohort configuration with the lowest median time, against each baseline measured "
+              "in the same run (time and D1 misses; below 1 is better).", ""]
+    head = ["workload", "best"] + [f"{k} vs {a}" for a in allocs for k in ("time", "D1")]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in runs:
+        b = best_config(r)
+        row = [r["label"], display(b) if b else "-"]
+        for a in allocs:
+            t, d = against(r, b, a) if b else (None, None)
+            row += [fmt(t), fmt(d)]
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+
+    lines += ["## Every configuration", ""]
     head = ["workload", "trials"]
     for a in allocs:
         head += [f"time vs {a}", f"D1 vs {a}"]
@@ -103,25 +160,24 @@ def report(paths, output, title="Cohort benchmark report", force=False):
     head += ["random control (time, D1)", "one pool (time, D1)", "fragmentation at peak", "problems"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
-    speed_rows, miss_rows = [], []
+    speed_rows, miss_rows, control_rows = [], [], []
     for r in runs:
         row = [r["label"], str(r["parameters"]["trials"])]
-        srow, mrow = {}, {}
+        srow, mrow, crow = {}, {}, {}
         for a in allocs:
             name = f"cohort+{a}"
             row += [fmt_time(r, name), fmt(_ratio(r, name, "d1_ratio"))]
-            x = r["ratios"].get(name)
-            if x:
-                srow[name] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
-                if "d1_ratio" in x:
-                    mrow[name] = (x["d1_ratio"],) * 3
         for control in (*online, "random", "all"):
             x = r["ratios"].get(control)
             row.append(f"{fmt(_ratio(r, control))}, {fmt(_ratio(r, control, 'd1_ratio'))}" if x else "-")
-            if x:
-                srow[control] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
-                if "d1_ratio" in x:
-                    mrow[control] = (x["d1_ratio"],) * 3
+        for name in configs_of(r):
+            x = r["ratios"][name]
+            label = display(name)
+            srow[label] = (x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"])
+            if "d1_ratio" in x:
+                mrow[label] = (x["d1_ratio"],) * 3
+            if name in (f"cohort+{r['parameters']['allocators'][0]}", "random"):
+                crow[label] = srow[label]
         st = r["runtime_stats"].get(f"cohort+{allocs[0]}") or next(iter(r["runtime_stats"].values()), None)
         row.append(f"{st['fragmentation_at_peak_bytes']:,} B ({st['fragmentation_at_peak_percent']}%)"
                    if st else "-")
@@ -129,19 +185,59 @@ def report(paths, output, title="Cohort benchmark report", force=False):
         lines.append("| " + " | ".join(row) + " |")
         speed_rows.append((r["label"], srow))
         miss_rows.append((r["label"], mrow))
+        control_rows.append((r["label"], crow))
     lines.append("")
+
+    figures = [
+        ("fig13", miss_rows, "d1", "Figure 13: D1 misses / baseline (cachegrind)", "ratio (lower is better)",
+         "D1 misses of each configuration over those of the allocator it runs in front of (cachegrind, "
+         "deterministic), as HALO's Figure 13."),
+        ("fig14", speed_rows, "time", "Figure 14: time / baseline (median, p25-p75)", "ratio (lower is faster)",
+         "Median time of each configuration over its baseline's, with the 25th-75th percentiles, as "
+         "HALO's Figure 14 (a ratio of 0.9 is a 10% speed-up)."),
+        ("fig15", control_rows, "time", "Figure 15: halo and the random control (time / baseline)",
+         "ratio (lower is faster)",
+         "HALO's plan against HALO's control, which sends each small object to one of four pools at "
+         "random: what placement by affinity adds over pooling alone (HALO's Figure 15)."),
+    ]
     try:
         from cohort.plots import suite_plot
-        if suite_plot(speed_rows, speed_png, "time", "Time / baseline (median, p25-p75)",
-                      "ratio (lower is faster)", force):
-            lines += [f"![time ratios]({speed_png.name})", ""]
-            written.append(speed_png)
-        if any(m for _, m in miss_rows) and suite_plot(miss_rows, miss_png, "d1",
-                                                       "D1 misses / baseline (cachegrind)", "ratio", force):
-            lines += [f"![D1 miss ratios]({miss_png.name})", ""]
-            written.append(miss_png)
+        plotting = True
     except ImportError:
+        plotting = False
         lines += ["(matplotlib is missing: no plots)", ""]
+    for key, rows, kind, heading, ylabel, words in figures:
+        if not any(d for _, d in rows):
+            continue
+        lines += [f"## {heading.split(':')[0]}: {FIGURES[key]}", "", words, ""]
+        if plotting and suite_plot(rows, pngs[key], kind, heading, ylabel, force):
+            lines += [f"![{FIGURES[key]}]({pngs[key].name})", ""]
+            written.append(pngs[key])
+        names = list(dict.fromkeys(c for _, d in rows for c in d))
+        lines += ["| workload | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+        for lab, d in rows:
+            lines.append(f"| {lab} | " + " | ".join(
+                (f"{d[c][0]:.3f}" + (f" ({d[c][1]:.2f}-{d[c][2]:.2f})" if kind == "time" else "")) if c in d else "-"
+                for c in names) + " |")
+        lines.append("")
+
+    frag_names = list(dict.fromkeys(n for r in runs for n in r["parameters"]["order"] if n in r["runtime_stats"]))
+    if frag_names:
+        lines += ["## Table 1: fragmentation at peak", "",
+                  "Resident bytes of the groups' chunks less the bytes live in them, when live bytes "
+                  "peaked, summed over the groups, and their share of those resident bytes (HALO's "
+                  "Table 1); from each configuration's runtime statistics (docs/stats-format.md). "
+                  "Baselines have none to report.", "",
+                  "| workload | " + " | ".join(display(n) for n in frag_names) + " |",
+                  "|" + "---|" * (len(frag_names) + 1)]
+        for r in runs:
+            cells = []
+            for n in frag_names:
+                st = r["runtime_stats"].get(n)
+                cells.append(f"{st['fragmentation_at_peak_bytes']:,} B ({st['fragmentation_at_peak_percent']}%)"
+                             if st else "-")
+            lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+        lines.append("")
     ident_lines = []
     for r in runs:
         st = r["runtime_stats"].get(f"cohort+{allocs[0]}")

@@ -82,8 +82,16 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     frames = res["runtime_stats"]["cohort+glibc"]["frames_walked"]
     assert sum(frames.values()) >= 20000
     assert "## Identification" in text and "| benchtoy | " in text.split("## Identification")[1]
-    assert "![time ratios](report-speedup.png)" in text and (rep.parent / "report-speedup.png").exists()
-    assert f"cohort: wrote {rep}, {rep.parent / 'report-speedup.png'}" in r.stderr.decode()
+    assert "![speed-up per policy](report-fig14.png)" in text and (rep.parent / "report-fig14.png").exists()
+    assert f"cohort: wrote {rep}, {rep.parent / 'report-fig13.png'}, {rep.parent / 'report-fig14.png'}" \
+        in r.stderr.decode()
+    # the table a reader wants first, then HALO's figures and table
+    assert text.index("## Best per workload") < text.index("## Every configuration") < text.index("## Figure 13")
+    best = text.split("## Best per workload")[1].split("\n| benchtoy | ")[1].split(" |")[0]
+    assert best in ("halo (cohort+glibc)", "halo (cohort+jemalloc)", "random control", "one pool (all)")
+    for heading in ("## Figure 13: D1 misses per policy", "## Figure 14: speed-up per policy",
+                    "## Figure 15: HALO against the random control", "## Table 1: fragmentation at peak"):
+        assert heading in text
 
 
 def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):
