@@ -126,6 +126,50 @@ def script_arguments(argv, doc, default_trials):
 
 # ---- configurations --------------------------------------------------------
 
+# What --sweep can vary: (type, lowest, highest, profile option or planner keyword).
+# affinity-distance is the profiler's, so each value gets a profile of its own.
+SWEEPS = {
+    "affinity-distance": (int, 1, 1 << 20, "affinity_distance"),
+    "tolerance": (float, 0.0, 1.0, "tolerance"),
+    "max-members": (int, 1, 4096, "max_members"),
+    "entry-purity": (float, 0.0, 1.0, "entry_purity"),
+    "group-threshold": (float, 0.0, 1.0, "group_threshold"),
+}
+PROFILE_SWEEPS = ("affinity-distance",)
+
+
+def parse_sweep(text):
+    """--sweep PARAM=V1,V2,...: (PARAM, [values]), or a one-line CohortError."""
+    if text is None:
+        return None
+    param, eq, rest = text.partition("=")
+    param = param.strip()
+    if not eq or param not in SWEEPS:
+        raise CohortError(f"--sweep {text!r}: give PARAM=V1,V2,... with PARAM one of {', '.join(SWEEPS)}")
+    kind, lo, hi, _ = SWEEPS[param]
+    words = [w.strip() for w in rest.split(",")]
+    if len(words) < 2 or not all(words):
+        raise CohortError(f"--sweep {param}: give at least two values, comma-separated")
+    values = []
+    for w in words:
+        try:
+            v = kind(w)
+        except ValueError:
+            raise CohortError(f"--sweep {param}: {w!r} is not {'an integer' if kind is int else 'a number'}") \
+                from None
+        if not lo <= v <= hi or v != v:
+            raise CohortError(f"--sweep {param}: {w} is out of range ({lo} to {hi})")
+        values.append(v)
+    if len(set(values)) != len(values):
+        raise CohortError(f"--sweep {param}: a value is given twice")
+    return param, values
+
+
+def sweep_name(param, value):
+    """The configuration (and plan, statistics) name of one sweep value."""
+    return f"halo@{param}={value:g}" if isinstance(value, float) else f"halo@{param}={value}"
+
+
 def parse_policies(text):
     """--policies: a comma-separated list of POLICIES, in the order given."""
     names = [p.strip() for p in text.split(",") if p.strip()]
@@ -140,12 +184,12 @@ def parse_policies(text):
 
 
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
-                   policies=("halo",), plans=None):
+                   policies=("halo",), plans=None, swept=()):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
     takes the statistics path (or None). halo is cohort+ALLOC in front of each
     allocator; every other policy runs under its own name in front of the
     first: a plan policy with its plan (plans: {policy: path}), an online
-    one with none."""
+    one with none; then each plan of a sweep (swept: [(name, path)])."""
     base_env = clean_environment(base_env)
     configs = []
     for a in allocators:
@@ -169,6 +213,10 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
             def online(stats, p=p, a=allocators[0]):
                 return environment(allocator=a, policy=p, stats=stats, base=base_env)
             configs.append((p, "policy", allocators[0], online))
+    for name, path in swept:
+        def sweep_plan(stats, path=path, a=allocators[0]):
+            return environment(plan=path, allocator=a, stats=stats, base=base_env)
+        configs.append((name, "sweep", allocators[0], sweep_plan))
     if random_control:
         # HALO's control: each small allocation to one of four pools at
         # random, in front of the first allocator, compared with its baseline.
@@ -467,13 +515,16 @@ def input_record(path):
 
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
-          cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",)):
+          cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None):
     """The whole `cohort bench` (see the module's docstring). stdin,
     train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
     runs read as standard input (cachegrind's defaults to stdin; otherwise
     /dev/null). output_file: a file the target writes, checked like stdout.
     policies: what to compare (POLICIES); halo needs the plan or the
-    training run, the online policies need neither.
+    training run, the online policies need neither. sweep: (parameter,
+    values) from parse_sweep: halo's plan for each value, from the training
+    run (a profile per value for a profiler parameter), in front of the
+    first allocator (HALO's Figure 12).
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -497,6 +548,9 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
                           "leaves out; add one, or drop --train")
     if not allocators:
         raise CohortError("--allocators needs at least one allocator")
+    if sweep is not None and train is None:
+        raise CohortError(f"--sweep {sweep[0]} plans from the training run: give --train 'TRAIN ARGS'")
+    swept = [sweep_name(sweep[0], v) for v in sweep[1]] if sweep else []
     if train_stdin is not None and train is None:
         raise CohortError("--train-stdin is the input of the profiling run: it needs --train")
     if cachegrind_stdin is not None and cachegrind_args is None:
@@ -520,27 +574,64 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
     stats_names = ([f"cohort+{a}" for a in allocators] if "halo" in policies else []) \
-        + [p for p in policies if p != "halo"] + ["random"] * random_control + ["all"] * all_control
-    for path, kind in products(outdir, train is not None, stats_names, profiled):
+        + [p for p in policies if p != "halo"] + swept + ["random"] * random_control + ["all"] * all_control
+    for path, kind in products(outdir, train is not None, stats_names, profiled + swept,
+                               sweep_profiles(outdir, sweep)):
         if os.path.lexists(path):
             claim(path, kind, force)
     with made_dirs(outdir):
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force, policies)
+                          all_control, force, policies, sweep)
         finally:
             if output_file is not None:
                 output_file.done()
 
 
-def products(outdir, trained, stats_names, profiled=()):
+def sweep_profiles(outdir, sweep):
+    """{value: path} of the profiles a sweep of a profiler parameter makes."""
+    if not sweep or sweep[0] not in PROFILE_SWEEPS:
+        return {}
+    return {v: Path(outdir) / f"profile-{sweep[0]}={v}.json" for v in sweep[1]}
+
+
+def sweep_plans(sweep, outdir, train_argv, train_stdin, force, log):
+    """halo's plan for each value of the sweep: [(config name, plan path)].
+    A profiler parameter gets a profile per value, from the training run
+    again; a planner parameter plans from the one training profile."""
+    from cohort.planner import PLAN_DEFAULTS, plan_command
+    from cohort.profile import profile
+    param, values = sweep
+    keyword = SWEEPS[param][3]
+    profiles = sweep_profiles(outdir, sweep)
+    out = []
+    for v in values:
+        name = sweep_name(param, v)
+        source, params = outdir / "profile.json", dict(PLAN_DEFAULTS)
+        if param in PROFILE_SWEEPS:
+            log(f"cohort bench: profiling {' '.join(train_argv)} with {param} {v}")
+            source = profiles[v]
+            _, rc = profile(train_argv, source, force=force, stdin=train_stdin, **{keyword: v})
+            if rc != 0:
+                raise CohortError(f"the training run failed with {param} {v} ({exit_words(rc)})")
+        else:
+            params[keyword] = v
+        made, prof = plan_command(source, policy_plan(outdir, name), force=force, **params)
+        log(f"cohort bench: {name}: {report_head(made, prof)}")
+        out.append((name, policy_plan(outdir, name).resolve()))
+    return out
+
+
+def products(outdir, trained, stats_names, profiled=(), profiles=None):
     """[(path, kind)] of every file a bench writes into outdir. profiled:
-    the plan policies besides halo, each with its plan."""
+    the plan policies besides halo and the sweep's configurations, each
+    with its plan; profiles: a sweep's own ({value: path})."""
     out = [(outdir / "results.json", "results")]
     if trained:
         out += [(outdir / name, kind) for name, kind in OPTIMIZE_PRODUCTS.items()]
     out += [(policy_plan(outdir, p), "plan") for p in profiled]
+    out += [(p, "profile") for p in (profiles or {}).values()]
     out += [(outdir / "speedup.png", "plot"), (outdir / "misses.png", "plot")]
     out += [(outdir / "stats" / f"{n}.json", "stats") for n in stats_names]
     return out
@@ -548,9 +639,9 @@ def products(outdir, trained, stats_names, profiled=()):
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
-           policies=("halo",)):
+           policies=("halo",), sweep=None):
     commands = {"ref": target}
-    plans = {}
+    plans, swept = {}, []
     if train is not None:
         from cohort.explain import plan_and_explain
         from cohort.planner import PLAN_DEFAULTS, plan_command
@@ -582,13 +673,16 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 plans[p] = policy_plan(outdir, p).resolve()
                 written.append(policy_plan(outdir, p))
                 log(f"cohort bench: {p}: {report_head(made, prof)}")
+        if sweep:
+            swept = sweep_plans(sweep, outdir, train_argv, inputs["train"] or os.devnull, force, log)
+            written += [policy_plan(outdir, n) for n, _ in swept] + list(sweep_profiles(outdir, sweep).values())
         log(f"cohort bench: wrote {', '.join(map(str, written))}")
     if plan is not None:
         plan = Path(plan).resolve()
-    for path in ([plan] if plan is not None else []) + list(plans.values()):
+    for path in ([plan] if plan is not None else []) + list(plans.values()) + [p for _, p in swept]:
         check_plan_fits(path, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies,
-                             plans=plans)
+                             plans=plans, swept=swept)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
@@ -687,6 +781,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
             "reference_sha256": reference.get("output_file_sha256") if reference else None},
         "plan": str(plan) if plan is not None else None,
         "plans": {p: str(path) for p, path in plans.items()},
+        "sweep": {"parameter": sweep[0], "values": list(sweep[1]), "configs": [n for n, _ in swept],
+                  "plans": [str(path) for _, path in swept]} if sweep else None,
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control,
                        "cache_geometry": GEOMETRY, "order": names},

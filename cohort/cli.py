@@ -227,14 +227,15 @@ def cmd_optimize(args, target):
 
 
 def cmd_bench(args, target):
-    from cohort.bench import bench, console_table, parse_policies
+    from cohort.bench import bench, console_table, parse_policies, parse_sweep
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
                     plan=plan_option(args.plan), train=args.train, cachegrind_args=args.cachegrind_args,
                     random_control=not args.no_random, force=args.force,
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
-                    all_control=not args.no_all, policies=parse_policies(args.policies))
+                    all_control=not args.no_all, policies=parse_policies(args.policies),
+                    sweep=parse_sweep(args.sweep))
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -468,6 +469,11 @@ def build_parser():
                     help="policies to compare, comma-separated: halo (the plan: --plan or --train); "
                          "halo+ds, apa-all, apa-collections, apa-maximal, hds (plans from the --train profile, "
                          "which records the heap trace for hds; docs/planner.md); dpa, mo (online, no profile; docs/policies.md). Default: halo")
+    be.add_argument("--sweep", metavar="PARAM=V1,V2,...",
+                    help="also run halo's plan for each value of one parameter, planned from --train: "
+                         "affinity-distance (a profile per value; HALO's Figure 12), tolerance, "
+                         "max-members, entry-purity or group-threshold; e.g. "
+                         "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",

@@ -80,3 +80,34 @@ def suite_plot(rows, path, key, title, ylabel, force=False):
     ax.legend(fontsize=8)
     _save(fig, path, force)
     return True
+
+
+def sweep_plot(series, path, parameter, force=False):
+    """HALO's Figure 12: time and D1 misses over the baseline against one
+    parameter's values, a line per workload. series: [(workload, [(value,
+    time, p25, p75, d1 or None)])]. A parameter whose values double is drawn
+    on a log-2 axis."""
+    if not series:
+        return False
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True)
+    log2 = False
+    for label, points in series:
+        xs = [p[0] for p in points]
+        if len(xs) > 2 and all(x > 0 for x in xs) and max(xs) / min(xs) >= 8:
+            log2 = True
+        top.errorbar(xs, [p[1] for p in points], capsize=3, marker="o", label=label,
+                     yerr=[[max(p[1] - p[2], 0) for p in points], [max(p[3] - p[1], 0) for p in points]])
+        d1 = [(p[0], p[4]) for p in points if p[4] is not None]
+        if d1:
+            bottom.plot([x for x, _ in d1], [y for _, y in d1], marker="o", label=label)
+    for ax in (top, bottom):
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        if log2:
+            ax.set_xscale("log", base=2)
+    top.set_title(f"Figure 12: {parameter} sweep")
+    top.set_ylabel("time / baseline")
+    bottom.set_ylabel("D1 misses / baseline")
+    bottom.set_xlabel(parameter)
+    top.legend(fontsize=8)
+    _save(fig, path, force)
+    return True

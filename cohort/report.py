@@ -61,13 +61,15 @@ def labels(paths, runs):
 
 
 FIGURES = {"fig13": "D1 misses per policy", "fig14": "speed-up per policy",
-           "fig15": "HALO against the random control", "fig12": "affinity-distance sweep"}
+           "fig15": "HALO against the random control"}
 
 
-def plot_paths(output):
-    """The plots a report at output draws beside it, named after it: {key: path}."""
+def plot_paths(output, sweeps=()):
+    """The plots a report at output draws beside it, named after it: {key:
+    path}, with a Figure 12 (fig12-PARAM) per parameter swept."""
     output = Path(output)
-    return {k: output.with_name(f"{output.stem}-{k}.png") for k in FIGURES}
+    keys = list(FIGURES) + [f"fig12-{p}" for p in sweeps]
+    return {k: output.with_name(f"{output.stem}-{k}.png") for k in keys}
 
 
 def configs_of(r):
@@ -108,11 +110,22 @@ def report(paths, output, title="Cohort benchmark report", force=False):
     if not runs:
         raise CohortError("no results given")
     output = Path(output)
-    pngs = plot_paths(output)
-    for p, kind in ((output, "report"), *((q, "plot") for q in pngs.values())):
-        claim(p, kind, force)
     for r, lab in zip(runs, labels(paths, runs)):
         r["label"] = lab
+    sweeps = {}
+    for r in runs:
+        sw = r.get("sweep")
+        if sw:
+            points = []
+            for v, name in zip(sw["values"], sw["configs"]):
+                x = r["ratios"].get(name)
+                if x:
+                    points.append((v, x["time_ratio"], x["time_ratio_p25"], x["time_ratio_p75"], x.get("d1_ratio")))
+            if points:
+                sweeps.setdefault(sw["parameter"], []).append((r["label"], points))
+    pngs = plot_paths(output, sweeps)
+    for p, kind in ((output, "report"), *((q, "plot") for q in pngs.values())):
+        claim(p, kind, force)
     written = [output]
     # One column per policy that any run measured (halo's are the
     # cohort+ALLOC columns).
@@ -201,7 +214,7 @@ def report(paths, output, title="Cohort benchmark report", force=False):
          "random: what placement by affinity adds over pooling alone (HALO's Figure 15)."),
     ]
     try:
-        from cohort.plots import suite_plot
+        from cohort.plots import suite_plot, sweep_plot
         plotting = True
     except ImportError:
         plotting = False
@@ -219,6 +232,20 @@ def report(paths, output, title="Cohort benchmark report", force=False):
             lines.append(f"| {lab} | " + " | ".join(
                 (f"{d[c][0]:.3f}" + (f" ({d[c][1]:.2f}-{d[c][2]:.2f})" if kind == "time" else "")) if c in d else "-"
                 for c in names) + " |")
+        lines.append("")
+
+    for param, series in sweeps.items():
+        lines += [f"## Figure 12: {param} sweep", "",
+                  f"halo's plan for each value of {param} (cohort bench --sweep), in front of the first "
+                  "allocator: median time and D1 misses over that allocator's, as HALO's Figure 12.", ""]
+        png = pngs[f"fig12-{param}"]
+        if plotting and sweep_plot(series, png, param, force):
+            lines += [f"![{param} sweep]({png.name})", ""]
+            written.append(png)
+        lines += [f"| workload | {param} | time | D1 |", "|---|---|---|---|"]
+        for lab, points in series:
+            for v, t, lo, hi, d1 in points:
+                lines.append(f"| {lab} | {v:g} | {t:.3f} ({lo:.2f}-{hi:.2f}) | {fmt(d1)} |")
         lines.append("")
 
     frag_names = list(dict.fromkeys(n for r in runs for n in r["parameters"]["order"] if n in r["runtime_stats"]))

@@ -235,3 +235,58 @@ def test_plan_policies_need_the_training_run(tmp_path):
 def test_plan_without_halo_refused(tmp_path, toy_plan):
     r = run([COHORT, "bench", "--policies", "dpa", "--plan", toy_plan, "-o", tmp_path / "x", "--", TOY])
     assert r.returncode != 0 and b"--policies leaves out" in r.stderr
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ("affinity-distance", "--sweep 'affinity-distance': give PARAM=V1,V2,... with PARAM one of affinity-distance"),
+    ("colour=1,2", "--sweep 'colour=1,2': give PARAM=V1,V2,..."),
+    ("affinity-distance=64", "--sweep affinity-distance: give at least two values, comma-separated"),
+    ("affinity-distance=32,,64", "--sweep affinity-distance: give at least two values"),
+    ("affinity-distance=32,sixty", "--sweep affinity-distance: 'sixty' is not an integer"),
+    ("tolerance=0.1,nan", "--sweep tolerance: nan is out of range (0.0 to 1.0)"),
+    ("affinity-distance=0,64", "--sweep affinity-distance: 0 is out of range (1 to 1048576)"),
+    ("max-members=4,4", "--sweep max-members: a value is given twice"),
+])
+def test_bad_sweeps_refused_in_one_line(tmp_path, sweep, message):
+    r = run([COHORT, "bench", "--sweep", sweep, "--train", "ok", "-o", tmp_path / "x", "--", TOY])
+    err = r.stderr.decode()
+    assert r.returncode != 0 and message in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err and not (tmp_path / "x").exists()
+
+
+def test_a_sweep_needs_the_training_run(tmp_path, toy_plan):
+    r = run([COHORT, "bench", "--sweep", "tolerance=0.05,0.2", "--plan", toy_plan, "-o", tmp_path / "x", "--", TOY])
+    assert r.returncode != 0 and "--sweep tolerance plans from the training run: give --train" in r.stderr.decode()
+    assert not (tmp_path / "x").exists()
+
+
+def test_affinity_distance_sweep_profiles_each_value_and_draws_figure_12(tmp_path):
+    out = tmp_path / "res"
+    r = run([COHORT, "bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random",
+             "--no-all", "--sweep", "affinity-distance=32,256", "--train", "2000", "--cachegrind-args", "1000",
+             "-o", out, "--", PROGRAMS / "dsgraph", "3000"])
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    names = ["halo@affinity-distance=32", "halo@affinity-distance=256"]
+    assert res["sweep"]["parameter"] == "affinity-distance" and res["sweep"]["values"] == [32, 256]
+    assert res["sweep"]["configs"] == names and res["parameters"]["order"] == ["glibc", "cohort+glibc", *names]
+    for v, n in zip((32, 256), names):
+        prof = json.loads((out / f"profile-affinity-distance={v}.json").read_text())
+        assert prof["parameters"]["affinity_distance"] == v
+        assert (out / f"plan-{n}").exists() and "d1_ratio" in res["ratios"][n]
+        assert (out / "stats" / f"{n}.json").exists()
+    rep = tmp_path / "report.md"
+    r = run([COHORT, "report", out, "-o", rep])
+    assert r.returncode == 0, r.stderr.decode()
+    text = rep.read_text()
+    assert "## Figure 12: affinity-distance sweep" in text and "| dsgraph | 32 | " in text
+    assert (tmp_path / "report-fig12-affinity-distance.png").stat().st_size > 1000
+    # a file of the user's where a sweep would write is refused before anything runs
+    mine = out / "profile-affinity-distance=32.json"
+    mine.write_text("my notes\n")
+    r = run([COHORT, "bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random",
+             "--no-all", "--sweep", "affinity-distance=32,64", "--train", "2000", "-o", out, "--",
+             PROGRAMS / "dsgraph", "3000"])
+    assert r.returncode != 0 and f"{mine} exists and is not a profile that cohort wrote" in r.stderr.decode()
+    assert mine.read_text() == "my notes\n"
