@@ -515,7 +515,8 @@ def input_record(path):
 
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
-          cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None):
+          cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
+          extra_plans=()):
     """The whole `cohort bench` (see the module's docstring). stdin,
     train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
     runs read as standard input (cachegrind's defaults to stdin; otherwise
@@ -524,7 +525,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     training run, the online policies need neither. sweep: (parameter,
     values) from parse_sweep: halo's plan for each value, from the training
     run (a profile per value for a profiler parameter), in front of the
-    first allocator (HALO's Figure 12).
+    first allocator (HALO's Figure 12). extra_plans: [(name, plan path)]
+    run the same way, under their names (cohort tune's candidates).
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -551,6 +553,12 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if sweep is not None and train is None:
         raise CohortError(f"--sweep {sweep[0]} plans from the training run: give --train 'TRAIN ARGS'")
     swept = [sweep_name(sweep[0], v) for v in sweep[1]] if sweep else []
+    extra_plans = [(n, Path(p).resolve()) for n, p in extra_plans]
+    taken = {*allocators, *(f"cohort+{a}" for a in allocators), *policies, *swept, "random", "all"}
+    for n, _ in extra_plans:
+        if n in taken or "/" in n:
+            raise CohortError(f"a configuration named {n!r} cannot be added")
+        taken.add(n)
     if train_stdin is not None and train is None:
         raise CohortError("--train-stdin is the input of the profiling run: it needs --train")
     if cachegrind_stdin is not None and cachegrind_args is None:
@@ -574,7 +582,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
     stats_names = ([f"cohort+{a}" for a in allocators] if "halo" in policies else []) \
-        + [p for p in policies if p != "halo"] + swept + ["random"] * random_control + ["all"] * all_control
+        + [p for p in policies if p != "halo"] + swept + [n for n, _ in extra_plans] \
+        + ["random"] * random_control + ["all"] * all_control
     for path, kind in products(outdir, train is not None, stats_names, profiled + swept,
                                sweep_profiles(outdir, sweep)):
         if os.path.lexists(path):
@@ -583,7 +592,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force, policies, sweep)
+                          all_control, force, policies, sweep, extra_plans)
         finally:
             if output_file is not None:
                 output_file.done()
@@ -639,7 +648,7 @@ def products(outdir, trained, stats_names, profiled=(), profiles=None):
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
-           policies=("halo",), sweep=None):
+           policies=("halo",), sweep=None, extra_plans=()):
     commands = {"ref": target}
     plans, swept = {}, []
     if train is not None:
@@ -679,6 +688,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         log(f"cohort bench: wrote {', '.join(map(str, written))}")
     if plan is not None:
         plan = Path(plan).resolve()
+    swept_only, swept = list(swept), swept + extra_plans
     for path in ([plan] if plan is not None else []) + list(plans.values()) + [p for _, p in swept]:
         check_plan_fits(path, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies,
@@ -781,8 +791,9 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
             "reference_sha256": reference.get("output_file_sha256") if reference else None},
         "plan": str(plan) if plan is not None else None,
         "plans": {p: str(path) for p, path in plans.items()},
-        "sweep": {"parameter": sweep[0], "values": list(sweep[1]), "configs": [n for n, _ in swept],
-                  "plans": [str(path) for _, path in swept]} if sweep else None,
+        "sweep": {"parameter": sweep[0], "values": list(sweep[1]), "configs": [n for n, _ in swept_only],
+                  "plans": [str(path) for _, path in swept_only]} if sweep else None,
+        "extra_plans": {n: str(path) for n, path in extra_plans},
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control,
                        "cache_geometry": GEOMETRY, "order": names},

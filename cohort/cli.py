@@ -241,6 +241,14 @@ def cmd_bench(args, target):
     return 1 if results["problems"] else 0
 
 
+def cmd_tune(args, target):
+    from cohort.tune import tune
+    done = tune(target, args.output, ref=args.ref, trials=args.trials, keep=args.keep, force=args.force)
+    vs = f"{done['vs_default']:.3f} of the default plan's median time, {done['vs_glibc']:.3f} of glibc's"
+    print(f"cohort tune: kept {done['best']} ({vs}) in {done['plan']}; the evidence is in {done['report']}")
+    return 0
+
+
 def cmd_report(args, target):
     from cohort.report import report
     written = report(args.results, args.output, force=args.force)
@@ -497,6 +505,23 @@ def build_parser():
                          "if it exists")
     be.set_defaults(func=cmd_bench)
 
+    tu = sub.add_parser("tune", help="find the best plan for a program by measurement (all policies, "
+                                     "their parameters)",
+                        usage="%(prog)s [options] -o DIR -- PROG TRAIN-ARGS...",
+                        description="Make a plan with every plan policy and with halo's parameters varied one "
+                                    "at a time, screen them with cachegrind on the training input, confirm "
+                                    "the best few and the default plan by interleaved timing on --ref, and "
+                                    "keep the fastest as DIR/plan, with the evidence in DIR/tune.md. "
+                                    "Takes minutes; progress goes to stderr.")
+    tu.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the products")
+    tu.add_argument("--ref", metavar="'ARGS'",
+                    help="PROG's arguments for the timed confirmation (default: the training arguments)")
+    tu.add_argument("--trials", type=int, default=7, help="timed rounds of the confirmation (default: 7)")
+    tu.add_argument("--keep", type=int, default=3,
+                    help="candidates confirmed by timing besides the default plan (default: 3)")
+    tu.add_argument("--force", action="store_true", help="replace files in DIR that Cohort did not write")
+    tu.set_defaults(func=cmd_tune)
+
     rp = sub.add_parser("report", help="a Markdown report from bench results",
                         usage="%(prog)s [options] RESULTS-DIR... -o report.md",
                         description="Turn one or more results directories into one Markdown report "
@@ -504,7 +529,7 @@ def build_parser():
     rp.add_argument("results", nargs="+", help="results directories (or results.json files)")
     rp.add_argument("-o", "--output", default="report.md",
                     help="report to write (default: report.md); its plots go beside it as "
-                         "NAME-speedup.png and NAME-misses.png")
+                         "NAME-fig13.png, NAME-fig14.png, ...")
     rp.add_argument("--force", action="store_true",
                     help="replace files at those paths that cohort did not write")
     rp.set_defaults(func=cmd_report)
@@ -513,7 +538,7 @@ def build_parser():
     return p
 
 
-TAKES_PROGRAM = ("run", "profile", "optimize", "bench", "loads")
+TAKES_PROGRAM = ("run", "profile", "optimize", "bench", "loads", "tune")
 
 
 def misplaced(args, ours, extra):

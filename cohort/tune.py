@@ -1,0 +1,210 @@
+"""`cohort tune`: the best plan for a program, chosen by measurement.
+
+HALO tuned its affinity distance by hand (section 5.1, Figure 12); this
+does it for every plan policy and the planner's parameters, on the user's
+own program:
+
+1. profile the training run (with the heap trace, for hds), and again at
+   each other affinity distance of the grid;
+2. make every candidate plan: each plan policy with its defaults, and halo
+   with each grid value of one parameter changed at a time; candidates
+   whose plans come out identical are screened once;
+3. screen them deterministically: cachegrind on the training input, scored
+   by a rough cycle count (instructions + 10 x D1 misses + 100 x LL data
+   misses), against glibc's;
+4. confirm the best few, and always the default plan (what `cohort
+   optimize` makes), by interleaved timing on the reference input with
+   `cohort bench`;
+5. keep the one with the lowest median time as DIR/plan, and write the
+   evidence to DIR/tune.md.
+
+The grid and the score are fixed, and the same for every program."""
+
+import shlex
+import sys
+from pathlib import Path
+
+from cohort.bench import PROFILE_SWEEPS, SWEEPS, bench, cachegrind, clean_environment, sweep_name
+from cohort.errors import CohortError
+from cohort.files import REPORT_MARK, claim, made_dirs, write_output
+from cohort.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
+from cohort.profile import TRACE_BUDGET, profile
+from cohort.runner import environment, exit_words, resolve_program
+
+# One parameter changed at a time from the defaults (128, 0.05, 16, 0.98).
+GRID = {
+    "affinity-distance": (32, 512),
+    "tolerance": (0.02, 0.2),
+    "max-members": (4, 64),
+    "entry-purity": (0.9, 1.0),
+}
+MISS_WEIGHTS = {"D1": 10, "LL": 100}   # cycles a miss costs, roughly (cachegrind's manual's model)
+DEFAULT = "halo"
+
+
+def score(cg):
+    """The screening score of a cachegrind result: estimated cycles."""
+    return cg["I_refs"] + MISS_WEIGHTS["D1"] * cg["D1_misses"] + MISS_WEIGHTS["LL"] * cg["LLd_misses"]
+
+
+def plan_body(path):
+    """A plan's lines without comments: two candidates with equal bodies place alike."""
+    return [ln for ln in Path(path).read_text().splitlines() if not ln.lstrip().startswith("#")]
+
+
+def products(outdir):
+    """[(path, kind)] every tune writes directly into outdir (bench's own
+    products in outdir/confirm are claimed by bench)."""
+    out = [(outdir / "profile.json", "profile"), (outdir / "plan", "plan"), (outdir / "tune.md", "report")]
+    out += [(outdir / f"profile-affinity-distance={v}.json", "profile") for v in GRID["affinity-distance"]]
+    out += [(outdir / f"plan-{name}", "plan") for name, _, _ in candidates()]
+    return out
+
+
+def candidates():
+    """[(name, profile value of affinity distance or None, planner keywords)]."""
+    out = [(p, None, dict(PLAN_DEFAULTS, policy=p)) for p in PLAN_POLICIES]
+    for param, values in GRID.items():
+        keyword = SWEEPS[param][3]
+        for v in values:
+            if param in PROFILE_SWEEPS:
+                out.append((sweep_name(param, v), v, dict(PLAN_DEFAULTS)))
+            else:
+                out.append((sweep_name(param, v), None, dict(PLAN_DEFAULTS, **{keyword: v})))
+    return out
+
+
+def tune(target, outdir, ref=None, trials=7, keep=3, force=False, log=None):
+    """The whole `cohort tune`. target: the program and its training
+    arguments; ref: the reference arguments (a string), timed to confirm
+    (default: the training arguments). Returns the summary dict."""
+    log = log or (lambda m: print(m, file=sys.stderr))
+    outdir = Path(outdir)
+    if trials < 1 or keep < 1:
+        raise CohortError("--trials and --keep must be at least 1")
+    prog = resolve_program(target)
+    ref_argv = [target[0], *(shlex.split(ref) if ref is not None else target[1:])]
+    if outdir.exists() and not outdir.is_dir():
+        raise CohortError(f"{outdir} exists and is not a directory")
+    with made_dirs(outdir):
+        for path, kind in products(outdir):
+            claim(path, kind, force)
+        return _tune(target, prog, outdir, ref_argv, trials, keep, force, log)
+
+
+def _tune(target, prog, outdir, ref_argv, trials, keep, force, log):
+    cands = candidates()
+    # 1. profiles
+    log(f"cohort tune: profiling {' '.join(target)} (with the heap trace)")
+    _, rc = profile(target, outdir / "profile.json", force=force, trace_budget=TRACE_BUDGET)
+    if rc != 0:
+        raise CohortError(f"the training run {' '.join(target)} failed ({exit_words(rc)}); "
+                          f"its profile is in {outdir / 'profile.json'}")
+    sources = {None: outdir / "profile.json"}
+    for v in GRID["affinity-distance"]:
+        log(f"cohort tune: profiling again with affinity distance {v}")
+        sources[v] = outdir / f"profile-affinity-distance={v}.json"
+        profile(target, sources[v], force=force, affinity_distance=v)
+
+    # 2. plans, each body screened once
+    made, skipped, same_as, bodies = [], {}, {}, {}
+    for name, ad, params in cands:
+        path = outdir / f"plan-{name}"
+        try:
+            plan_command(sources[ad], path, force=force, **params)
+        except CohortError as e:
+            skipped[name] = str(e)
+            continue
+        body = tuple(plan_body(path))
+        if body in bodies:
+            same_as[name] = bodies[body]
+        else:
+            bodies[body] = name
+            made.append((name, path))
+    log(f"cohort tune: {len(cands)} candidates, {len(made)} distinct plans"
+        + (f", {len(skipped)} could not be made" if skipped else ""))
+
+    # 3. screening on the training input
+    base_env = clean_environment()
+    baseline = cachegrind(list(target), base_env)
+    if "error" in baseline:
+        raise CohortError(f"cachegrind could not run the training input: {baseline['error']}")
+    screened = {}
+    for i, (name, path) in enumerate(made, 1):
+        log(f"cohort tune: screening {i}/{len(made)}: {name}")
+        cg = cachegrind(list(target), environment(plan=path, allocator="glibc", base=base_env))
+        if "error" not in cg and cg["output_sha256"] != baseline["output_sha256"]:
+            cg["error"] = "its output differs from glibc's"
+        screened[name] = cg
+    ok = [n for n, _ in made if "error" not in screened[n]]
+    if DEFAULT not in ok:
+        raise CohortError(f"the default plan could not be screened: "
+                          f"{screened.get(DEFAULT, {}).get('error', skipped.get(DEFAULT, 'not made'))}")
+    ranked = sorted(ok, key=lambda n: (score(screened[n]), n))
+    shortlist = list(dict.fromkeys([DEFAULT] + ranked[:keep]))
+    log(f"cohort tune: confirming {', '.join(shortlist)} by timing {' '.join(ref_argv)}")
+
+    # 4. confirmation by interleaved timing
+    paths = dict(made)
+    results = bench(ref_argv, outdir / "confirm", trials=trials, warmup=1, allocators=("glibc",),
+                    plan=paths[DEFAULT], random_control=False, all_control=False, force=force, log=log,
+                    policies=("halo",), extra_plans=[(n, paths[n]) for n in shortlist if n != DEFAULT])
+    config = {n: ("cohort+glibc" if n == DEFAULT else n) for n in shortlist}
+    summary = results["summary"]
+    timed = [n for n in shortlist if summary[config[n]]["ok_trials"]]
+    if DEFAULT not in timed:
+        raise CohortError(f"the default plan's timed runs failed: see {outdir / 'confirm' / 'results.json'}")
+    best = min(timed, key=lambda n: (summary[config[n]]["wall_median_s"], n != DEFAULT, n))
+
+    # 5. keep the best plan, and the evidence
+    write_output(outdir / "plan", Path(paths[best]).read_text(), "plan", force)
+    text = report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortlist, results, config, best,
+                  trials)
+    write_output(outdir / "tune.md", text, "report", force)
+    glibc = summary["glibc"]["wall_median_s"]
+    default = summary[config[DEFAULT]]["wall_median_s"]
+    mine = summary[config[best]]["wall_median_s"]
+    return {"best": best, "plan": outdir / "plan", "report": outdir / "tune.md",
+            "vs_default": mine / default if default else None, "vs_glibc": mine / glibc if glibc else None}
+
+
+def report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortlist, results, config, best,
+           trials):
+    base_score = score(baseline)
+    lines = [REPORT_MARK, f"# cohort tune: {Path(target[0]).name}", "",
+             f"Training run `{' '.join(target)}`; reference run `{' '.join(ref_argv)}`.", "",
+             "## Decision", ""]
+    s = results["summary"]
+    g, d, b = (s[n]["wall_median_s"] for n in ("glibc", config["halo"], config[best]))
+    lines.append(f"Kept **{best}**: median {b:.3f} s on the reference input, {b / g:.3f} of glibc's and "
+                 f"{b / d:.3f} of the default plan's ({DEFAULT}, what `cohort optimize` makes)"
+                 + (" (it is the default plan)" if best == DEFAULT else "") + ".")
+    lines += ["", "## Screening: cachegrind on the training input", "",
+              f"Score: instructions + {MISS_WEIGHTS['D1']} x D1 misses + {MISS_WEIGHTS['LL']} x LL data "
+              f"misses (estimated cycles), over glibc's ({base_score:,}). Deterministic.", "",
+              "| candidate | score vs glibc | D1 vs glibc | instructions vs glibc | same plan as |",
+              "|---|---|---|---|---|"]
+    order = sorted(screened, key=lambda n: (score(screened[n]) if "error" not in screened[n] else float("inf"), n))
+    for n in order:
+        cg = screened[n]
+        twins = ", ".join(k for k, v in same_as.items() if v == n) or "-"
+        if "error" in cg:
+            lines.append(f"| {n} | failed: {cg['error']} | - | - | {twins} |")
+            continue
+        lines.append(f"| {n}{' (shortlisted)' if n in shortlist else ''} | {score(cg) / base_score:.3f} | "
+                     f"{cg['D1_misses'] / max(baseline['D1_misses'], 1):.3f} | "
+                     f"{cg['I_refs'] / max(baseline['I_refs'], 1):.3f} | {twins} |")
+    for n, why in skipped.items():
+        lines.append(f"| {n} | not made: {why} | - | - | - |")
+    lines += ["", f"## Confirmation: {trials} interleaved trials on the reference input", "",
+              "| candidate | median s | p25 | p75 | vs glibc | vs default |", "|---|---|---|---|---|---|"]
+    for n in shortlist:
+        x = s[config[n]]
+        if not x["ok_trials"]:
+            lines.append(f"| {n} | failed | - | - | - | - |")
+            continue
+        m = x["wall_median_s"]
+        lines.append(f"| {'**' + n + '**' if n == best else n} | {m:.3f} | {x['wall_p25_s']:.3f} | "
+                     f"{x['wall_p75_s']:.3f} | {m / g:.3f} | {m / d:.3f} |")
+    lines += ["", f"glibc: median {g:.3f} s. The full timings are in confirm/results.json.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""`cohort tune`: every candidate made and screened, the default plan and
+the best few confirmed by timing, the fastest kept, the evidence written;
+and its refusals."""
+
+import json
+
+from conftest import COHORT, PROGRAMS, run
+from cohort.tune import GRID, candidates
+
+DSG = PROGRAMS / "dsgraph"
+
+
+def test_tune_keeps_the_fastest_confirmed_plan_with_its_evidence(tmp_path):
+    out = tmp_path / "t"
+    r = run([COHORT, "tune", "-o", out, "--trials", "1", "--keep", "2", "--ref", "6000", "--", DSG, "2000"])
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    # progress while it runs
+    assert "cohort tune: profiling" in err and "cohort tune: screening 1/" in err and "cohort tune: confirming halo" in err
+    names = [n for n, _, _ in candidates()]
+    assert len(names) == 6 + sum(len(v) for v in GRID.values())
+    for n in names:   # every candidate made (hds from the trace of the one training profile)
+        assert (out / f"plan-{n}").read_text().startswith("cohort-plan ")
+    for v in GRID["affinity-distance"]:
+        assert json.loads((out / f"profile-affinity-distance={v}.json").read_text())["parameters"][
+            "affinity_distance"] == v
+    assert "hot_streams" in json.loads((out / "profile.json").read_text())
+    text = (out / "tune.md").read_text()
+    best = text.split("Kept **")[1].split("**")[0]
+    assert best in names and (out / "plan").read_text() == (out / f"plan-{best}").read_text()
+    assert f"cohort tune: kept {best} (" in r.stdout.decode()
+    # the default plan is always confirmed; the kept one is the lowest median of those timed
+    res = json.loads((out / "confirm" / "results.json").read_text())
+    timed = {"halo": res["summary"]["cohort+glibc"]["wall_median_s"]}
+    timed.update({n: res["summary"][n]["wall_median_s"] for n in res["extra_plans"]})
+    assert len(timed) <= 3 and min(timed.values()) == timed[best]
+    for heading in ("## Decision", "## Screening: cachegrind on the training input", "## Confirmation"):
+        assert heading in text
+    # candidates with the same plan are screened once and named together
+    assert "same plan as" in text
+
+
+def test_tune_refuses_bad_input_in_one_line_and_keeps_the_users_files(tmp_path):
+    out = tmp_path / "t"
+    out.mkdir()
+    mine = out / "plan"
+    mine.write_text("my plan\n")
+    r = run([COHORT, "tune", "-o", out, "--", DSG, "2000"])
+    err = r.stderr.decode()
+    assert r.returncode != 0 and f"{mine} exists and is not a plan that cohort wrote" in err
+    assert mine.read_text() == "my plan\n" and len(err.strip().splitlines()) == 1
+    for args, message in [(["--keep", "0"], "--trials and --keep must be at least 1"),
+                          (["--trials", "0"], "--trials and --keep must be at least 1")]:
+        r = run([COHORT, "tune", *args, "-o", tmp_path / "u", "--", DSG, "2000"])
+        assert r.returncode != 0 and message in r.stderr.decode() and b"Traceback" not in r.stderr
+    r = run([COHORT, "tune", "-o", tmp_path / "v", "--", tmp_path / "no-such-program"])
+    assert r.returncode != 0 and b"Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "u").exists() and not (tmp_path / "v").exists()
