@@ -82,16 +82,16 @@ def test_report_never_replaces_a_users_file_and_names_every_file_it_writes(tmp_p
     assert err(r).startswith(f"cohort: {src} exists and is not a report that cohort wrote")
     # the plots are named after the report, and a user's plots beside it are kept
     (tmp_path / "speedup.png").write_bytes(b"my plot")
-    (tmp_path / "r-speedup.png").write_bytes(b"my other plot")
+    (tmp_path / "r-fig14.png").write_bytes(b"my other plot")
     r = run([COHORT, "report", res, "-o", tmp_path / "r.md"])
-    assert r.returncode == 2 and "r-speedup.png exists and is not a plot that cohort wrote" in err(r)
-    assert not (tmp_path / "r.md").exists() and (tmp_path / "r-speedup.png").read_bytes() == b"my other plot"
-    (tmp_path / "r-speedup.png").unlink()
+    assert r.returncode == 2 and "r-fig14.png exists and is not a plot that cohort wrote" in err(r)
+    assert not (tmp_path / "r.md").exists() and (tmp_path / "r-fig14.png").read_bytes() == b"my other plot"
+    (tmp_path / "r-fig14.png").unlink()
     r = run([COHORT, "report", res, "-o", tmp_path / "r.md"])
     assert r.returncode == 0, err(r)
-    assert err(r) == f"cohort: wrote {tmp_path / 'r.md'}, {tmp_path / 'r-speedup.png'}\n"
+    assert err(r) == f"cohort: wrote {tmp_path / 'r.md'}, {tmp_path / 'r-fig14.png'}, {tmp_path / 'r-fig15.png'}\n"
     assert (tmp_path / "speedup.png").read_bytes() == b"my plot"
-    assert mode(tmp_path / "r.md") == 0o644 and mode(tmp_path / "r-speedup.png") == 0o644
+    assert mode(tmp_path / "r.md") == 0o644 and mode(tmp_path / "r-fig14.png") == 0o644
     r = run([COHORT, "report", res, "-o", tmp_path / "r.md"])      # its own files: replaced
     assert r.returncode == 0, err(r)
 
