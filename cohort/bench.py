@@ -31,16 +31,16 @@ from pathlib import Path
 
 from cohort import __version__
 from cohort.cgfile import runtime_share
-from cohort.dsgraph import DS_POLICIES
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, measure_tool
+from cohort.planner import PLAN_POLICIES
 from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
 
 # The policies a bench can compare: HALO's plan; the other plan policies
 # (docs/planner.md), planned from the same training profile; and the online
 # policies, which need no profile (docs/policies.md).
-PROFILE_POLICIES = DS_POLICIES + ("hds",)   # planner.PLAN_POLICIES but halo
+PROFILE_POLICIES = tuple(p for p in PLAN_POLICIES if p != "halo")
 ONLINE_POLICIES = ("dpa", "mo")
 POLICIES = ("halo",) + PROFILE_POLICIES + ONLINE_POLICIES
 
@@ -688,11 +688,11 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         log(f"cohort bench: wrote {', '.join(map(str, written))}")
     if plan is not None:
         plan = Path(plan).resolve()
-    swept_only, swept = list(swept), swept + extra_plans
-    for path in ([plan] if plan is not None else []) + list(plans.values()) + [p for _, p in swept]:
+    named = swept + list(extra_plans)   # plans run under names of their own
+    for path in ([plan] if plan is not None else []) + list(plans.values()) + [p for _, p in named]:
         check_plan_fits(path, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies,
-                             plans=plans, swept=swept)
+                             plans=plans, swept=named)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
@@ -791,8 +791,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
             "reference_sha256": reference.get("output_file_sha256") if reference else None},
         "plan": str(plan) if plan is not None else None,
         "plans": {p: str(path) for p, path in plans.items()},
-        "sweep": {"parameter": sweep[0], "values": list(sweep[1]), "configs": [n for n, _ in swept_only],
-                  "plans": [str(path) for _, path in swept_only]} if sweep else None,
+        "sweep": {"parameter": sweep[0], "values": list(sweep[1]), "configs": [n for n, _ in swept],
+                  "plans": [str(path) for _, path in swept]} if sweep else None,
         "extra_plans": {n: str(path) for n, path in extra_plans},
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control,

@@ -138,8 +138,9 @@ def hot_streams(trace, target=0.9, min_len=2, max_len=20):
     candidate heat at which they cover `target` of the trace, found by
     bisection over the rules' heats; if no threshold reaches it, the one
     that covers most."""
-    trace = list(trace)
-    g = sequitur.build(trace)
+    if not hasattr(trace, "__len__"):
+        trace = list(trace)
+    g = sequitur.build(trace)    # an array("I") (a heaptrace's refs) goes to the tool as it is
     counts = rule_counts(g)
     length, uses, _ = counts
     heats = set()

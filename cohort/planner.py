@@ -493,7 +493,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         unit_of, _ = dsgraph.units(profile)
         for key, w in dsgraph.traversal_weights(profile, unit_of, accesses).items():
             edges[key] = edges.get(key, 0) + w
-    apa = policy in KEEP_ALL
+    keep_all = policy in KEEP_ALL
     if policy == HDS_POLICY:    # groups of contexts already, with their nodes
         formed, notes = hds_groups(profile, accesses, edges, members)
     else:
@@ -509,7 +509,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     rejected = [g for g in formed if not g.kept]
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
-        kept = sorted(kept, key=lambda g: -(sum(contexts[c]["accesses"] for c in g.members) if apa
+        kept = sorted(kept, key=lambda g: -(sum(contexts[c]["accesses"] for c in g.members) if keep_all
                                             else g.weight))[:MAX_GROUPS]
     if not MIN_MAX_SIZE <= profile["parameters"]["max_size"] <= MAX_MAX_SIZE:
         notes.append(f"the plan's max-size is {MIN_MAX_SIZE if profile['parameters']['max_size'] < 8 else MAX_MAX_SIZE} "
@@ -520,8 +520,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         plan = assemble(profile, kept, params, list(notes))
         plan.worth = assess(plan, contexts, edges, costs, identify, direct)
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
-        losers = [i for i, w in enumerate(plan.worth) if not w.pays and not apa]
-        if not losers and validations and not apa:
+        losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
+        if not losers and validations and not keep_all:
             plan.transfers = replay(plan, profile, validations, costs, identify)
             moved = [(i, t) for t in plan.transfers for i, gt in enumerate(t.groups)
                      if gt is not None and not gt.pays]
