@@ -104,7 +104,9 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log):
     for v in GRID["affinity-distance"]:
         log(f"cohort tune: profiling again with affinity distance {v}")
         sources[v] = outdir / f"profile-affinity-distance={v}.json"
-        profile(target, sources[v], force=force, affinity_distance=v)
+        _, rc = profile(target, sources[v], force=force, affinity_distance=v)
+        if rc != 0:
+            raise CohortError(f"the training run failed with affinity distance {v} ({exit_words(rc)})")
 
     # 2. plans, each body screened once
     made, skipped, same_as, bodies = [], {}, {}, {}
