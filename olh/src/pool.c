@@ -1,0 +1,390 @@
+/* Pools: creation, the registry of pool ids that global references name,
+ * spaces (sub-pools, liveness bits, per-sub-pool counts), allocation and
+ * free. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PAGE 4096ull
+#define COMMIT_MIN (64ull << 10)
+#define COMMIT_STEP_MAX (64ull << 20)
+#define MAX_IDS (1u << OLH_ID_BITS)
+
+static uint64_t page_up(uint64_t n)
+{
+    return (n + PAGE - 1) & ~(PAGE - 1);
+}
+
+/* ---- registry --------------------------------------------------------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static olh_pool **registry;   /* by id; id 0 is never used (null references) */
+static uint32_t *free_ids;
+static uint32_t nfree_ids, next_id = 1, creations;
+
+static int registry_add(olh_pool *p)
+{
+    pthread_mutex_lock(&registry_lock);
+    if (!registry) {
+        registry = olh_os_reserve((uint64_t)MAX_IDS * sizeof *registry, true);
+        free_ids = olh_os_reserve((uint64_t)MAX_IDS * sizeof *free_ids, true);
+        if (!registry || !free_ids) {
+            pthread_mutex_unlock(&registry_lock);
+            return olh_fail(OLH_ENOMEM, "no address space for the pool registry");
+        }
+    }
+    uint32_t id;
+    if (nfree_ids)
+        id = free_ids[--nfree_ids];
+    else if (next_id < MAX_IDS)
+        id = next_id++;
+    else {
+        pthread_mutex_unlock(&registry_lock);
+        return olh_fail(OLH_ERANGE, "%u pools exist already", MAX_IDS - 1);
+    }
+    p->id = id;
+    /* A recycled id starts at another epoch: old global references to the
+     * pool that had it then fail the debug check. */
+    p->epoch = (++creations * 977u) & ((1u << OLH_EPOCH_BITS) - 1);
+    __atomic_store_n(&registry[id], p, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&registry_lock);
+    return OLH_OK;
+}
+
+static void registry_remove(olh_pool *p)
+{
+    pthread_mutex_lock(&registry_lock);
+    __atomic_store_n(&registry[p->id], NULL, __ATOMIC_RELEASE);
+    free_ids[nfree_ids++] = p->id;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+olh_pool *olh_registry_get(uint32_t id)
+{
+    if (!registry || id == 0 || id >= MAX_IDS)
+        return NULL;
+    return __atomic_load_n(&registry[id], __ATOMIC_ACQUIRE);
+}
+
+olh_pool *olh_pool_of(olh_gref ref)
+{
+    return olh_registry_get((uint32_t)(ref >> 32) & (MAX_IDS - 1));
+}
+
+/* ---- spaces ----------------------------------------------------------- */
+
+int olh_space_make(struct olh_pool_impl *p, struct olh_space *s)
+{
+    memset(s, 0, sizeof *s);
+    uint64_t subs = p->max_subpools;
+    s->data_bytes = page_up(subs * p->pub.subpool_bytes);
+    s->data = olh_os_reserve(s->data_bytes, false);
+    if (!s->data)
+        return olh_fail(OLH_ENOMEM, "cannot reserve %llu MiB of address space for pool '%s'",
+                        (unsigned long long)(s->data_bytes >> 20), p->type_name);
+    uint64_t live = page_up(p->max_objects / 8);
+    uint64_t counts = page_up(subs * sizeof *s->sub_live);
+    uint64_t partial = page_up(subs * sizeof *s->partial);
+    uint64_t listed = page_up(subs);
+    s->side_bytes = live + counts + partial + listed;
+    char *side = olh_os_reserve(s->side_bytes, true);
+    if (!side) {
+        olh_os_release(s->data, s->data_bytes);
+        s->data = NULL;
+        return olh_fail(OLH_ENOMEM, "cannot reserve the bitmaps of pool '%s'", p->type_name);
+    }
+    s->live = (uint64_t *)side;
+    s->sub_live = (uint32_t *)(side + live);
+    s->partial = (uint32_t *)(side + live + counts);
+    s->listed = (uint8_t *)(side + live + counts + partial);
+    return OLH_OK;
+}
+
+void olh_space_free(struct olh_pool_impl *p, struct olh_space *s, bool retire)
+{
+    if (retire)
+        olh_os_retire(s->data, s->data_bytes, p->type_name, p->collections);
+    else
+        olh_os_release(s->data, s->data_bytes);
+    olh_os_release(s->live, s->side_bytes);
+    s->data = NULL;
+    s->live = NULL;
+}
+
+/* Makes the first `subpools` sub-pools of `s` accessible, ahead of need
+ * (doubling, in steps of at most 64 MiB) so that commits stay rare. */
+int olh_space_commit(struct olh_pool_impl *p, struct olh_space *s, uint32_t subpools)
+{
+    uint64_t need = page_up((uint64_t)subpools * p->pub.subpool_bytes);
+    if (need <= s->committed)
+        return OLH_OK;
+    uint64_t want = s->committed * 2;
+    if (want < COMMIT_MIN)
+        want = COMMIT_MIN;
+    if (want > need + COMMIT_STEP_MAX)
+        want = need + COMMIT_STEP_MAX;
+    if (want < need)
+        want = need;
+    if (want > s->data_bytes)
+        want = s->data_bytes;
+    if (olh_os_commit(s->data + s->committed, want - s->committed))
+        return olh_fail(OLH_ENOMEM, "the system refused %llu KiB for pool '%s'",
+                        (unsigned long long)((want - s->committed) >> 10), p->type_name);
+    s->committed = want;
+    return OLH_OK;
+}
+
+/* ---- pools ------------------------------------------------------------ */
+
+static bool debug_from_environment(void)
+{
+    const char *e = getenv("OLH_DEBUG");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+int olh_pool_create(olh_pool **out, const struct olh_type *type,
+                    const struct olh_pool_options *options)
+{
+    if (!out)
+        return olh_fail(OLH_EINVAL, "no place for the pool");
+    *out = NULL;
+    struct olh_pool_options o = {0};
+    if (options)
+        o = *options;
+    struct olh_pool_impl *p = calloc(1, sizeof *p);
+    if (!p)
+        return olh_fail(OLH_ENOMEM, "out of memory");
+    int r = olh_type_layout(p, type, &o);
+    if (r == OLH_OK)
+        r = olh_space_make(p, &p->space);
+    if (r == OLH_OK)
+        r = olh_space_commit(p, &p->space, 1);
+    if (r == OLH_OK)
+        r = registry_add(&p->pub);
+    if (r != OLH_OK) {
+        if (p->space.data)
+            olh_space_free(p, &p->space, false);
+        olh_type_free(p);
+        free(p);
+        return r;
+    }
+    p->pub.debug = o.debug || debug_from_environment();
+    p->pub.base = p->space.data;
+    /* Index 0 is null: never allocated, always marked. */
+    bit_set(p->space.live, 0);
+    p->space.sub_live[0] = 1;
+    p->used = 1;
+    p->pub.limit = 1;
+    *out = &p->pub;
+    return OLH_OK;
+}
+
+void olh_pool_destroy(olh_pool *pool)
+{
+    if (!pool)
+        return;
+    struct olh_pool_impl *p = impl(pool);
+    registry_remove(pool);
+    olh_space_free(p, &p->space, false);
+    olh_type_free(p);
+    free(p);
+}
+
+const char *olh_pool_name(const olh_pool *pool)
+{
+    return cimpl(pool)->type_name;
+}
+
+int olh_field_index(const olh_pool *pool, const char *name)
+{
+    for (uint32_t i = 0; i < pool->nfields; i++)
+        if (strcmp(cimpl(pool)->info[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *olh_field_name(const olh_pool *pool, unsigned field)
+{
+    return field < pool->nfields ? cimpl(pool)->info[field].name : NULL;
+}
+
+enum olh_kind olh_field_kind(const olh_pool *pool, unsigned field)
+{
+    return field < pool->nfields ? cimpl(pool)->info[field].kind : OLH_DATA;
+}
+
+uint32_t olh_field_size(const olh_pool *pool, unsigned field)
+{
+    return field < pool->nfields ? cimpl(pool)->info[field].size : 0;
+}
+
+/* ---- allocation ------------------------------------------------------- */
+
+static inline uint32_t words_per_subpool(const olh_pool *pool)
+{
+    return (pool->mask + 1) >> 6;
+}
+
+/* Takes the first free slot of sub-pool `sub` at or after word `from`; 0 if
+ * there is none. */
+static inline uint32_t take_in(struct olh_pool_impl *p, uint32_t sub, uint32_t from)
+{
+    struct olh_space *s = &p->space;
+    uint32_t end = (sub + 1) * words_per_subpool(&p->pub);
+    for (uint32_t w = from; w < end; w++) {
+        uint64_t free = ~s->live[w];
+        if (free) {
+            uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(free);
+            s->live[w] |= free & -free;
+            s->sub_live[sub]++;
+            p->live_count++;
+            if (i >= p->pub.limit)
+                p->pub.limit = i + 1;
+            if (sub == p->cur)
+                p->cursor = w;
+            return i;
+        }
+    }
+    return 0;
+}
+
+static uint32_t alloc_slow(struct olh_pool_impl *p)
+{
+    struct olh_space *s = &p->space;
+    uint32_t cap = p->pub.mask + 1;
+    while (p->npartial) {
+        uint32_t sub = s->partial[--p->npartial];
+        s->listed[sub] = 0;
+        if (s->sub_live[sub] < cap) {
+            p->cur = sub;
+            p->cursor = sub * words_per_subpool(&p->pub);
+            return take_in(p, sub, p->cursor);
+        }
+    }
+    if (p->used == p->max_subpools) {
+        olh_fail(OLH_ERANGE, "pool '%s' is full (%llu objects)", p->type_name,
+                 (unsigned long long)p->max_objects - 1);
+        return 0;
+    }
+    if (olh_space_commit(p, s, p->used + 1))
+        return 0;
+    p->cur = p->used++;
+    p->cursor = p->cur * words_per_subpool(&p->pub);
+    return take_in(p, p->cur, p->cursor);
+}
+
+uint32_t olh_alloc(olh_pool *pool)
+{
+    struct olh_pool_impl *p = impl(pool);
+    if (p->space.sub_live[p->cur] <= pool->mask) {
+        uint32_t i = take_in(p, p->cur, p->cursor);
+        if (i)
+            return i;
+    }
+    return alloc_slow(p);
+}
+
+uint32_t olh_alloc_near(olh_pool *pool, uint32_t near)
+{
+    struct olh_pool_impl *p = impl(pool);
+    if (near && near < pool->limit) {
+        uint32_t sub = near >> pool->shift;
+        if (p->space.sub_live[sub] <= pool->mask) {
+            uint32_t from = sub == p->cur ? p->cursor : sub * words_per_subpool(pool);
+            uint32_t i = take_in(p, sub, from);
+            if (i)
+                return i;
+        }
+    }
+    return olh_alloc(pool);
+}
+
+uint32_t olh_grow(olh_pool *pool, uint32_t count)
+{
+    struct olh_pool_impl *p = impl(pool);
+    struct olh_space *s = &p->space;
+    uint64_t first = pool->limit, end = first + count;
+    if (count == 0 || end > p->max_objects) {
+        olh_fail(count ? OLH_ERANGE : OLH_EINVAL, count ? "pool '%s' is full" : "grow by 0 in pool '%s'",
+                 p->type_name);
+        return 0;
+    }
+    uint32_t last_sub = (uint32_t)((end - 1) >> pool->shift);
+    if (last_sub >= p->used) {
+        if (olh_space_commit(p, s, last_sub + 1))
+            return 0;
+        p->used = last_sub + 1;
+    }
+    for (uint64_t i = first; i < end;) {
+        uint32_t sub = (uint32_t)(i >> pool->shift);
+        uint64_t sub_end = (uint64_t)(sub + 1) << pool->shift;
+        uint64_t stop = end < sub_end ? end : sub_end;
+        s->sub_live[sub] += (uint32_t)(stop - i);
+        for (; i < stop && (i & 63); i++)
+            bit_set(s->live, i);
+        for (; i + 64 <= stop; i += 64)
+            s->live[i >> 6] = ~0ull;
+        for (; i < stop; i++)
+            bit_set(s->live, i);
+        if (s->sub_live[sub] <= pool->mask && sub != p->cur && !s->listed[sub]) {
+            s->listed[sub] = 1;
+            s->partial[p->npartial++] = sub;
+        }
+    }
+    p->live_count += count;
+    pool->limit = (uint32_t)end;
+    return (uint32_t)first;
+}
+
+static void clear_object(olh_pool *pool, uint32_t index)
+{
+    struct olh_pool_impl *p = impl(pool);
+    if (p->layout == OLH_UNSPLIT) {
+        memset(olh_at(pool, index, 0), 0, p->object_bytes);
+        return;
+    }
+    for (uint32_t f = 0; f < pool->nfields; f++)
+        memset(olh_at(pool, index, f), 0, pool->field[f].stride);
+}
+
+void olh_free(olh_pool *pool, uint32_t index)
+{
+    struct olh_pool_impl *p = impl(pool);
+    struct olh_space *s = &p->space;
+    if (index == 0)
+        olh_die("olh_free(): null reference (index 0) in pool '%s'", p->type_name);
+    if (index >= pool->limit)
+        olh_die("olh_free(): object %u of pool '%s' was never allocated", index, p->type_name);
+    if (!bit_get(s->live, index))
+        olh_die("olh_free(): double free of object %u in pool '%s'", index, p->type_name);
+    clear_object(pool, index);
+    bit_clear(s->live, index);
+    uint32_t sub = index >> pool->shift;
+    s->sub_live[sub]--;
+    p->live_count--;
+    if (sub == p->cur) {
+        if ((index >> 6) < p->cursor)
+            p->cursor = index >> 6;
+    } else if (!s->listed[sub]) {
+        s->listed[sub] = 1;
+        s->partial[p->npartial++] = sub;
+    }
+}
+
+int olh_live(const olh_pool *pool, uint32_t index)
+{
+    return index && index < pool->limit && bit_get(cimpl(pool)->space.live, index);
+}
+
+void olh_pool_stats(const olh_pool *pool, struct olh_pool_stats *st)
+{
+    const struct olh_pool_impl *p = cimpl(pool);
+    st->live = p->live_count;
+    st->subpools = p->used;
+    st->slots = (uint64_t)p->used * (pool->mask + 1);
+    st->bytes = p->space.committed;
+    st->collections = p->collections;
+}

@@ -1,0 +1,172 @@
+/* Type descriptors: flattened (a nested type's fields take its place),
+ * checked, and turned into the pool's layout of fields. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *kind_name(enum olh_kind k)
+{
+    switch (k) {
+    case OLH_REF16: return "local (16-bit) reference";
+    case OLH_REF32: return "pool (32-bit) reference";
+    case OLH_REF64: return "global (64-bit) reference";
+    default: return "data field";
+    }
+}
+
+static uint32_t kind_size(enum olh_kind k)
+{
+    return k == OLH_REF16 ? 2 : k == OLH_REF32 ? 4 : k == OLH_REF64 ? 8 : 0;
+}
+
+static const char *or_unnamed(const char *s)
+{
+    return s ? s : "?";
+}
+
+static int flatten(struct olh_pool_impl *p, const struct olh_type *t, const char *prefix,
+                   int depth)
+{
+    if (depth > OLH_MAX_NESTING)
+        return olh_fail(OLH_EINVAL, "type '%s' nests deeper than %d (a type inside itself?)",
+                        or_unnamed(t->name), OLH_MAX_NESTING);
+    if (t->nfields == 0 || !t->fields)
+        return olh_fail(OLH_EINVAL, "type '%s' has no fields", or_unnamed(t->name));
+    for (size_t i = 0; i < t->nfields; i++) {
+        const struct olh_field_desc *f = &t->fields[i];
+        char name[256];
+        if (f->name)
+            snprintf(name, sizeof name, "%s%s", prefix, f->name);
+        else
+            snprintf(name, sizeof name, "%s%zu", prefix, i);
+        if (f->nested) {
+            char inner[260];
+            snprintf(inner, sizeof inner, "%s.", name);
+            int r = flatten(p, f->nested, inner, depth + 1);
+            if (r)
+                return r;
+            continue;
+        }
+        if ((unsigned)f->kind > OLH_REF64)
+            return olh_fail(OLH_EINVAL, "field '%s' of type '%s' has an unknown kind %d", name,
+                            or_unnamed(t->name), (int)f->kind);
+        if (f->size == 0)
+            return olh_fail(OLH_EINVAL, "field '%s' of type '%s' has size 0", name,
+                            or_unnamed(t->name));
+        if (f->kind != OLH_DATA && f->size != kind_size(f->kind))
+            return olh_fail(OLH_EINVAL, "field '%s' of type '%s' is a %s and must be %u bytes, not %u",
+                            name, or_unnamed(t->name), kind_name(f->kind), kind_size(f->kind),
+                            f->size);
+        if (f->size > (1u << 24))
+            return olh_fail(OLH_EINVAL, "field '%s' of type '%s' is larger than 16 MiB", name,
+                            or_unnamed(t->name));
+        if (p->pub.nfields == OLH_MAX_FIELDS)
+            return olh_fail(OLH_EINVAL, "type '%s' has more than %d fields once flattened",
+                            or_unnamed(t->name), OLH_MAX_FIELDS);
+        struct olh_field_info *fi = &p->info[p->pub.nfields++];
+        fi->name = strdup(name);
+        if (!fi->name)
+            return olh_fail(OLH_ENOMEM, "out of memory");
+        fi->size = f->size;
+        fi->kind = f->kind;
+    }
+    return OLH_OK;
+}
+
+/* Natural alignment of a field in a struct: the largest power of two that
+ * divides its size, at most 16. */
+static uint32_t field_align(uint32_t size)
+{
+    uint32_t a = size & -size;
+    return a > 16 ? 16 : a;
+}
+
+int olh_type_layout(struct olh_pool_impl *p, const struct olh_type *type,
+                    const struct olh_pool_options *o)
+{
+    if (!type)
+        return olh_fail(OLH_EINVAL, "no type");
+    if ((unsigned)o->layout > OLH_UNSPLIT)
+        return olh_fail(OLH_EINVAL, "unknown layout %d", (int)o->layout);
+    p->type_name = strdup(or_unnamed(type->name));
+    if (!p->type_name)
+        return olh_fail(OLH_ENOMEM, "out of memory");
+    int r = flatten(p, type, "", 0);
+    if (r)
+        return r;
+    uint32_t n = p->pub.nfields;
+    for (uint32_t i = 0; i < n; i++)
+        if (p->info[i].kind != OLH_DATA) {
+            p->refs[p->nrefs++] = (uint8_t)i;
+            if (p->info[i].kind == OLH_REF16)
+                p->has_local = true;
+        }
+
+    uint32_t c = o->subpool_objects ? o->subpool_objects : OLH_DEFAULT_SUBPOOL;
+    if (c < 64 || c > OLH_MAX_SUBPOOL || (c & (c - 1)))
+        return olh_fail(OLH_EINVAL, "%u objects per sub-pool: not a power of two from 64 to %u", c,
+                        OLH_MAX_SUBPOOL);
+    if (p->has_local && c > OLH_MAX_LOCAL_SUBPOOL)
+        return olh_fail(OLH_EINVAL,
+                        "%u objects per sub-pool: a type with local references allows at most %u",
+                        c, OLH_MAX_LOCAL_SUBPOOL);
+    uint64_t max = o->max_objects ? o->max_objects : OLH_DEFAULT_MAX_OBJECTS;
+    if (max > OLH_MAX_OBJECTS)
+        return olh_fail(OLH_EINVAL, "at most 2^31 objects in a pool, not %llu",
+                        (unsigned long long)max);
+    if (max < c)
+        max = c;
+    p->layout = o->layout;
+    p->pub.shift = (uint32_t)__builtin_ctz(c);
+    p->pub.mask = c - 1;
+
+    uint64_t object = 0;
+    if (o->layout == OLH_SPLIT) {
+        for (uint32_t i = 0; i < n; i++) {
+            p->pub.field[i].offset = (uint32_t)0;  /* set below, once the size is known */
+            p->pub.field[i].stride = p->info[i].size;
+            object += p->info[i].size;
+        }
+        if (object * c > UINT32_MAX)
+            return olh_fail(OLH_EINVAL,
+                            "objects of %llu bytes are too large for sub-pools of %u objects",
+                            (unsigned long long)object, c);
+        uint64_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            p->pub.field[i].offset = (uint32_t)at;
+            at += (uint64_t)p->info[i].size * c;
+        }
+    } else {
+        uint32_t align = 1;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t a = field_align(p->info[i].size);
+            object = (object + a - 1) / a * a;
+            p->pub.field[i].offset = (uint32_t)object;
+            object += p->info[i].size;
+            if (a > align)
+                align = a;
+        }
+        object = (object + align - 1) / align * align;
+        if (object * c > UINT32_MAX)
+            return olh_fail(OLH_EINVAL,
+                            "objects of %llu bytes are too large for sub-pools of %u objects",
+                            (unsigned long long)object, c);
+        for (uint32_t i = 0; i < n; i++)
+            p->pub.field[i].stride = (uint32_t)object;
+    }
+    p->object_bytes = (uint32_t)object;
+    p->pub.subpool_bytes = object * c;
+    p->max_subpools = (uint32_t)((max + c - 1) / c);
+    p->max_objects = (uint64_t)p->max_subpools * c;
+    return OLH_OK;
+}
+
+void olh_type_free(struct olh_pool_impl *p)
+{
+    for (uint32_t i = 0; i < p->pub.nfields; i++)
+        free(p->info[i].name);
+    free(p->type_name);
+}
