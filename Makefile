@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
 
-.PHONY: all deps build venv test demo bench clean
+.PHONY: all deps build venv test demo bench bench-olh clean
 
 all: build venv
 
@@ -39,6 +39,10 @@ bench: all
 	$(PY) scripts/bench-suite.py
 	$(PY) scripts/bench-stress.py
 	$(PY) scripts/bench-pools.py
+
+# Object-Local Heaps against malloc, lists, arrays and std::map: results/olh.md.
+bench-olh: all
+	$(PY) scripts/bench-olh.py
 
 clean:
 	rm -rf $(BUILD)

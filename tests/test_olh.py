@@ -68,3 +68,52 @@ def test_release_builds_do_not_check_accesses():
     object reads its (zeroed) memory."""
     r = run([OLH / "test_olh", "use-freed"])
     assert r.returncode == 0 and "not caught" in r.stdout.decode()
+
+
+def test_example_program():
+    """wordfreq counts words in a tree, forgets the postings of words seen
+    once, and collects both pools: the garbage is freed and the tree is laid
+    out depth first."""
+    text = b"the cat saw the dog and the bird saw the cat\n" * 50 + b"zebra quail\n"
+    r = run([BUILD / "olh" / "wordfreq"], input=text)
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode().splitlines()
+    assert out[0] == "552 words, 8 distinct, 550 postings kept, 2 freed by the collection"
+    assert out[1] == "tree nodes out of depth-first order after collecting: 0"
+    assert out[2].split() == ["the", "200", "last", "at", "548"]
+
+
+def test_bench_script_runs(tmp_path):
+    """scripts/bench-olh.py: one small trial of every section gives a table
+    for each and the plot."""
+    import os
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, BENCH_RESULTS=str(tmp_path), OLH_N="2000")
+    r = run([sys.executable, ROOT / "scripts" / "bench-olh.py", "1"], env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    md = (tmp_path / "olh.md").read_text()
+    for title in ["## alloc", "## grow", "## iterate", "## fragment", "## tree",
+                  "collecting, amortised and not"]:
+        assert title in md
+    assert "| tree | " in md and "olh-grouped-blocks" in md
+    assert (tmp_path / "olh.png").stat().st_size > 1000
+
+
+def test_installed_library_builds_a_program(tmp_path):
+    """`cmake --install` ships libolh.so and olh.h beside libcohort: the
+    example builds against the installed copy alone and runs."""
+    prefix = tmp_path / "prefix"
+    r = run(["cmake", "--install", BUILD, "--prefix", prefix])
+    assert r.returncode == 0, r.stderr.decode()
+    libdir = next(p.parent for p in prefix.rglob("libolh.so"))
+    assert (libdir / "libcohort.so").exists()
+    assert (prefix / "include" / "olh.h").exists()
+    assert (prefix / "include" / "cohort" / "pool.h").exists()
+    from conftest import ROOT
+    exe = tmp_path / "wordfreq"
+    r = run(["cc", "-std=c11", "-O2", "-I", prefix / "include", ROOT / "olh" / "example" / "wordfreq.c",
+             "-L", libdir, "-lolh", f"-Wl,-rpath,{libdir}", "-o", exe])
+    assert r.returncode == 0, r.stderr.decode()
+    r = run([exe], input=b"one two two\n")
+    assert r.returncode == 0 and r.stdout.decode().startswith("3 words, 2 distinct")

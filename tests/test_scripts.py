@@ -17,6 +17,8 @@ CASES = [
     (["bench-stress.py", "1"], {"STRESS_DEPTHS": "0"}, "bench-stress.py: STRESS_DEPTHS must be at least 1, not 0"),
     (["bench-pools.py", "1", "destroy"], {}, "bench-pools.py: 'destroy' is not a section"),
     (["bench-pools.py", "1"], {"POOLS_SIZE": "4"}, "bench-pools.py: POOLS_SIZE must be at least 8, not 4"),
+    (["bench-olh.py", "1", "sort"], {}, "bench-olh.py: 'sort' is not a section"),
+    (["bench-olh.py", "1"], {"OLH_N": "10"}, "bench-olh.py: OLH_N must be at least 1000, not 10"),
     (["bench-runtime.py", "-3"], {}, "bench-runtime.py: TRIALS must be a number, not '-3'"),
     (["fuzz-plans.py", "x"], {}, "fuzz-plans.py: N must be a whole number, not 'x'"),
     (["fuzz-profiles.py", "10", "9" * 30], {}, "fuzz-profiles.py: SEED must be a whole number"),

@@ -42,12 +42,14 @@ enum olh_kind {
 struct olh_type;
 
 /* One field. A field whose `nested` is set is that type's fields, flattened
- * in place (its own `size` and `kind` are then ignored). */
+ * in place (its own `size` and `kind` are then ignored; they take its
+ * `group`). `group` matters only to OLH_GROUPED pools. */
 struct olh_field_desc {
     const char *name;
     uint32_t size;
     enum olh_kind kind;
     const struct olh_type *nested;
+    uint32_t group;
 };
 
 struct olh_type {
@@ -59,12 +61,13 @@ struct olh_type {
 enum olh_layout {
     OLH_SPLIT = 0,  /* each field in its own array in a sub-pool */
     OLH_UNSPLIT,    /* whole objects side by side, as a C array of structs */
+    OLH_GROUPED,    /* the fields of one `group` side by side, each group its own array */
 };
 
 struct olh_pool_options {
     enum olh_layout layout;
     uint32_t subpool_objects;  /* a power of two, 64..2^20; 0: 4096 (at most 32768 with REF16 fields) */
-    uint64_t max_objects;      /* address space reserved for; 0: 2^28, at most 2^32 - 1 */
+    uint64_t max_objects;      /* address space reserved for; 0: 2^26, at most 2^31 */
     int debug;                 /* check every reference and free; see olh_pool_create */
 };
 
@@ -74,16 +77,17 @@ struct olh_pool_options {
 /* ---- pools ------------------------------------------------------------ */
 
 /* The part of a pool that the inline accessors read: constant while the
- * pool lives, except `base` and `limit` (a collection moves the objects and
- * changes `base`; allocation raises `limit`). Read-only for programs. */
+ * pool lives, except `at` (a collection moves the objects) and `limit`
+ * (allocation raises it). Read-only for programs. Each group of fields (one
+ * field when split, all of them unsplit) is one array over the whole pool,
+ * in address space reserved for it; sub-pools are its units of growth, of
+ * local references and of placement. */
 struct olh_field_layout {
-    uint32_t offset;  /* of the field's first element within a sub-pool */
-    uint32_t stride;  /* bytes from one object's field to the next's */
+    char *at;         /* the field of object 0 */
+    uint64_t stride;  /* bytes from one object's field to the next's */
 };
 
 typedef struct olh_pool {
-    char *base;                /* sub-pool 0 */
-    uint64_t subpool_bytes;
     uint32_t shift;            /* log2 of the objects per sub-pool */
     uint32_t mask;             /* objects per sub-pool - 1 */
     uint32_t limit;            /* every allocated index is below it */
@@ -147,19 +151,37 @@ void olh__check_global(uint64_t ref);
 #define OLH__CHECK(pool, index, field) ((void)0)
 #endif
 
-/* The address of field `field` of object `index`: an index computation; with
+/* The address of field `field` of object `index`: one multiply-add; with
  * the pool's layout in registers (a loop), one load reads the field. Raw
  * addresses are invalidated by a collection of the pool. */
 static inline void *olh_at(const olh_pool *pool, uint32_t index, unsigned field)
 {
     OLH__CHECK(pool, index, field);
-    const struct olh_field_layout *f = &pool->field[field];
-    return pool->base + (uint64_t)(index >> pool->shift) * pool->subpool_bytes + f->offset +
-           (uint64_t)(index & pool->mask) * f->stride;
+    return pool->field[field].at + (uint64_t)index * pool->field[field].stride;
 }
 
 /* Typed access: OLH_GET(pool, i, f, int64_t) = *(int64_t *)olh_at(...). */
 #define OLH_GET(pool, index, field, T) (*(T *)olh_at((pool), (index), (field)))
+
+/* A field over the whole pool as a C array, column[index], where T's size is
+ * the field's stride: the field's own type in a split pool, or a C struct
+ * mirroring the field's group in a grouped or unsplit pool (the group's
+ * fields in order, each naturally aligned) named by its first field. With a
+ * constant stride the compiler scales the index in the load itself, so a
+ * walk through references costs what pointer chasing does. Invalidated by a
+ * collection, as raw addresses are; debug builds check the size. */
+#define OLH_COLUMN(pool, field, T) ((T *)olh__column((pool), (field), sizeof(T)))
+
+void olh__check_column(const olh_pool *pool, unsigned field, size_t size);
+
+static inline void *olh__column(const olh_pool *pool, unsigned field, size_t size)
+{
+#ifdef OLH_DEBUG
+    olh__check_column(pool, field, size);
+#endif
+    (void)size;
+    return pool->field[field].at;
+}
 
 /* ---- references ------------------------------------------------------- */
 
@@ -255,15 +277,15 @@ static inline uint32_t olh_iter_next(struct olh_iter *it)
 /* Calls fn(ctx, index) for every live object, in memory order. */
 void olh_map(olh_pool *pool, void (*fn)(void *ctx, uint32_t index), void *ctx);
 
-/* Calls fn(ctx, first, count) for each run of consecutive live objects in a
- * sub-pool (after a collection, one run per sub-pool): within a run each
- * field is an array, olh_at(pool, first, f) with olh_stride(pool, f). */
+/* Calls fn(ctx, first, count) for each run of consecutive live objects
+ * (after a collection, usually one): within a run each field is an array,
+ * olh_at(pool, first, f) with olh_stride(pool, f). */
 void olh_map_runs(olh_pool *pool, void (*fn)(void *ctx, uint32_t first, uint32_t count),
                   void *ctx);
 
 static inline uint32_t olh_stride(const olh_pool *pool, unsigned field)
 {
-    return pool->field[field].stride;
+    return (uint32_t)pool->field[field].stride;
 }
 
 /* ---- collection ------------------------------------------------------- */

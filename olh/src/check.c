@@ -45,3 +45,16 @@ void olh__check_global(uint64_t ref)
                 (unsigned long long)ref, olh_pool_name(pool));
     olh__check_index(pool, (uint32_t)ref, 0);
 }
+
+void olh__check_column(const olh_pool *pool, unsigned field, size_t size)
+{
+    if (field >= pool->nfields)
+        olh_die("pool '%s' has %u fields, not a field %u", olh_pool_name(pool), pool->nfields, field);
+    const struct olh_pool_impl *p = cimpl(pool);
+    if (pool->field[field].stride != size || p->offset_in_group[field] != 0)
+        olh_die("OLH_COLUMN: field '%s' of pool '%s' is %s at a stride of %llu bytes, not an array "
+                "of %zu-byte elements",
+                p->info[field].name, p->type_name,
+                p->offset_in_group[field] ? "inside its group" : "stored",
+                (unsigned long long)pool->field[field].stride, size);
+}

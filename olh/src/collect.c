@@ -94,9 +94,10 @@ static _Noreturn void bad_target(const struct work *from, uint32_t x, unsigned f
 }
 
 /* The object that field `f` of object `x` in pool `k` names: (pool, index)
- * packed, or ~0 when null or in a pool not being collected. Unions local
- * references' clusters when `unite`. */
-static uint64_t target(struct collection *c, size_t k, uint32_t x, unsigned f, bool unite)
+ * packed, or ~0 when null or in a pool not being collected. While marking
+ * (`marking`), checks that it is live and unions local references'
+ * clusters; when copying, all that is known already. */
+static uint64_t target(struct collection *c, size_t k, uint32_t x, unsigned f, bool marking)
 {
     struct work *w = &c->w[k];
     olh_pool *pool = &w->p->pub;
@@ -128,7 +129,7 @@ static uint64_t target(struct collection *c, size_t k, uint32_t x, unsigned f, b
         tk = (size_t)j;
         t = (uint32_t)g;
         uint32_t epoch = (uint32_t)(g >> (32 + OLH_ID_BITS));
-        if (epoch != (c->w[tk].p->pub.epoch & ((1u << OLH_EPOCH_BITS) - 1)))
+        if (marking && epoch != (c->w[tk].p->pub.epoch & ((1u << OLH_EPOCH_BITS) - 1)))
             olh_die("olh_collect(): object %u of pool '%s' holds in field '%s' a stale global "
                     "reference to pool '%s' (made before its last collection)",
                     x, w->p->type_name, w->p->info[f].name, c->w[tk].p->type_name);
@@ -137,10 +138,12 @@ static uint64_t target(struct collection *c, size_t k, uint32_t x, unsigned f, b
     default:
         return ~0ull;
     }
+    if (!marking)
+        return (uint64_t)tk << 32 | t;
     struct work *tw = &c->w[tk];
     if (t >= tw->limit || !bit_get(tw->p->space.live, t))
         bad_target(w, x, f, tw, t);
-    if (unite && w->p->info[f].kind == OLH_REF16)
+    if (w->p->info[f].kind == OLH_REF16)
         uf_union(w, x, t);
     return (uint64_t)tk << 32 | t;
 }
@@ -160,6 +163,14 @@ static void push(struct collection *c, uint64_t *top, uint64_t e)
     c->stack[(*top)++] = e;
 }
 
+/* Fetches the reference fields of object (pool, index) `e` ahead of its visit. */
+static inline void prefetch_refs(const struct collection *c, uint64_t e)
+{
+    const struct olh_pool_impl *p = c->w[e >> 32].p;
+    if (p->nrefs)
+        __builtin_prefetch(olh_at(&p->pub, (uint32_t)e, p->refs[0]));
+}
+
 static void depth_first(struct collection *c, uint64_t top)
 {
     while (top) {
@@ -173,8 +184,10 @@ static void depth_first(struct collection *c, uint64_t top)
         visit(c, k, x);
         for (uint32_t r = w->p->nrefs; r-- > 0;) {
             uint64_t t = target(c, k, x, w->p->refs[r], true);
-            if (t != ~0ull && !marked(&c->w[t >> 32], (uint32_t)t))
+            if (t != ~0ull && !marked(&c->w[t >> 32], (uint32_t)t)) {
+                prefetch_refs(c, t);
                 push(c, &top, t);
+            }
         }
     }
 }
@@ -204,6 +217,7 @@ static void breadth_first(struct collection *c, uint64_t tail)
             struct work *tw = &c->w[t >> 32];
             if (!marked(tw, (uint32_t)t)) {
                 bit_set(tw->mark, (uint32_t)t);
+                prefetch_refs(c, t);
                 push(c, &tail, t);
             }
         }
@@ -311,11 +325,11 @@ static void move_object(struct collection *c, size_t k, uint32_t x, const olh_po
     struct olh_pool_impl *p = w->p;
     const olh_pool *pool = &p->pub;
     uint32_t nx = w->fwd[x];
-    if (p->layout == OLH_UNSPLIT)
-        memcpy(olh_at(shadow, nx, 0), olh_at(pool, x, 0), p->object_bytes);
-    else
-        for (uint32_t f = 0; f < pool->nfields; f++)
-            copy_bytes(olh_at(shadow, nx, f), olh_at(pool, x, f), p->info[f].size);
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        uint32_t stride = p->group_stride[g];
+        copy_bytes(w->ns.column[g] + (uint64_t)nx * stride, p->space.column[g] + (uint64_t)x * stride,
+                   stride);
+    }
     for (uint32_t r = 0; r < p->nrefs; r++) {
         unsigned f = p->refs[r];
         uint64_t t = target(c, k, x, f, false);
@@ -371,7 +385,7 @@ static void release_work(struct collection *c)
 {
     for (size_t k = 0; k < c->n; k++) {
         olh_os_release(c->w[k].temp, c->w[k].temp_bytes);
-        if (c->w[k].ns.data)
+        if (c->w[k].ns.live)
             olh_space_free(c->w[k].p, &c->w[k].ns, false);
     }
     olh_os_release(c->stack, c->stack_bytes);
@@ -486,14 +500,16 @@ int olh_collect(olh_pool *const *pools, size_t npools, const struct olh_root *ro
         }
         struct olh_pool_impl *p = wk[k].p;
         edges += (uint64_t)wk[k].limit * (p->nrefs ? p->nrefs : 1);
-        uint32_t unit = p->layout == OLH_UNSPLIT ? p->object_bytes : 0;
-        for (uint32_t f = 0; unit == 0 && f < p->pub.nfields; f++)
-            if (p->info[f].size > widest)
-                widest = p->info[f].size;
-        if (unit > widest)
-            widest = unit;
+        for (uint32_t g = 0; g < p->ngroups; g++)
+            if (p->group_stride[g] > widest)
+                widest = p->group_stride[g];
     }
-    c.block = o.block ? o.block : (64 / widest >= 3 ? 64 / widest : 3);
+    /* By default a block is the largest whole subtree (2^k - 1 objects) whose
+     * widest group fits a 64-byte line, at least three. */
+    uint32_t fit = 64 / widest, whole = 3;
+    while (whole * 2 + 1 <= fit)
+        whole = whole * 2 + 1;
+    c.block = o.block ? o.block : whole;
     if (c.block > 1024)
         c.block = 1024;
     /* The stack holds at most one entry per edge and root; with blocks, the
@@ -564,9 +580,14 @@ int olh_collect(olh_pool *const *pools, size_t npools, const struct olh_root *ro
     for (size_t k = 0; k < npools; k++) {
         struct work *w = &wk[k];
         olh_pool shadow = w->p->pub;
-        shadow.base = w->ns.data;
-        for (uint32_t i = 0; i < w->norder; i++)
+        olh_space_aim(w->p, &w->ns, &shadow);
+        for (uint32_t i = 0; i < w->norder; i++) {
+            if (i + 16 < w->norder)  /* the old copies are read in a new, scattered order */
+                for (uint32_t g = 0; g < w->p->ngroups; g++)
+                    __builtin_prefetch(w->p->space.column[g] +
+                                       (uint64_t)w->order[i + 16] * w->p->group_stride[g]);
             move_object(&c, k, w->order[i], &shadow);
+        }
     }
     for (size_t i = 0; i < nroots; i++) {
         uint64_t t = c.roots[i];
@@ -595,7 +616,7 @@ int olh_collect(olh_pool *const *pools, size_t npools, const struct olh_root *ro
         olh_space_free(p, &p->space, p->pub.debug);
         p->space = w->ns;
         memset(&w->ns, 0, sizeof w->ns);
-        p->pub.base = p->space.data;
+        olh_space_aim(p, &p->space, &p->pub);
         p->pub.epoch = w->new_epoch;
         st.live += w->norder;
         st.subpools += p->used;

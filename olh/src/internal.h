@@ -12,7 +12,7 @@
 #define OLH_DEFAULT_SUBPOOL 4096u
 #define OLH_MAX_SUBPOOL (1u << 20)
 #define OLH_MAX_LOCAL_SUBPOOL 32768u  /* a local reference is slot + 1 in 16 bits */
-#define OLH_DEFAULT_MAX_OBJECTS (1ull << 28)
+#define OLH_DEFAULT_MAX_OBJECTS (1ull << 26)
 #define OLH_MAX_OBJECTS (1ull << 31)
 #define OLH_MAX_NESTING 16
 
@@ -27,7 +27,11 @@ struct olh_pool_impl {
     olh_pool pub;
     char *type_name;
     struct olh_field_info info[OLH_MAX_FIELDS];
-    uint32_t object_bytes;      /* sum of the field sizes (split) or the struct stride */
+    uint32_t object_bytes;      /* bytes of an object in a sub-pool: its groups' strides */
+    uint32_t ngroups;           /* fields stored side by side: each group an array of structs */
+    uint32_t group_stride[OLH_MAX_FIELDS];
+    uint8_t group_of[OLH_MAX_FIELDS];     /* of each field */
+    uint32_t offset_in_group[OLH_MAX_FIELDS];
     uint8_t refs[OLH_MAX_FIELDS];  /* the reference fields, in field order */
     uint32_t nrefs;
     bool has_local;             /* a REF16 field: collections keep its clusters together */
@@ -36,9 +40,8 @@ struct olh_pool_impl {
     uint32_t max_subpools;
 
     struct olh_space {          /* what a collection replaces */
-        char *data;             /* reservation for every sub-pool */
-        uint64_t data_bytes;
-        uint64_t committed;     /* bytes of data made accessible */
+        char *column[OLH_MAX_FIELDS];  /* each group's array, reserved for every sub-pool */
+        uint32_t committed;     /* sub-pools made accessible */
         uint64_t *live;         /* one bit per index */
         uint32_t *sub_live;     /* live objects per sub-pool (slot 0 of sub-pool 0 counts) */
         uint32_t *partial;      /* stack of sub-pools with free slots, other than cur */
@@ -97,6 +100,7 @@ void olh_type_free(struct olh_pool_impl *p);
 int olh_space_make(struct olh_pool_impl *p, struct olh_space *s);
 void olh_space_free(struct olh_pool_impl *p, struct olh_space *s, bool retire);
 int olh_space_commit(struct olh_pool_impl *p, struct olh_space *s, uint32_t subpools);
+void olh_space_aim(const struct olh_pool_impl *p, const struct olh_space *s, olh_pool *head);
 const char *olh_pool_name(const olh_pool *p);
 olh_pool *olh_registry_get(uint32_t id);
 

@@ -76,15 +76,23 @@ olh_pool *olh_pool_of(olh_gref ref)
 
 /* ---- spaces ----------------------------------------------------------- */
 
+static uint64_t column_bytes(const struct olh_pool_impl *p, uint32_t g, uint64_t subpools)
+{
+    return page_up(subpools * (p->pub.mask + 1) * p->group_stride[g]);
+}
+
 int olh_space_make(struct olh_pool_impl *p, struct olh_space *s)
 {
     memset(s, 0, sizeof *s);
     uint64_t subs = p->max_subpools;
-    s->data_bytes = page_up(subs * p->pub.subpool_bytes);
-    s->data = olh_os_reserve(s->data_bytes, false);
-    if (!s->data)
-        return olh_fail(OLH_ENOMEM, "cannot reserve %llu MiB of address space for pool '%s'",
-                        (unsigned long long)(s->data_bytes >> 20), p->type_name);
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        s->column[g] = olh_os_reserve(column_bytes(p, g, subs), false);
+        if (!s->column[g]) {
+            olh_space_free(p, s, false);
+            return olh_fail(OLH_ENOMEM, "cannot reserve %llu MiB of address space for pool '%s'",
+                            (unsigned long long)(column_bytes(p, g, subs) >> 20), p->type_name);
+        }
+    }
     uint64_t live = page_up(p->max_objects / 8);
     uint64_t counts = page_up(subs * sizeof *s->sub_live);
     uint64_t partial = page_up(subs * sizeof *s->partial);
@@ -92,8 +100,7 @@ int olh_space_make(struct olh_pool_impl *p, struct olh_space *s)
     s->side_bytes = live + counts + partial + listed;
     char *side = olh_os_reserve(s->side_bytes, true);
     if (!side) {
-        olh_os_release(s->data, s->data_bytes);
-        s->data = NULL;
+        olh_space_free(p, s, false);
         return olh_fail(OLH_ENOMEM, "cannot reserve the bitmaps of pool '%s'", p->type_name);
     }
     s->live = (uint64_t *)side;
@@ -105,35 +112,57 @@ int olh_space_make(struct olh_pool_impl *p, struct olh_space *s)
 
 void olh_space_free(struct olh_pool_impl *p, struct olh_space *s, bool retire)
 {
-    if (retire)
-        olh_os_retire(s->data, s->data_bytes, p->type_name, p->collections);
-    else
-        olh_os_release(s->data, s->data_bytes);
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        uint64_t bytes = column_bytes(p, g, p->max_subpools);
+        if (s->column[g] && retire)
+            olh_os_retire(s->column[g], bytes, p->type_name, p->collections);
+        else
+            olh_os_release(s->column[g], bytes);
+        s->column[g] = NULL;
+    }
     olh_os_release(s->live, s->side_bytes);
-    s->data = NULL;
     s->live = NULL;
 }
 
-/* Makes the first `subpools` sub-pools of `s` accessible, ahead of need
- * (doubling, in steps of at most 64 MiB) so that commits stay rare. */
+/* Points the pool's fields (or a copy of its head) at a space's columns. */
+void olh_space_aim(const struct olh_pool_impl *p, const struct olh_space *s, olh_pool *head)
+{
+    for (uint32_t f = 0; f < p->pub.nfields; f++) {
+        uint32_t g = p->group_of[f];
+        head->field[f].at = s->column[g] + p->offset_in_group[f];
+        head->field[f].stride = p->group_stride[g];
+    }
+}
+
+/* Makes the first `subpools` sub-pools of every column accessible, ahead of
+ * need (doubling, at least 64 KiB and at most 64 MiB more for the widest
+ * column) so that commits stay rare. */
 int olh_space_commit(struct olh_pool_impl *p, struct olh_space *s, uint32_t subpools)
 {
-    uint64_t need = page_up((uint64_t)subpools * p->pub.subpool_bytes);
-    if (need <= s->committed)
+    if (subpools <= s->committed)
         return OLH_OK;
-    uint64_t want = s->committed * 2;
-    if (want < COMMIT_MIN)
-        want = COMMIT_MIN;
-    if (want > need + COMMIT_STEP_MAX)
-        want = need + COMMIT_STEP_MAX;
-    if (want < need)
-        want = need;
-    if (want > s->data_bytes)
-        want = s->data_bytes;
-    if (olh_os_commit(s->data + s->committed, want - s->committed))
-        return olh_fail(OLH_ENOMEM, "the system refused %llu KiB for pool '%s'",
-                        (unsigned long long)((want - s->committed) >> 10), p->type_name);
-    s->committed = want;
+    uint64_t sub_bytes = 0;  /* of the widest column's sub-pool */
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        if ((uint64_t)p->group_stride[g] * (p->pub.mask + 1) > sub_bytes)
+            sub_bytes = (uint64_t)p->group_stride[g] * (p->pub.mask + 1);
+    uint64_t want = (uint64_t)s->committed * 2;
+    uint64_t least = (COMMIT_MIN + sub_bytes - 1) / sub_bytes;
+    uint64_t most = subpools + (COMMIT_STEP_MAX + sub_bytes - 1) / sub_bytes;
+    if (want < least)
+        want = least;
+    if (want > most)
+        want = most;
+    if (want < subpools)
+        want = subpools;
+    if (want > p->max_subpools)
+        want = p->max_subpools;
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        uint64_t from = column_bytes(p, g, s->committed), to = column_bytes(p, g, want);
+        if (to > from && olh_os_commit(s->column[g] + from, to - from))
+            return olh_fail(OLH_ENOMEM, "the system refused %llu KiB for pool '%s'",
+                            (unsigned long long)((to - from) >> 10), p->type_name);
+    }
+    s->committed = (uint32_t)want;
     return OLH_OK;
 }
 
@@ -165,14 +194,14 @@ int olh_pool_create(olh_pool **out, const struct olh_type *type,
     if (r == OLH_OK)
         r = registry_add(&p->pub);
     if (r != OLH_OK) {
-        if (p->space.data)
+        if (p->space.live)
             olh_space_free(p, &p->space, false);
         olh_type_free(p);
         free(p);
         return r;
     }
     p->pub.debug = o.debug || debug_from_environment();
-    p->pub.base = p->space.data;
+    olh_space_aim(p, &p->space, &p->pub);
     /* Index 0 is null: never allocated, always marked. */
     bit_set(p->space.live, 0);
     p->space.sub_live[0] = 1;
@@ -342,12 +371,8 @@ uint32_t olh_grow(olh_pool *pool, uint32_t count)
 static void clear_object(olh_pool *pool, uint32_t index)
 {
     struct olh_pool_impl *p = impl(pool);
-    if (p->layout == OLH_UNSPLIT) {
-        memset(olh_at(pool, index, 0), 0, p->object_bytes);
-        return;
-    }
-    for (uint32_t f = 0; f < pool->nfields; f++)
-        memset(olh_at(pool, index, f), 0, pool->field[f].stride);
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        memset(p->space.column[g] + (uint64_t)index * p->group_stride[g], 0, p->group_stride[g]);
 }
 
 void olh_free(olh_pool *pool, uint32_t index)
@@ -385,6 +410,6 @@ void olh_pool_stats(const olh_pool *pool, struct olh_pool_stats *st)
     st->live = p->live_count;
     st->subpools = p->used;
     st->slots = (uint64_t)p->used * (pool->mask + 1);
-    st->bytes = p->space.committed;
+    st->bytes = (uint64_t)p->space.committed * (pool->mask + 1) * p->object_bytes;
     st->collections = p->collections;
 }

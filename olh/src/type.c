@@ -28,7 +28,7 @@ static const char *or_unnamed(const char *s)
 }
 
 static int flatten(struct olh_pool_impl *p, const struct olh_type *t, const char *prefix,
-                   int depth)
+                   int depth, uint32_t *groups, const uint32_t *group)
 {
     if (depth > OLH_MAX_NESTING)
         return olh_fail(OLH_EINVAL, "type '%s' nests deeper than %d (a type inside itself?)",
@@ -45,7 +45,7 @@ static int flatten(struct olh_pool_impl *p, const struct olh_type *t, const char
         if (f->nested) {
             char inner[260];
             snprintf(inner, sizeof inner, "%s.", name);
-            int r = flatten(p, f->nested, inner, depth + 1);
+            int r = flatten(p, f->nested, inner, depth + 1, groups, group ? group : &f->group);
             if (r)
                 return r;
             continue;
@@ -72,6 +72,7 @@ static int flatten(struct olh_pool_impl *p, const struct olh_type *t, const char
             return olh_fail(OLH_ENOMEM, "out of memory");
         fi->size = f->size;
         fi->kind = f->kind;
+        groups[p->pub.nfields - 1] = group ? *group : f->group;
     }
     return OLH_OK;
 }
@@ -89,12 +90,13 @@ int olh_type_layout(struct olh_pool_impl *p, const struct olh_type *type,
 {
     if (!type)
         return olh_fail(OLH_EINVAL, "no type");
-    if ((unsigned)o->layout > OLH_UNSPLIT)
+    if ((unsigned)o->layout > OLH_GROUPED)
         return olh_fail(OLH_EINVAL, "unknown layout %d", (int)o->layout);
     p->type_name = strdup(or_unnamed(type->name));
     if (!p->type_name)
         return olh_fail(OLH_ENOMEM, "out of memory");
-    int r = flatten(p, type, "", 0);
+    uint32_t groups[OLH_MAX_FIELDS];
+    int r = flatten(p, type, "", 0, groups, NULL);
     if (r)
         return r;
     uint32_t n = p->pub.nfields;
@@ -123,42 +125,39 @@ int olh_type_layout(struct olh_pool_impl *p, const struct olh_type *type,
     p->pub.shift = (uint32_t)__builtin_ctz(c);
     p->pub.mask = c - 1;
 
+    /* Each group is a struct of its fields (in field order, naturally
+     * aligned), stored as an array of C structs in each sub-pool, one group
+     * after another: split is a group per field, unsplit one group. */
+    uint32_t gid[OLH_MAX_FIELDS], member[OLH_MAX_FIELDS];
+    uint32_t ng = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t key = o->layout == OLH_SPLIT ? i : o->layout == OLH_UNSPLIT ? 0 : groups[i];
+        uint32_t g = 0;
+        while (g < ng && gid[g] != key)
+            g++;
+        if (g == ng)
+            gid[ng++] = key;
+        member[i] = g;
+    }
     uint64_t object = 0;
-    if (o->layout == OLH_SPLIT) {
+    for (uint32_t g = 0; g < ng; g++) {
+        uint32_t at = 0, align = 1;
         for (uint32_t i = 0; i < n; i++) {
-            p->pub.field[i].offset = (uint32_t)0;  /* set below, once the size is known */
-            p->pub.field[i].stride = p->info[i].size;
-            object += p->info[i].size;
-        }
-        if (object * c > UINT32_MAX)
-            return olh_fail(OLH_EINVAL,
-                            "objects of %llu bytes are too large for sub-pools of %u objects",
-                            (unsigned long long)object, c);
-        uint64_t at = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            p->pub.field[i].offset = (uint32_t)at;
-            at += (uint64_t)p->info[i].size * c;
-        }
-    } else {
-        uint32_t align = 1;
-        for (uint32_t i = 0; i < n; i++) {
+            if (member[i] != g)
+                continue;
             uint32_t a = field_align(p->info[i].size);
-            object = (object + a - 1) / a * a;
-            p->pub.field[i].offset = (uint32_t)object;
-            object += p->info[i].size;
+            at = (at + a - 1) / a * a;
+            p->offset_in_group[i] = at;
+            p->group_of[i] = (uint8_t)g;
+            at += p->info[i].size;
             if (a > align)
                 align = a;
         }
-        object = (object + align - 1) / align * align;
-        if (object * c > UINT32_MAX)
-            return olh_fail(OLH_EINVAL,
-                            "objects of %llu bytes are too large for sub-pools of %u objects",
-                            (unsigned long long)object, c);
-        for (uint32_t i = 0; i < n; i++)
-            p->pub.field[i].stride = (uint32_t)object;
+        p->group_stride[g] = (at + align - 1) / align * align;
+        object += p->group_stride[g];
     }
+    p->ngroups = ng;
     p->object_bytes = (uint32_t)object;
-    p->pub.subpool_bytes = object * c;
     p->max_subpools = (uint32_t)((max + c - 1) / c);
     p->max_objects = (uint64_t)p->max_subpools * c;
     return OLH_OK;

@@ -38,10 +38,21 @@ static const struct olh_field_desc node_fields[] = {
     {"pad", 3, OLH_DATA, NULL},
 };
 static const struct olh_type node_type = {"node", 5, node_fields};
+/* The same type, its fields in two groups for OLH_GROUPED. */
+static const struct olh_field_desc grouped_fields[] = {
+    {"id", 8, OLH_DATA, NULL, 0},
+    {"next", 4, OLH_REF32, NULL, 0},
+    {"left", 2, OLH_REF16, NULL, 1},
+    {"other", 8, OLH_REF64, NULL, 1},
+    {"pad", 3, OLH_DATA, NULL, 0},
+};
+static const struct olh_type grouped_type = {"node", 5, grouped_fields};
 
 static olh_pool *make(const struct olh_type *t, enum olh_layout layout, uint32_t sub)
 {
     olh_pool *p;
+    if (layout == OLH_GROUPED && t == &node_type)
+        t = &grouped_type;
     struct olh_pool_options o = {.layout = layout, .subpool_objects = sub};
     int r = olh_pool_create(&p, t, &o);
     if (r != OLH_OK) {
@@ -164,6 +175,19 @@ static uint64_t layout_program(enum olh_layout layout)
 static void test_layouts(void)
 {
     CHECK(layout_program(OLH_SPLIT) == layout_program(OLH_UNSPLIT));
+    CHECK(layout_program(OLH_SPLIT) == layout_program(OLH_GROUPED));
+    olh_pool *g = make(&node_type, OLH_GROUPED, 64);
+    CHECK(olh_stride(g, N_ID) == 16 && olh_stride(g, N_NEXT) == 16 && olh_stride(g, N_PAD) == 16);
+    CHECK(olh_stride(g, N_LEFT) == 16 && olh_stride(g, N_OTHER) == 16);
+    uint32_t x = olh_alloc(g);
+    CHECK((char *)olh_at(g, x, N_NEXT) - (char *)olh_at(g, x, N_ID) == 8);
+    CHECK((char *)olh_at(g, x, N_PAD) - (char *)olh_at(g, x, N_ID) == 12);
+    CHECK((char *)olh_at(g, x, N_OTHER) - (char *)olh_at(g, x, N_LEFT) == 8);
+    /* Each group is one array across sub-pools. */
+    for (int i = 0; i < 300; i++)
+        olh_alloc(g);
+    CHECK((char *)olh_at(g, x + 200, N_LEFT) - (char *)olh_at(g, x, N_LEFT) == 16 * 200);
+    olh_pool_destroy(g);
     olh_pool *s = make(&node_type, OLH_SPLIT, 64), *u = make(&node_type, OLH_UNSPLIT, 64);
     CHECK(olh_stride(s, N_ID) == 8 && olh_stride(s, N_PAD) == 3);
     CHECK(olh_stride(u, N_ID) == olh_stride(u, N_PAD) && olh_stride(u, N_ID) % 8 == 0);
@@ -780,6 +804,7 @@ int main(int argc, char **argv)
         return misuse(argv[1]);
     test_alloc_free_reuse(OLH_SPLIT);
     test_alloc_free_reuse(OLH_UNSPLIT);
+    test_alloc_free_reuse(OLH_GROUPED);
     test_alloc_near();
     test_grow();
     test_layouts();
@@ -787,9 +812,11 @@ int main(int argc, char **argv)
     test_references();
     test_iteration(OLH_SPLIT);
     test_iteration(OLH_UNSPLIT);
+    test_iteration(OLH_GROUPED);
     for (int order = OLH_ORDER_MEMORY; order <= OLH_ORDER_BLOCKS; order++) {
         test_random_graphs((enum olh_order)order, OLH_SPLIT, 64, 4);
         test_random_graphs((enum olh_order)order, OLH_UNSPLIT, 256, 4);
+        test_random_graphs((enum olh_order)order, OLH_GROUPED, 128, 2);
     }
     test_list_order();
     test_tree_orders();
