@@ -29,8 +29,9 @@ static int registry_add(olh_pool *p)
 {
     pthread_mutex_lock(&registry_lock);
     if (!registry) {
-        registry = olh_os_reserve((uint64_t)MAX_IDS * sizeof *registry, true);
+        olh_pool **table = olh_os_reserve((uint64_t)MAX_IDS * sizeof *registry, true);
         free_ids = olh_os_reserve((uint64_t)MAX_IDS * sizeof *free_ids, true);
+        __atomic_store_n(&registry, table, __ATOMIC_RELEASE);
         if (!registry || !free_ids) {
             pthread_mutex_unlock(&registry_lock);
             return olh_fail(OLH_ENOMEM, "no address space for the pool registry");
@@ -64,9 +65,10 @@ static void registry_remove(olh_pool *p)
 
 olh_pool *olh_registry_get(uint32_t id)
 {
-    if (!registry || id == 0 || id >= MAX_IDS)
+    olh_pool **table = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+    if (!table || id == 0 || id >= MAX_IDS)
         return NULL;
-    return __atomic_load_n(&registry[id], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&table[id], __ATOMIC_ACQUIRE);
 }
 
 olh_pool *olh_pool_of(olh_gref ref)
