@@ -59,7 +59,7 @@ struct olh_type {
 };
 
 enum olh_layout {
-    OLH_SPLIT = 0,  /* each field in its own array in a sub-pool */
+    OLH_SPLIT = 0,  /* each field its own array */
     OLH_UNSPLIT,    /* whole objects side by side, as a C array of structs */
     OLH_GROUPED,    /* the fields of one `group` side by side, each group its own array */
 };
@@ -68,7 +68,7 @@ struct olh_pool_options {
     enum olh_layout layout;
     uint32_t subpool_objects;  /* a power of two, 64..2^20; 0: 4096 (at most 32768 with REF16 fields) */
     uint64_t max_objects;      /* address space reserved for; 0: 2^26, at most 2^31 */
-    int debug;                 /* check every reference and free; see olh_pool_create */
+    int debug;                 /* keep collected spaces to name stale addresses; see olh_pool_create */
 };
 
 /* Most fields a flattened type may have. */
@@ -101,9 +101,12 @@ typedef struct olh_pool {
 /* Creates a pool of `type`'s objects (options may be NULL: split, 4096 per
  * sub-pool). Returns OLH_OK, or OLH_EINVAL for a descriptor that makes no
  * sense (no fields, a zero size, a reference of the wrong size, nesting
- * deeper than 16, more than OLH_MAX_FIELDS fields) and OLH_ENOMEM. Compiling
- * with -DOLH_DEBUG turns `debug` on for every pool the program creates, as
- * does OLH_DEBUG=1 in the environment. */
+ * deeper than 16, more than OLH_MAX_FIELDS fields), OLH_ENOMEM, or
+ * OLH_ERANGE when 2^20 - 1 pools exist. A debug pool keeps the spaces its
+ * collections leave, inaccessible, so that a stale raw address is named when
+ * used. Compiling with -DOLH_DEBUG makes every pool the program creates a
+ * debug pool and turns on the accessors' checks; OLH_DEBUG=1 in the
+ * environment makes every pool a debug pool. */
 int olh_pool_create(olh_pool **out, const struct olh_type *type,
                     const struct olh_pool_options *options);
 void olh_pool_destroy(olh_pool *pool);
@@ -278,8 +281,8 @@ static inline uint32_t olh_iter_next(struct olh_iter *it)
 void olh_map(olh_pool *pool, void (*fn)(void *ctx, uint32_t index), void *ctx);
 
 /* Calls fn(ctx, first, count) for each run of consecutive live objects
- * (after a collection, usually one): within a run each field is an array,
- * olh_at(pool, first, f) with olh_stride(pool, f). */
+ * (after a collection without local references, one): within a run each
+ * field is an array, olh_at(pool, first, f) with olh_stride(pool, f). */
 void olh_map_runs(olh_pool *pool, void (*fn)(void *ctx, uint32_t first, uint32_t count),
                   void *ctx);
 
@@ -292,7 +295,7 @@ static inline uint32_t olh_stride(const olh_pool *pool, unsigned field)
 
 /* Where the collector puts the live objects, in the order of: */
 enum olh_order {
-    OLH_ORDER_MEMORY = 0,  /* their present addresses: holes closed, nothing reordered */
+    OLH_ORDER_MEMORY = 0,  /* their present order, holes closed (clusters of local references pulled together) */
     OLH_ORDER_DEPTH,       /* a depth-first walk from the roots, fields in order */
     OLH_ORDER_BREADTH,     /* a breadth-first walk from the roots */
     OLH_ORDER_BLOCKS,      /* breadth-first blocks of `block` objects, the blocks depth first */
@@ -323,8 +326,10 @@ struct olh_collect_stats {
  * held by the collected pools and the roots. Objects joined by local (REF16)
  * references stay in one sub-pool. References into the collected pools held
  * anywhere else (other pools, raw pointers, references not given as roots)
- * are invalidated; debug pools detect their use. Returns OLH_OK, or
- * OLH_ENOMEM (nothing changed). A reference to a freed object aborts. */
+ * are invalidated; debug pools detect their use. Returns OLH_OK, or, with
+ * nothing changed, OLH_EINVAL (no pools, a pool given twice, a root into a
+ * pool not collected, an unknown order) or OLH_ENOMEM. A reference to a
+ * freed object aborts. */
 int olh_collect(olh_pool *const *pools, size_t npools, const struct olh_root *roots,
                 size_t nroots, const struct olh_collect_options *options,
                 struct olh_collect_stats *stats);

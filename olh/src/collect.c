@@ -110,6 +110,10 @@ static uint64_t target(struct collection *c, size_t k, uint32_t x, unsigned f, b
         memcpy(&r, at, 2);
         if (!r)
             return ~0ull;
+        if (marking && r > pool->mask + 1)
+            olh_die("olh_collect(): object %u of pool '%s' holds a corrupt local reference %u in "
+                    "field '%s' (its sub-pools hold %u objects)",
+                    x, w->p->type_name, r, w->p->info[f].name, pool->mask + 1);
         t = olh_ref16_index(pool, x, r);
         break;
     }
@@ -264,6 +268,28 @@ static void blocks(struct collection *c, uint64_t top)
 
 /* ---- placement -------------------------------------------------------- */
 
+/* When starting a fresh sub-pool for each cluster that does not fit would
+ * take more sub-pools than the pool may have, every object stays in its old
+ * sub-pool, the sub-pool's objects packed in visiting order: that packing
+ * existed, so it fits, and a cluster never spans sub-pools. */
+static void place_in_old_subpools(struct work *w)
+{
+    olh_pool *pool = &w->p->pub;
+    uint32_t subs = ((w->limit - 1) >> pool->shift) + 1;
+    uint32_t *next_slot = w->csize;  /* cluster sizes are no longer needed: reused, one per sub-pool */
+    for (uint32_t s = 0; s < subs; s++)
+        next_slot[s] = s == 0;  /* index 0 is null */
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < w->norder; i++) {
+        uint32_t x = w->order[i], s = x >> pool->shift;
+        w->fwd[x] = s << pool->shift | next_slot[s]++;
+        if (w->fwd[x] + 1 > top)
+            top = w->fwd[x] + 1;
+    }
+    w->new_limit = top > 1 ? top : 1;
+    w->new_used = ((w->new_limit - 1) >> pool->shift) + 1;
+}
+
 /* New indices in the order visited, from 1 (0 is null); a cluster of
  * local references is placed whole, in a fresh sub-pool if the present one
  * has no room for it. */
@@ -302,6 +328,8 @@ static void place(struct work *w)
     }
     w->new_limit = (uint32_t)next_index;
     w->new_used = (uint32_t)((next_index - 1) >> pool->shift) + 1;
+    if (w->new_used > w->p->max_subpools)
+        place_in_old_subpools(w);
 }
 
 /* ---- copying ---------------------------------------------------------- */

@@ -27,13 +27,8 @@ void olh_map_runs(olh_pool *pool, void (*fn)(void *ctx, uint32_t first, uint32_t
 {
     const uint64_t *live = cimpl(pool)->space.live;
     uint32_t words = (pool->limit + 63) >> 6;
-    uint32_t per_sub = (pool->mask + 1) >> 6;
     uint32_t run_first = 0, run_count = 0;
-    for (uint32_t w = 0; w < words; w++) {
-        if (w % per_sub == 0 && run_count) {  /* a run ends with its sub-pool */
-            fn(ctx, run_first, run_count);
-            run_count = 0;
-        }
+    for (uint32_t w = 0; w < words; w++) {  /* columns are contiguous: runs cross sub-pools */
         uint64_t bits = live[w];
         if (w == 0)
             bits &= ~1ull;

@@ -30,12 +30,15 @@ static int registry_add(olh_pool *p)
     pthread_mutex_lock(&registry_lock);
     if (!registry) {
         olh_pool **table = olh_os_reserve((uint64_t)MAX_IDS * sizeof *registry, true);
-        free_ids = olh_os_reserve((uint64_t)MAX_IDS * sizeof *free_ids, true);
-        __atomic_store_n(&registry, table, __ATOMIC_RELEASE);
-        if (!registry || !free_ids) {
+        uint32_t *ids = olh_os_reserve((uint64_t)MAX_IDS * sizeof *free_ids, true);
+        if (!table || !ids) {  /* both or neither */
+            olh_os_release(table, (uint64_t)MAX_IDS * sizeof *registry);
+            olh_os_release(ids, (uint64_t)MAX_IDS * sizeof *free_ids);
             pthread_mutex_unlock(&registry_lock);
             return olh_fail(OLH_ENOMEM, "no address space for the pool registry");
         }
+        free_ids = ids;
+        __atomic_store_n(&registry, table, __ATOMIC_RELEASE);
     }
     uint32_t id;
     if (nfree_ids)
@@ -143,6 +146,9 @@ int olh_space_commit(struct olh_pool_impl *p, struct olh_space *s, uint32_t subp
 {
     if (subpools <= s->committed)
         return OLH_OK;
+    if (subpools > p->max_subpools)
+        return olh_fail(OLH_ERANGE, "pool '%s' is full (%llu objects)", p->type_name,
+                        (unsigned long long)p->max_objects - 1);
     uint64_t sub_bytes = 0;  /* of the widest column's sub-pool */
     for (uint32_t g = 0; g < p->ngroups; g++)
         if ((uint64_t)p->group_stride[g] * (p->pub.mask + 1) > sub_bytes)
@@ -295,7 +301,7 @@ static uint32_t alloc_slow(struct olh_pool_impl *p)
             return take_in(p, sub, p->cursor);
         }
     }
-    if (p->used == p->max_subpools) {
+    if (p->used >= p->max_subpools) {
         olh_fail(OLH_ERANGE, "pool '%s' is full (%llu objects)", p->type_name,
                  (unsigned long long)p->max_objects - 1);
         return 0;

@@ -77,12 +77,12 @@ static int flatten(struct olh_pool_impl *p, const struct olh_type *t, const char
     return OLH_OK;
 }
 
-/* Natural alignment of a field in a struct: the largest power of two that
- * divides its size, at most 16. */
+/* A field's alignment in its group: the largest power of two that divides
+ * its size, at most 8, as C aligns integers, floats and pointers. */
 static uint32_t field_align(uint32_t size)
 {
     uint32_t a = size & -size;
-    return a > 16 ? 16 : a;
+    return a > 8 ? 8 : a;
 }
 
 int olh_type_layout(struct olh_pool_impl *p, const struct olh_type *type,
@@ -125,9 +125,9 @@ int olh_type_layout(struct olh_pool_impl *p, const struct olh_type *type,
     p->pub.shift = (uint32_t)__builtin_ctz(c);
     p->pub.mask = c - 1;
 
-    /* Each group is a struct of its fields (in field order, naturally
-     * aligned), stored as an array of C structs in each sub-pool, one group
-     * after another: split is a group per field, unsplit one group. */
+    /* Each group is a struct of its fields (in field order, each aligned
+     * by field_align), stored as one array over the pool: split is a group
+     * per field, unsplit one group. */
     uint32_t gid[OLH_MAX_FIELDS], member[OLH_MAX_FIELDS];
     uint32_t ng = 0;
     for (uint32_t i = 0; i < n; i++) {

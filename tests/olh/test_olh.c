@@ -265,9 +265,8 @@ static void note_run(void *ctx, uint32_t first, uint32_t count)
 {
     struct seen *s = ctx;
     CHECK(count > 0);
-    CHECK((first >> runs_pool->shift) == ((first + count - 1) >> runs_pool->shift));
-    CHECK(!olh_live(runs_pool, first - 1) || ((first & runs_pool->mask) == 0) || first == 1);
-    CHECK(!olh_live(runs_pool, first + count) || (((first + count) & runs_pool->mask) == 0));
+    CHECK(first == 1 || !olh_live(runs_pool, first - 1));  /* maximal runs */
+    CHECK(!olh_live(runs_pool, first + count));
     /* a field of a run is an array */
     uint64_t *ids = olh_at(runs_pool, first, N_ID);
     for (uint32_t k = 0; k < count; k++) {
@@ -486,6 +485,14 @@ static void test_random_graphs(enum olh_order order, enum olh_layout layout, uin
     }
 }
 
+static void count_runs(void *ctx, uint32_t first, uint32_t count)
+{
+    uint32_t *c = ctx;
+    c[0]++;
+    c[1] += count;
+    (void)first;
+}
+
 /* A list collected depth first becomes an array in list order. */
 static void test_list_order(void)
 {
@@ -513,6 +520,10 @@ static void test_list_order(void)
         x = OLH_GET(p, x, 1, uint32_t);
     }
     CHECK(x == 0);
+    /* Compacted: one run over every sub-pool. */
+    uint32_t runs[2] = {0, 0};
+    olh_map_runs(p, count_runs, runs);
+    CHECK(runs[0] == 1 && runs[1] == N);
     /* The memory order keeps the relative order: the list stays reversed. */
     o.order = OLH_ORDER_MEMORY;
     CHECK(olh_collect(&p, 1, &root, 1, &o, NULL) == OLH_OK);
@@ -626,6 +637,53 @@ static void test_local_clusters(void)
         CHECK(x == roots_ix[r]);
     }
     olh_pool_destroy(p);
+}
+
+/* A full pool whose clusters would need a third sub-pool if each started a
+ * fresh one (sub-pool 0 has one slot less: index 0) keeps them in their own
+ * sub-pools instead; and a full pool stays full. */
+static uint32_t local_ring(olh_pool *p, int n)
+{
+    uint32_t first = 0, prev = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t x = olh_alloc(p);
+        OLH_GET(p, x, N_ID, uint64_t) = (uint64_t)(n * 1000 + i);
+        if (prev)
+            OLH_GET(p, prev, N_LEFT, olh_ref16) = olh_ref16_make(p, prev, x);
+        else
+            first = x;
+        prev = x;
+    }
+    OLH_GET(p, prev, N_LEFT, olh_ref16) = olh_ref16_make(p, prev, first);
+    return first;
+}
+
+static void test_clusters_in_a_full_pool(void)
+{
+    for (int order = OLH_ORDER_MEMORY; order <= OLH_ORDER_BLOCKS; order++) {
+        struct olh_pool_options o = {.subpool_objects = 64, .max_objects = 128};
+        olh_pool *p;
+        CHECK(olh_pool_create(&p, &node_type, &o) == OLH_OK);
+        uint32_t r[2];
+        r[1] = local_ring(p, 63);
+        r[0] = local_ring(p, 64);
+        struct olh_root roots[2] = {{&r[0], p}, {&r[1], p}};
+        struct olh_collect_options co = {.order = (enum olh_order)order};
+        struct olh_collect_stats st;
+        CHECK(olh_collect(&p, 1, roots, 2, &co, &st) == OLH_OK);
+        CHECK(st.live == 127 && st.subpools == 2 && p->limit <= 128);
+        for (int k = 0; k < 2; k++) {
+            int n = k ? 63 : 64;
+            uint32_t x = r[k];
+            for (int i = 0; i < n; i++) {
+                CHECK(OLH_GET(p, x, N_ID, uint64_t) == (uint64_t)(n * 1000 + i));
+                x = olh_ref16_index(p, x, OLH_GET(p, x, N_LEFT, olh_ref16));
+            }
+            CHECK(x == r[k]);
+        }
+        CHECK(olh_alloc(p) == 0 && strstr(olh_error(), "is full"));
+        olh_pool_destroy(p);
+    }
 }
 
 /* ---- bad descriptors -------------------------------------------------- */
@@ -821,6 +879,7 @@ int main(int argc, char **argv)
     test_list_order();
     test_tree_orders();
     test_local_clusters();
+    test_clusters_in_a_full_pool();
     test_bad_descriptors();
     test_full();
     test_threads();
