@@ -318,9 +318,8 @@ struct hot_node {  // grouped: key and children together, the value apart
 };
 
 // Inserts every key (an unbalanced tree: random keys keep it shallow), then
-// finds every probe; columns are taken again after each allocation that
-// may have moved... none does (pools never move but in a collection), so
-// once per phase.
+// finds every probe. A pool moves only in a collection, so the columns are
+// taken once before the inserts and again after the collection.
 template <class Node>
 static uint64_t olh_tree(olh_pool *p, const std::vector<uint64_t> &keys,
                          const std::vector<uint64_t> &probe, bool collect, olh_order order)
