@@ -128,11 +128,6 @@ static void unrelated(std::vector<void *> &keep, double p)
         keep.push_back(malloc(16));
 }
 
-struct olh_list {
-    olh_pool *pool;
-    uint32_t head;
-};
-
 static void sum_run(void *ctx, uint32_t first, uint32_t count)
 {
     auto *l = (std::pair<olh_pool *, int64_t> *)ctx;

@@ -255,7 +255,6 @@ static inline olh_pool *olh_gref_pool(olh_gref ref)
  *   for (uint32_t i; (i = olh_iter_next(&it)) != 0;) ...
  * The pool must not gain or lose objects during the walk. */
 struct olh_iter {
-    const olh_pool *pool;
     const uint64_t *live;  /* the pool's liveness bits, one per index */
     uint64_t word;         /* bits of the current word still to visit */
     uint32_t at;           /* index of the current word's bit 0 */

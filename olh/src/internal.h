@@ -35,7 +35,6 @@ struct olh_pool_impl {
     uint8_t refs[OLH_MAX_FIELDS];  /* the reference fields, in field order */
     uint32_t nrefs;
     bool has_local;             /* a REF16 field: collections keep its clusters together */
-    enum olh_layout layout;
     uint64_t max_objects;
     uint32_t max_subpools;
 

@@ -6,7 +6,6 @@ struct olh_iter olh_iter_begin(const olh_pool *pool)
 {
     const struct olh_pool_impl *p = cimpl(pool);
     struct olh_iter it = {
-        .pool = pool,
         .live = p->space.live,
         .word = p->space.live[0] & ~1ull,  /* index 0 is null */
         .at = 0,
@@ -34,7 +33,7 @@ void olh_map_runs(olh_pool *pool, void (*fn)(void *ctx, uint32_t first, uint32_t
             bits &= ~1ull;
         uint32_t at = 0;
         while (at < 64) {
-            uint64_t rest = at ? bits >> at : bits;
+            uint64_t rest = bits >> at;
             if (!rest)
                 break;
             uint32_t start = at + (uint32_t)__builtin_ctzll(rest);

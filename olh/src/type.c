@@ -121,7 +121,6 @@ int olh_type_layout(struct olh_pool_impl *p, const struct olh_type *type,
                         (unsigned long long)max);
     if (max < c)
         max = c;
-    p->layout = o->layout;
     p->pub.shift = (uint32_t)__builtin_ctz(c);
     p->pub.mask = c - 1;
 

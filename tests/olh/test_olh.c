@@ -140,7 +140,7 @@ static void test_grow(void)
         CHECK(OLH_GET(p, first + i, 0, uint64_t) == i);
     olh_free(p, first + 10);
     CHECK(olh_grow(p, 1) == first + 1000);  /* after everything, not in the hole */
-    CHECK(olh_alloc(p) == first + 10 || olh_live(p, first + 10) == 0 || 1);
+    CHECK(olh_alloc(p) == first + 10);  /* the hole is refilled by allocation */
     olh_pool_destroy(p);
 }
 
@@ -332,12 +332,6 @@ struct shadow {
 enum { GA = 6000, GB = 3000 };
 static struct shadow sh[GA + GB + 1];
 
-static uint32_t find_id(olh_pool *p, uint64_t id, uint32_t *map)
-{
-    (void)p;
-    return map[id];
-}
-
 static void check_graph(olh_pool *A, olh_pool *B, uint32_t root_a, olh_gref root_b,
                         uint64_t root_a_id, uint64_t root_b_id)
 {
@@ -380,7 +374,6 @@ static void check_graph(olh_pool *A, olh_pool *B, uint32_t root_a, olh_gref root
     }
     CHECK(ID(A, root_a) == root_a_id);
     CHECK(ID(olh_gref_pool(root_b), olh_gref_index(root_b)) == root_b_id);
-    (void)find_id;
 }
 
 static void mark_reachable(uint64_t id)
