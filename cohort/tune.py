@@ -24,7 +24,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from cohort.bench import PROFILE_SWEEPS, SWEEPS, bench, cachegrind, clean_environment, sweep_name
+from cohort.bench import PROFILE_SWEEPS, SWEEPS, bench, cachegrind, clean_environment, sweep_name, sweep_profiles
 from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, made_dirs, write_output
 from cohort.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
@@ -56,9 +56,15 @@ def products(outdir):
     """[(path, kind)] every tune writes directly into outdir (bench's own
     products in outdir/confirm are claimed by bench)."""
     out = [(outdir / "profile.json", "profile"), (outdir / "plan", "plan"), (outdir / "tune.md", "report")]
-    out += [(outdir / f"profile-affinity-distance={v}.json", "profile") for v in GRID["affinity-distance"]]
+    out += [(path, "profile") for path in distance_profiles(outdir).values()]
     out += [(outdir / f"plan-{name}", "plan") for name, _, _ in candidates()]
     return out
+
+
+def distance_profiles(outdir):
+    """{affinity distance: path} of the profiles made again at the grid's
+    other affinity distances, named as bench --sweep names them."""
+    return sweep_profiles(outdir, ("affinity-distance", GRID["affinity-distance"]))
 
 
 def candidates():
@@ -100,10 +106,9 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log):
     if rc != 0:
         raise CohortError(f"the training run {' '.join(target)} failed ({exit_words(rc)}); "
                           f"its profile is in {outdir / 'profile.json'}")
-    sources = {None: outdir / "profile.json"}
+    sources = {None: outdir / "profile.json", **distance_profiles(outdir)}
     for v in GRID["affinity-distance"]:
         log(f"cohort tune: profiling again with affinity distance {v}")
-        sources[v] = outdir / f"profile-affinity-distance={v}.json"
         _, rc = profile(target, sources[v], force=force, affinity_distance=v)
         if rc != 0:
             raise CohortError(f"the training run failed with affinity distance {v} ({exit_words(rc)})")

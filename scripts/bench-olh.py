@@ -81,6 +81,13 @@ def measure(argv):
     return got
 
 
+def grid(section):
+    """(configurations, row names, column names) of a section, in order."""
+    rows = configs(section)
+    return (rows, list(dict.fromkeys(r for r, _, _, _ in rows)),
+            list(dict.fromkeys(c for _, c, _, _ in rows)))
+
+
 def per_element(rows, phase):
     """{(row, column): elements one timed phase handles}."""
     reps = REPS if phase == "iterate" else 1
@@ -89,9 +96,7 @@ def per_element(rows, phase):
 
 def table(section, got):
     """Markdown rows: per row and column, ns per element of each phase."""
-    rows = configs(section)
-    order = list(dict.fromkeys(r for r, _, _, _ in rows))
-    cols = list(dict.fromkeys(c for _, c, _, _ in rows))
+    rows, order, cols = grid(section)
     phases = list(dict.fromkeys(p for (s, r, c, p) in got if s == section))
     lines = []
     for phase in phases:
@@ -127,9 +132,7 @@ def plot(got, path):
     panels = list(SECTIONS)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     for ax, section in zip(axes[0], panels):
-        rows = configs(section)
-        cols = list(dict.fromkeys(c for _, c, _, _ in rows))
-        order = list(dict.fromkeys(r for r, _, _, _ in rows))
+        rows, order, cols = grid(section)
         phase = {"alloc": "alloc", "grow": "grow", "tree": "lookup"}.get(section, "iterate")
         per = per_element(rows, phase)
         if section in ("iterate", "fragment"):
