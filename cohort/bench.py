@@ -35,7 +35,8 @@ from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, measure_tool
 from cohort.planner import PLAN_POLICIES
-from cohort.runner import check_input, check_plan_fits, environment, exit_words, open_input, resolve_program
+from cohort.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
+                           with_prefetch)
 
 # The policies a bench can compare: HALO's plan; the other plan policies
 # (docs/planner.md), planned from the same training profile; and the online
@@ -184,12 +185,14 @@ def parse_policies(text):
 
 
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
-                   policies=("halo",), plans=None, swept=()):
+                   policies=("halo",), plans=None, swept=(), prefetch=None):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
     takes the statistics path (or None). halo is cohort+ALLOC in front of each
     allocator; every other policy runs under its own name in front of the
     first: a plan policy with its plan (plans: {policy: path}), an online
-    one with none; then each plan of a sweep (swept: [(name, path)])."""
+    one with none; then each plan of a sweep (swept: [(name, path)]).
+    prefetch: a prefetch file (cohort prefetch); each baseline and each
+    Cohort configuration then has a twin NAME+prefetch that injects it."""
     base_env = clean_environment(base_env)
     configs = []
     for a in allocators:
@@ -229,6 +232,19 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
         def one(stats, a=allocators[0]):
             return environment(allocator=a, mode="all", stats=stats, base=base_env)
         configs.append(("all", "all", allocators[0], one))
+    if prefetch is not None:
+        twins = []
+        for name, kind, a, make in configs:
+            if kind in ("random", "all"):
+                continue
+            if kind == "baseline":
+                def twin(stats, a=a):
+                    return environment(allocator=a, stats=stats, base=base_env, prefetch=prefetch)
+            else:
+                def twin(stats, make=make):
+                    return with_prefetch(make(stats), prefetch)
+            twins.append((f"{name}+prefetch", "prefetch", a, twin))
+        configs += twins
     return configs
 
 
@@ -516,7 +532,7 @@ def input_record(path):
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
           cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
-          extra_plans=()):
+          extra_plans=(), prefetch=None):
     """The whole `cohort bench` (see the module's docstring). stdin,
     train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
     runs read as standard input (cachegrind's defaults to stdin; otherwise
@@ -527,6 +543,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     run (a profile per value for a profiler parameter), in front of the
     first allocator (HALO's Figure 12). extra_plans: [(name, plan path)]
     run the same way, under their names (cohort tune's candidates).
+    prefetch: a prefetch file, injected in a twin of each configuration.
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -581,9 +598,14 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if cachegrind_args is not None:
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
+    if prefetch is not None:
+        from cohort.prefetchfile import check
+        prefetch = check(prefetch)
     stats_names = ([f"cohort+{a}" for a in allocators] if "halo" in policies else []) \
         + [p for p in policies if p != "halo"] + swept + [n for n, _ in extra_plans] \
         + ["random"] * random_control + ["all"] * all_control
+    if prefetch is not None:
+        stats_names += [f"{n}+prefetch" for n in [*allocators, *stats_names] if n not in ("random", "all")]
     for path, kind in products(outdir, train is not None, stats_names, profiled + swept,
                                sweep_profiles(outdir, sweep)):
         if os.path.lexists(path):
@@ -592,7 +614,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force, policies, sweep, extra_plans)
+                          all_control, force, policies, sweep, extra_plans, prefetch)
         finally:
             if output_file is not None:
                 output_file.done()
@@ -648,7 +670,7 @@ def products(outdir, trained, stats_names, profiled=(), profiles=None):
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
-           policies=("halo",), sweep=None, extra_plans=()):
+           policies=("halo",), sweep=None, extra_plans=(), prefetch=None):
     commands = {"ref": target}
     plans, swept = {}, []
     if train is not None:
@@ -692,7 +714,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     for path in ([plan] if plan is not None else []) + list(plans.values()) + [p for _, p in named]:
         check_plan_fits(path, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies,
-                             plans=plans, swept=named)
+                             plans=plans, swept=named, prefetch=prefetch)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
@@ -795,7 +817,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                   "plans": [str(path) for _, path in swept]} if sweep else None,
         "extra_plans": {n: str(path) for n, path in extra_plans},
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
-                       "random_control": random_control, "all_control": all_control,
+                       "random_control": random_control, "all_control": all_control, "prefetch": prefetch,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,

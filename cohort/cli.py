@@ -57,7 +57,12 @@ def cmd_run(args, target):
                 "go before `--`)" if late else ""))
     if args.stats and "%p" not in args.stats:
         claim(args.stats, "stats", args.force)
-    env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats, policy=args.policy)
+    prefetch = None
+    if args.prefetch:
+        from cohort.prefetchfile import check
+        prefetch = check(args.prefetch)
+    env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats, policy=args.policy,
+                      prefetch=prefetch)
     if args.stats and args.force:
         env["COHORT_STATS_FORCE"] = "1"
     if args.check:
@@ -161,6 +166,34 @@ def cmd_loads(args, target):
     return 0
 
 
+def cmd_prefetch(args, target):
+    from cohort.files import claim, write_output
+    from cohort.loads import read
+    from cohort.prefetchfile import chosen, text
+    if target:
+        raise CohortError("cohort prefetch reads a loads file; it runs no program (measure one with `cohort loads`)")
+    if not 0 < args.min_share <= 1:
+        raise CohortError("--min-share must be in (0, 1]")
+    if args.top < 1:
+        raise CohortError("--top must be at least 1")
+    claim(args.output, "prefetch", args.force)
+    loads = read(args.loads)
+    items = chosen(loads, args.min_share, args.top)
+    if not items:
+        note(f"no load in {args.loads} walks with a constant stride and {args.min_share:.1%} of the misses: "
+             f"nothing to prefetch, {args.output} not written")
+        return 0
+    write_output(args.output, text(items, args.loads), "prefetch", args.force)
+    for l, stride, dist in items:
+        insn = l["insn"]["text"] if l["insn"] else "?"
+        where = (f"{Path(l['file']).name}:{l['line']}" if l["file"] and l["line"]
+                 else f"{Path(l['module']).name}+{l['offset']:#x}")
+        print(f"  {where} in {l['function'] or '?'}: {insn}: stride {stride:+d}, prefetch {dist:+d} bytes ahead")
+    note(f"wrote {args.output}: {len(items)} load(s); inject with `cohort run --prefetch {args.output} ...`, "
+         "and keep it only if `cohort bench --prefetch` shows that it pays")
+    return 0
+
+
 def training_runs(args, target):
     """The training runs of `cohort optimize`: the command after `--`, then
     one per --train (its arguments, with --train-stdin's files in order), as
@@ -235,7 +268,7 @@ def cmd_bench(args, target):
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
                     all_control=not args.no_all, policies=parse_policies(args.policies),
-                    sweep=parse_sweep(args.sweep))
+                    sweep=parse_sweep(args.sweep), prefetch=args.prefetch)
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -370,6 +403,9 @@ def build_parser():
                    help="the checked mode: redzones round every grouped object, checked when it is freed, "
                         "so that overflows and underflows stop the program (about 4x dearer per "
                         "malloc+free; docs/runtime.md)")
+    r.add_argument("--prefetch", metavar="FILE",
+                   help="inject the prefetches of FILE (made by `cohort prefetch`) at start-up: MO's stride "
+                        "prefetching, off unless given (docs/prefetch-format.md)")
     r.add_argument("--force", action="store_true",
                    help="let --stats replace a file that is not Cohort statistics")
     r.set_defaults(func=cmd_run)
@@ -462,6 +498,20 @@ def build_parser():
     lo.add_argument("--force", action="store_true", help="overwrite a file that is not a loads measurement")
     lo.set_defaults(func=cmd_loads)
 
+    pf = sub.add_parser("prefetch", help="write the prefetches MO's advice suggests, for the runtime to inject",
+                        usage="%(prog)s [--min-share F] [--top N] -o prefetch.txt LOADS.json",
+                        description="From a loads measurement (`cohort loads`, taken under the layout the "
+                                    "program will run with), write the prefetch file that `cohort run "
+                                    "--prefetch` injects: each advised load with MO's distance "
+                                    "(docs/prefetch-format.md).")
+    pf.add_argument("loads", metavar="LOADS.json", help="a loads measurement")
+    pf.add_argument("-o", "--output", default="prefetch.txt", help="file to write (default: prefetch.txt)")
+    pf.add_argument("--min-share", type=float, default=0.01, metavar="F",
+                    help="only loads with at least F of the D1 misses (default: 0.01)")
+    pf.add_argument("--top", type=int, default=10, metavar="N", help="at most N loads (default: 10)")
+    pf.add_argument("--force", action="store_true", help="overwrite a file that is not a prefetch file")
+    pf.set_defaults(func=cmd_prefetch)
+
     be = sub.add_parser("bench", help="baseline vs optimised, side by side",
                         usage="%(prog)s [--policies LIST] (--plan PLAN | --train 'ARGS') [options] -o DIR -- PROG REF-ARGS...",
                         description="Run PROG under each baseline allocator and under Cohort, in "
@@ -497,6 +547,9 @@ def build_parser():
     be.add_argument("--output-file", metavar="PATH",
                     help="a file the program writes: removed before every run, its SHA-256 checked "
                          "after each like stdout's; must not exist (unless --force)")
+    be.add_argument("--prefetch", metavar="FILE",
+                    help="also run each baseline and Cohort configuration with FILE's prefetches injected "
+                         "(NAME+prefetch; made by `cohort prefetch`), to see whether they pay")
     be.add_argument("--no-random", action="store_true", help="skip HALO's random-placement control")
     be.add_argument("--no-all", action="store_true",
                     help="skip the one-pool control (every small allocation in one pool, COHORT_MODE=all)")

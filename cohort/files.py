@@ -51,6 +51,7 @@ KINDS = {
     "stats": ("runtime statistics", _json_format("cohort-stats")),
     "results": ("bench results", _json_format("cohort-results")),
     "loads": ("a loads measurement", _json_format("cohort-loads")),
+    "prefetch": ("a prefetch file", lambda h: h.startswith(b"cohort-prefetch ")),
     "report": ("a report", lambda h: h.startswith(REPORT_MARK.encode())),
     "explain": ("an explanation", lambda h: h.startswith(b"Profile of: ")),
     "graph": ("an affinity graph", lambda h: GRAPH_MARK.encode() in h),

@@ -115,18 +115,32 @@ def open_input(path):
         raise CohortError(f"cannot read {path}: {e.strerror}") from None
 
 
-def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, patch=None, policy=None):
+def with_prefetch(env, prefetch):
+    """env, also injecting the prefetch file (COHORT_PREFETCH), with
+    libcohort preloaded for it if env left it out (a plan with no group)."""
+    env = dict(env)
+    lib = str(runtime_library())
+    if lib not in env.get("LD_PRELOAD", "").split():
+        env["LD_PRELOAD"] = " ".join(x for x in (lib, env.get("LD_PRELOAD", "")) if x)
+    env["COHORT_PREFETCH"] = str(prefetch)
+    return env
+
+
+def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, patch=None, policy=None,
+                prefetch=None):
     """The environment for a run: LD_PRELOAD puts libcohort first, the chosen
     allocator behind it, then whatever the user already preloads. A plan
     that declares no group leaves libcohort out: it would only pass every
     call through (`cohort run` says so). patch: "0" keeps the runtime from
     patching selector call sites (COHORT_PATCH); None leaves it as it is.
     policy: COHORT_POLICY (halo, or an online policy such as dpa); the
-    runtime itself warns about one it does not know and passes through."""
+    runtime itself warns about one it does not know and passes through.
+    prefetch: a prefetch file for the runtime to inject (COHORT_PREFETCH),
+    which keeps libcohort preloaded even where nothing is grouped."""
     env = dict(os.environ if base is None else base)
     # Read (and so checked by the runtime's parser) once, under the run's environment.
     read = read_plan(plan, env) if plan is not None else None
-    idle = read is not None and mode is None and policy is None and not read["groups"]
+    idle = read is not None and mode is None and policy is None and not read["groups"] and prefetch is None
     preload = [] if idle else [str(runtime_library())]
     alloc = allocator_library(allocator)
     if alloc:
@@ -136,10 +150,12 @@ def environment(plan=None, allocator="glibc", mode=None, stats=None, base=None, 
     env["LD_PRELOAD"] = " ".join(preload)
     if not preload:
         del env["LD_PRELOAD"]
-    for key in ("COHORT_PLAN", "COHORT_MODE", "COHORT_STATS", "COHORT_POLICY"):
+    for key in ("COHORT_PLAN", "COHORT_MODE", "COHORT_STATS", "COHORT_POLICY", "COHORT_PREFETCH"):
         env.pop(key, None)
     if idle:
         return env
+    if prefetch is not None:
+        env["COHORT_PREFETCH"] = str(prefetch)
     if patch is not None:
         env["COHORT_PATCH"] = str(patch)
     if plan is not None:

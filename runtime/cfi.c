@@ -81,7 +81,7 @@ struct cie {
   uint64_t code_align;
   int64_t data_align;
   uint64_t ra_reg;
-  uint8_t fde_enc;
+  uint8_t fde_enc, lsda_enc;   /* lsda_enc: PE_omit without an 'L' */
   bool has_z, signal;
   const uint8_t *insns, *end;
 };
@@ -104,6 +104,7 @@ static bool parse_cie(const uint8_t *c, struct cie *out) {
   p += strlen(aug) + 1;
   memset(out, 0, sizeof *out);
   out->fde_enc = PE_absptr;
+  out->lsda_enc = PE_omit;
   if (aug[0] == 'e' && aug[1] == 'h') p += sizeof(uintptr_t);
   out->code_align = uleb(&p);
   out->data_align = sleb(&p);
@@ -115,7 +116,7 @@ static bool parse_cie(const uint8_t *c, struct cie *out) {
     for (const char *a = aug + 1; *a; a++) {
       uintptr_t dummy;
       switch (*a) {
-      case 'L': adata++; break;
+      case 'L': out->lsda_enc = *adata++; break;
       case 'R': out->fde_enc = *adata++; break;
       case 'P': { uint8_t e = *adata++; if (!read_enc(&adata, e & 0x7f, 0, &dummy)) return false; break; }
       case 'S': out->signal = true; break;
@@ -131,9 +132,9 @@ static bool parse_cie(const uint8_t *c, struct cie *out) {
 }
 
 /* Binary search the .eh_frame_hdr table for the FDE covering pc. */
-static const uint8_t *find_fde(const struct ch_module *m, uintptr_t pc, struct cie *cie,
-                               uintptr_t *pc_begin, uintptr_t *pc_end, const uint8_t **insns,
-                               const uint8_t **end) {
+static const uint8_t *find_fde_lsda(const struct ch_module *m, uintptr_t pc, struct cie *cie,
+                                    uintptr_t *pc_begin, uintptr_t *pc_end, const uint8_t **insns,
+                                    const uint8_t **end, uintptr_t *lsda) {
   const uint8_t *hdr = m->eh_frame_hdr;
   if (!hdr || hdr[0] != 1) return NULL;
   uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
@@ -161,12 +162,24 @@ static const uint8_t *find_fde(const struct ch_module *m, uintptr_t pc, struct c
   if (!read_enc(&q, cie->fde_enc, 0, &begin)) return NULL;
   if (!read_enc(&q, cie->fde_enc & 0x0f, 0, &range)) return NULL;
   if (pc < begin || pc >= begin + range) return NULL;
-  if (cie->has_z) { uint64_t alen = uleb(&q); q += alen; }
+  if (lsda) *lsda = 0;
+  if (cie->has_z) {
+    uint64_t alen = uleb(&q);
+    const uint8_t *adata = q;
+    if (lsda && cie->lsda_enc != PE_omit && !read_enc(&adata, cie->lsda_enc, 0, lsda)) return NULL;
+    q += alen;
+  }
   *pc_begin = begin;
   *pc_end = begin + range;
   *insns = q;
   *end = fend;
   return fde;
+}
+
+static const uint8_t *find_fde(const struct ch_module *m, uintptr_t pc, struct cie *cie,
+                               uintptr_t *pc_begin, uintptr_t *pc_end, const uint8_t **insns,
+                               const uint8_t **end) {
+  return find_fde_lsda(m, pc, cie, pc_begin, pc_end, insns, end, NULL);
 }
 
 /* ------------------------------------------------------- CFA programs */
@@ -246,6 +259,61 @@ bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, 
   struct cie cie;
   const uint8_t *insns, *fend;
   return find_fde(m, pc, &cie, start, end, &insns, &fend) != NULL;
+}
+
+/* Every function of m that has an FDE, in address order: f(start, end, ctx)
+ * for each, until it returns false. false if m has no search table this
+ * can read (then nothing is known of its functions). */
+bool ch_cfi_each_function(const struct ch_module *m, bool (*f)(uintptr_t, uintptr_t, void *), void *ctx) {
+  const uint8_t *hdr = m->eh_frame_hdr;
+  if (!hdr || hdr[0] != 1) return false;
+  uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
+  const uint8_t *p = hdr + 4;
+  uintptr_t eh_frame, count;
+  if (!read_enc(&p, ptr_enc, (uintptr_t)hdr, &eh_frame) || !read_enc(&p, count_enc, (uintptr_t)hdr, &count) ||
+      table_enc != (PE_datarel | PE_sdata4))
+    return false;
+  const int32_t *table = (const int32_t *)p;
+  for (uintptr_t i = 0; i < count; i++) {
+    uintptr_t pc = (uintptr_t)hdr + table[2 * i], start, end;
+    if (ch_cfi_function(m, pc, &start, &end) && !f(start, end, ctx)) break;
+  }
+  return true;
+}
+
+/* The landing pads of pc's function: where the unwinder enters it when an
+ * exception passes through one of its calls (its LSDA's call-site table, in
+ * the GCC format of the Itanium C++ ABI). Up to max of them in pads; the
+ * count, or -1 if pc has no FDE, or an LSDA this cannot read (then any
+ * address of the function may be one). */
+int ch_cfi_landing_pads(const struct ch_module *m, uintptr_t pc, uintptr_t *pads, int max) {
+  struct cie cie;
+  uintptr_t begin, fend_pc, lsda;
+  const uint8_t *insns, *end;
+  if (!find_fde_lsda(m, pc, &cie, &begin, &fend_pc, &insns, &end, &lsda)) return -1;
+  if (!lsda) return 0;
+  if (!ch_module_maps(m, lsda, 4)) return -1;
+  const uint8_t *p = (const uint8_t *)lsda;
+  uintptr_t lpstart = begin;
+  uint8_t enc = *p++;
+  if (enc != PE_omit && !read_enc(&p, enc, 0, &lpstart)) return -1;
+  if (*p++ != PE_omit) (void)uleb(&p);   /* type table: not needed */
+  uint8_t cs_enc = *p++;
+  uint64_t cs_len = uleb(&p);
+  const uint8_t *cs_end = p + cs_len;
+  if (cs_len > (1u << 20) || !ch_module_maps(m, (uintptr_t)p, cs_len)) return -1;
+  int n = 0;
+  while (p < cs_end) {
+    uintptr_t start, len, pad;
+    if (!read_enc(&p, cs_enc, 0, &start) || !read_enc(&p, cs_enc, 0, &len) || !read_enc(&p, cs_enc, 0, &pad))
+      return -1;
+    (void)uleb(&p);   /* action */
+    (void)start; (void)len;
+    if (!pad) continue;
+    if (n == max) return -1;
+    pads[n++] = lpstart + pad;
+  }
+  return n;
 }
 
 bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out) {

@@ -98,6 +98,8 @@ void ch_ensure_init(void) {
       ch_identify_controls_off();
     }
   }
+  /* Whatever the mode: prefetching changes code, not placement. */
+  if (ch_opt.prefetch_path) ch_prefetch_init(ch_opt.prefetch_path);
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   install_stats_signal();
   ch_info("%s, mode %d, %u group(s), max grouped size %zu", "cohort-runtime " COHORT_VERSION,

@@ -104,6 +104,7 @@ struct ch_options {
   unsigned max_spares;        /* empty chunks kept ready, process-wide */
   const char *plan_path;
   const char *stats_path;
+  const char *prefetch_path;  /* COHORT_PREFETCH: loads to prefetch for (prefetch.c) */
   bool verbose;
   bool patch;                 /* COHORT_PATCH: rewrite selector call sites (default on) */
   bool check;                 /* COHORT_CHECK: redzones around grouped blocks (check.c) */
@@ -394,6 +395,8 @@ struct ch_regs { uintptr_t pc, sp, rbp; };
 bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out);
 /* The function (FDE range) that contains pc: false if no FDE covers it. */
 bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end);
+bool ch_cfi_each_function(const struct ch_module *m, bool (*f)(uintptr_t, uintptr_t, void *), void *ctx);
+int ch_cfi_landing_pads(const struct ch_module *m, uintptr_t pc, uintptr_t *pads, int max);
 bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uintptr_t *out);
 
 /* -------------------------------------------------------------- unwind.c */
@@ -639,6 +642,25 @@ bool ch_patch_one_thread(void);
 bool ch_patch_trylock(void);
 bool ch_patch_enabled(void);   /* ch_patch_init found a plan to patch for, and a decoder */
 void ch_patch_unlock(void);
+
+/* ------------------------------------------------------------ prefetch.c */
+/* MO's stride prefetches, injected at start-up from COHORT_PREFETCH
+ * (docs/prefetch-format.md). Each load's result: injected, still pending
+ * (only while start-up runs), or why it was left alone. */
+#define CH_PREFETCH_MAX 256
+enum { CH_PREFETCH_INJECTED = -2, CH_PREFETCH_PENDING = -1,
+       CH_PREFETCH_NOT_LOADED, CH_PREFETCH_OTHER_BUILD, CH_PREFETCH_OUTSIDE, CH_PREFETCH_NO_FUNCTION,
+       CH_PREFETCH_UNDECODED, CH_PREFETCH_NOT_A_LOAD, CH_PREFETCH_DISTANCE, CH_PREFETCH_UNMOVABLE,
+       CH_PREFETCH_BRANCH_TARGET, CH_PREFETCH_INDIRECT_JUMP, CH_PREFETCH_LANDING_PADS, CH_PREFETCH_UNWIND_RULE,
+       CH_PREFETCH_OVERLAP, CH_PREFETCH_THREADS, CH_PREFETCH_NOT_WRITABLE, CH_PREFETCH_NO_STUB_SPACE,
+       CH_PREFETCH_REASONS };
+extern const char *const ch_prefetch_reason_names[CH_PREFETCH_REASONS];
+struct ch_prefetch_load { unsigned module; uintptr_t offset; int32_t distance; int reason; };
+extern struct ch_prefetch_load ch_prefetch_loads[CH_PREFETCH_MAX];
+extern unsigned ch_prefetch_nloads, ch_prefetch_injected;
+extern const char *ch_prefetch_file;   /* NULL unless a file was read */
+const char *ch_prefetch_module_path(unsigned module);
+void ch_prefetch_init(const char *path);
 
 /* -------------------------------------------------------------- direct.c */
 /* Allocation call sites whose own entry verdict decides the group, patched

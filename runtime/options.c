@@ -41,6 +41,7 @@ void ch_options_load(void) {
   size_t sz;
   ch_opt.plan_path = env("COHORT_PLAN");
   ch_opt.stats_path = env("COHORT_STATS");
+  ch_opt.prefetch_path = env("COHORT_PREFETCH");
   ch_opt.verbose = env("COHORT_VERBOSE") && strcmp(env("COHORT_VERBOSE"), "0") != 0;
   ch_opt.mode = ch_opt.plan_path ? CH_MODE_PLAN : CH_MODE_OFF;
 

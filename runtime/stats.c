@@ -100,6 +100,30 @@ static void put_place(struct out *o, int module, uintptr_t offset, bool comma) {
   field_u(o, "offset", offset, comma);
 }
 
+/* The injected prefetches (docs/stats-format.md): each load of the file and
+ * what became of it. */
+static void put_prefetch(struct out *o) {
+  put(o, "  \"prefetch\": {\"file\": ");
+  put_str(o, ch_prefetch_file);
+  put(o, ", ");
+  field_u(o, "loads", ch_prefetch_nloads, true);
+  field_u(o, "injected", ch_prefetch_injected, true);
+  put(o, "\"each\": [");
+  for (unsigned i = 0; i < ch_prefetch_nloads; i++) {
+    const struct ch_prefetch_load *l = &ch_prefetch_loads[i];
+    put(o, i ? ",\n    {\"module\": " : "\n    {\"module\": ");
+    put_str(o, ch_prefetch_module_path(l->module));
+    put(o, ", ");
+    field_u(o, "offset", l->offset, true);
+    field_i(o, "distance", l->distance, true);
+    put(o, "\"result\": ");
+    put_str(o, l->reason == CH_PREFETCH_INJECTED ? "injected"
+               : l->reason >= 0 && l->reason < CH_PREFETCH_REASONS ? ch_prefetch_reason_names[l->reason] : "pending");
+    put(o, "}");
+  }
+  put(o, "]},\n");
+}
+
 /* DPA's section (docs/stats-format.md): its call chains and what became of them. */
 #define DPA_CHAINS_LISTED 512
 static void put_dpa(struct out *o) {
@@ -298,6 +322,7 @@ int ch_stats_write(const char *path) {
     field_u(o, ch_patch_reason_names[i], atomic_load(&ch_patch_unpatched_by[i]), i + 1 < CH_PATCH_REASONS);
   put(o, "}");
   put(o, "},\n");
+  if (ch_prefetch_file) put_prefetch(o);
   if (ch_opt.mode == CH_MODE_DPA && ch_dpa_ogs) put_dpa(o);
   if (ch_opt.mode == CH_MODE_MO) put_mo(o);
   put(o, "  \"groups\": [");

@@ -3,7 +3,9 @@ loads with `cohort loads` on the train input under the next allocator and
 under the mo policy, take the distance `cohort explain --prefetch` advises
 for the workload's most missing advised load in each layout, rebuild the
 workload with -DCOHORT_PREFETCH=that distance (workloads/prefetch.h), and
-measure the four programs (each layout, without and with its prefetch):
+measure the four programs (each layout, without and with its prefetch); and
+the workload's own build in each layout, without and with every advised
+prefetch injected at start-up (`cohort prefetch`, `cohort run --prefetch`):
 - time on the ref input: interleaved trials, median and quartiles, ratios
   against glibc without prefetch;
 - cachegrind on the cachegrind input (fixed geometry): instructions and D1
@@ -25,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.loads import candidate, measure, verdict  # noqa: E402
 from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments, spread  # noqa: E402
-from cohort.runner import environment  # noqa: E402
+from cohort.prefetchfile import chosen, text  # noqa: E402
+from cohort.runner import environment, with_prefetch  # noqa: E402
 from cohort.workloads import inputs  # noqa: E402
 
 LAYOUTS = {"glibc": None, "mo": "mo"}
@@ -89,6 +92,10 @@ def run(name, work):
         if advised is None:
             print(f"   {layout}: no advice")
             continue
+        injected = Path(work) / f"{name}-{layout}.prefetch"
+        injected.write_text(text(chosen(data), path.name))
+        programs[f"{layout}, stock build"] = (binary, env)
+        programs[f"{layout}, stock + injected"] = (binary, with_prefetch(env, injected))
         s, p = advised
         where = f"{Path(load['file']).name}:{load['line']}" if load["file"] else hex(load["offset"])
         print(f"   {layout}: advice at {where} ({load['insn']['text']}): stride {s:+d}, prefetch {p:+d} bytes ahead")
