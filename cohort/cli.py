@@ -169,28 +169,52 @@ def cmd_loads(args, target):
 def cmd_prefetch(args, target):
     from cohort.files import claim, write_output
     from cohort.loads import read
-    from cohort.prefetchfile import chosen, text
-    if target:
-        raise CohortError("cohort prefetch reads a loads file; it runs no program (measure one with `cohort loads`)")
+    from cohort.prefetchfile import chosen, pays, text
+    if target and not args.keep_if_faster:
+        raise CohortError("cohort prefetch reads a loads file and runs nothing: give --keep-if-faster to time "
+                          "the command after `--` with and without the prefetches")
+    if args.keep_if_faster and not target:
+        raise CohortError("--keep-if-faster times a command: give it after `--` (the program and its ref arguments)")
     if not 0 < args.min_share <= 1:
         raise CohortError("--min-share must be in (0, 1]")
-    if args.top < 1:
-        raise CohortError("--top must be at least 1")
+    if args.top < 1 or args.trials < 2:
+        raise CohortError("--top must be at least 1 and --trials at least 2")
     claim(args.output, "prefetch", args.force)
+    stdin = None
+    if args.stdin is not None:
+        from cohort.runner import check_input
+        stdin = check_input(args.stdin, "--stdin", rereadable=True)
     loads = read(args.loads)
     items = chosen(loads, args.min_share, args.top)
     if not items:
         note(f"no load in {args.loads} walks with a constant stride and {args.min_share:.1%} of the misses: "
              f"nothing to prefetch, {args.output} not written")
         return 0
-    write_output(args.output, text(items, args.loads), "prefetch", args.force)
     for l, stride, dist in items:
         insn = l["insn"]["text"] if l["insn"] else "?"
         where = (f"{Path(l['file']).name}:{l['line']}" if l["file"] and l["line"]
                  else f"{Path(l['module']).name}+{l['offset']:#x}")
         print(f"  {where} in {l['function'] or '?'}: {insn}: stride {stride:+d}, prefetch {dist:+d} bytes ahead")
-    note(f"wrote {args.output}: {len(items)} load(s); inject with `cohort run --prefetch {args.output} ...`, "
-         "and keep it only if `cohort bench --prefetch` shows that it pays")
+    body = text(items, args.loads)
+    if args.keep_if_faster:
+        import tempfile
+        from cohort.runner import resolve_program
+        resolve_program(target)
+        with tempfile.NamedTemporaryFile("w", prefix="cohort-prefetch.", suffix=".txt") as f:
+            f.write(body)
+            f.flush()
+            kept, plain, injected = pays(target, loads, f.name, args.trials, stdin=stdin,
+                                         log=lambda m: print(m, file=sys.stderr))
+        said = (f"{' '.join(target)}: {injected[1]:.3f} s with the prefetches against {plain[1]:.3f} s without "
+                f"(medians of {args.trials}; quartiles {injected[0]:.3f}-{injected[2]:.3f} and "
+                f"{plain[0]:.3f}-{plain[2]:.3f})")
+        if not kept:
+            note(f"{said}: they do not pay beyond noise; {args.output} not written")
+            return 0
+        note(f"{said}: they pay")
+    write_output(args.output, body, "prefetch", args.force)
+    note(f"wrote {args.output}: {len(items)} load(s); inject with `cohort run --prefetch {args.output} ...`"
+         + ("" if args.keep_if_faster else ", and keep it only where `cohort bench --prefetch` shows that it pays"))
     return 0
 
 
@@ -499,7 +523,8 @@ def build_parser():
     lo.set_defaults(func=cmd_loads)
 
     pf = sub.add_parser("prefetch", help="write the prefetches MO's advice suggests, for the runtime to inject",
-                        usage="%(prog)s [--min-share F] [--top N] -o prefetch.txt LOADS.json",
+                        usage="%(prog)s [--min-share F] [--top N] -o prefetch.txt LOADS.json "
+                              "[--keep-if-faster [--trials N] [--stdin FILE] -- PROG REF-ARGS...]",
                         description="From a loads measurement (`cohort loads`, taken under the layout the "
                                     "program will run with), write the prefetch file that `cohort run "
                                     "--prefetch` injects: each advised load with MO's distance "
@@ -509,6 +534,12 @@ def build_parser():
     pf.add_argument("--min-share", type=float, default=0.01, metavar="F",
                     help="only loads with at least F of the D1 misses (default: 0.01)")
     pf.add_argument("--top", type=int, default=10, metavar="N", help="at most N loads (default: 10)")
+    pf.add_argument("--keep-if-faster", action="store_true",
+                    help="time the command after `--` in the loads file's layout without and with the "
+                         "prefetches, interleaved, and write the file only if they pay beyond noise (the "
+                         "injected runs' third quartile below the plain runs' first)")
+    pf.add_argument("--trials", type=int, default=7, help="with --keep-if-faster: timed rounds (default: 7)")
+    pf.add_argument("--stdin", metavar="FILE", help="with --keep-if-faster: the program's standard input")
     pf.add_argument("--force", action="store_true", help="overwrite a file that is not a prefetch file")
     pf.set_defaults(func=cmd_prefetch)
 
@@ -592,6 +623,7 @@ def build_parser():
 
 
 TAKES_PROGRAM = ("run", "profile", "optimize", "bench", "loads", "tune")
+MAY_TAKE_PROGRAM = ("prefetch",)   # with --keep-if-faster; the command checks
 
 
 def misplaced(args, ours, extra):
@@ -656,7 +688,7 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    if (args.command in TAKES_PROGRAM) != bool(target):
+    if args.command not in MAY_TAKE_PROGRAM and (args.command in TAKES_PROGRAM) != bool(target):
         what = "no program given" if not target else f"cohort {args.command} takes no program"
         sys.stderr.write(f"cohort: {what} (usage: {args.usage_line})\n")
         return 2

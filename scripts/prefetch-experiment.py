@@ -7,12 +7,13 @@ measure the four programs (each layout, without and with its prefetch); and
 the workload's own build in each layout, without and with every advised
 prefetch injected at start-up (`cohort prefetch`, `cohort run --prefetch`):
 - time on the ref input: interleaved trials, median and quartiles, ratios
-  against glibc without prefetch;
+  against the first program (glibc without prefetch);
 - cachegrind on the cachegrind input (fixed geometry): instructions and D1
   misses.
 Usage: .venv/bin/python scripts/prefetch-experiment.py [TRIALS] [WORKLOAD ...]
 (default: 11 trials; tokens and splitlists, the workloads whose sources hold
-PREFETCH_AHEAD at the advised loads)."""
+PREFETCH_AHEAD at the advised loads; any other workload gets the injected
+variants only)."""
 
 import os
 import re
@@ -53,10 +54,12 @@ def advised_distance(loads, binary):
     return None, None
 
 
+def has_hook(name):
+    return "PREFETCH_AHEAD" in source_of(name).read_text()
+
+
 def build(name, distance, out):
     src = source_of(name)
-    if "PREFETCH_AHEAD" not in src.read_text():
-        sys.exit(f"prefetch-experiment.py: {src} has no PREFETCH_AHEAD: put it before the advised load first")
     cmd = ["cc", "-O2", "-g", "-fPIE", "-pie", "-fomit-frame-pointer", "-o", str(out), str(src)]
     if distance is not None:
         cmd.insert(1, f"-DCOHORT_PREFETCH={distance}")
@@ -81,21 +84,28 @@ def run(name, work):
     binary = ROOT / "build" / "workloads" / name
     programs = {}   # label -> (binary, env)
     print(f"== {name}: train {' '.join(ins['train'])}, ref {' '.join(ins['ref'])}")
-    plain = build(name, None, Path(work) / f"{name}-plain")
+    # The source variants need the PREFETCH_AHEAD hook at the advised load;
+    # without it only injection is measured.
+    hook = has_hook(name)
+    plain = build(name, None, Path(work) / f"{name}-plain") if hook else binary
     for layout, policy in LAYOUTS.items():
         path = Path(work) / f"{name}-{layout}.json"
         data, _ = measure([str(binary), *ins["train"]], path, policy=policy, force=True)
         advised, load = advised_distance(data, binary)
         env = (environment(policy=policy, base=dict(os.environ)) if policy
                else {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
-        programs[layout] = (plain, env)
+        programs[layout if hook else f"{layout}, stock build"] = (plain, env)
         if advised is None:
             print(f"   {layout}: no advice")
             continue
         injected = Path(work) / f"{name}-{layout}.prefetch"
         injected.write_text(text(chosen(data), path.name))
-        programs[f"{layout}, stock build"] = (binary, env)
+        if hook:
+            programs[f"{layout}, stock build"] = (binary, env)
         programs[f"{layout}, stock + injected"] = (binary, with_prefetch(env, injected))
+        if not hook:
+            print(f"   {layout}: injected {len(chosen(data))} load(s); no source variant (no PREFETCH_AHEAD hook)")
+            continue
         s, p = advised
         where = f"{Path(load['file']).name}:{load['line']}" if load["file"] else hex(load["offset"])
         print(f"   {layout}: advice at {where} ({load['insn']['text']}): stride {s:+d}, prefetch {p:+d} bytes ahead")
@@ -106,7 +116,7 @@ def run(name, work):
             t0 = time.perf_counter()
             subprocess.run([str(b), *ins["ref"]], env=env, stdout=subprocess.DEVNULL, check=True)
             times[k].append(time.perf_counter() - t0)
-    base = statistics.median(times["glibc"][1:])
+    base = statistics.median(times[next(iter(programs))][1:])
     print(f"   {'program':<26} {'time (s): q1 / median / q3':>30} {'x glibc':>8} {'I refs':>14} {'D1 misses':>12}")
     for k, (b, env) in programs.items():
         q1, med, q3 = spread(times[k][1:])

@@ -169,3 +169,16 @@ def test_cli_bad_input(tmp_path):
     r = run([COHORT, "prefetch", "-o", mine, loads])
     assert r.returncode != 0 and b"not replacing it" in r.stderr
     assert mine.read_text() == "my notes\n"
+
+
+def test_keep_if_faster_needs_a_command_and_keeps_nothing_from_a_failing_one(tmp_path):
+    loads = tmp_path / "l.json"
+    assert run([COHORT, "loads", "-o", loads, "--", ASM, "20000", "2"]).returncode == 0
+    out = tmp_path / "p.txt"
+    r = run([COHORT, "prefetch", "--keep-if-faster", "-o", out, loads])
+    assert r.returncode != 0 and b"give it after `--`" in r.stderr
+    r = run([COHORT, "prefetch", "-o", out, loads, "--", ASM, "10", "1"])
+    assert r.returncode != 0 and b"give --keep-if-faster" in r.stderr
+    r = run([COHORT, "prefetch", "--keep-if-faster", "--trials", "2", "-o", out, loads, "--", ASM, "10"])
+    assert r.returncode != 0 and b"nothing kept" in r.stderr and b"Traceback" not in r.stderr
+    assert not out.exists()
