@@ -169,7 +169,9 @@ def cmd_loads(args, target):
 def cmd_prefetch(args, target):
     from cohort.files import claim, write_output
     from cohort.loads import read
-    from cohort.prefetchfile import chosen, pays, text
+    from cohort.prefetchfile import chosen, describe, pays, text
+    if args.stdin is not None and not args.keep_if_faster:
+        raise CohortError("--stdin is the input of the timed runs: it needs --keep-if-faster")
     if target and not args.keep_if_faster:
         raise CohortError("cohort prefetch reads a loads file and runs nothing: give --keep-if-faster to time "
                           "the command after `--` with and without the prefetches")
@@ -190,11 +192,8 @@ def cmd_prefetch(args, target):
         note(f"no load in {args.loads} walks with a constant stride and {args.min_share:.1%} of the misses: "
              f"nothing to prefetch, {args.output} not written")
         return 0
-    for l, stride, dist in items:
-        insn = l["insn"]["text"] if l["insn"] else "?"
-        where = (f"{Path(l['file']).name}:{l['line']}" if l["file"] and l["line"]
-                 else f"{Path(l['module']).name}+{l['offset']:#x}")
-        print(f"  {where} in {l['function'] or '?'}: {insn}: stride {stride:+d}, prefetch {dist:+d} bytes ahead")
+    for item in items:
+        print(f"  {describe(item)}")
     body = text(items, args.loads)
     if args.keep_if_faster:
         import tempfile

@@ -37,6 +37,13 @@ def _where(l):
     return f"{Path(l['module']).name}+{l['offset']:#x}"
 
 
+def describe(item):
+    """One line for people: where the load is, what it is, its advice."""
+    l, stride, dist = item
+    insn = l["insn"]["text"] if l["insn"] else "?"
+    return f"{_where(l)}: {insn}, stride {stride:+d}, prefetch {dist:+d} bytes ahead"
+
+
 def text(items, source):
     """The file's text for items from chosen()."""
     modules = []
@@ -50,10 +57,9 @@ def text(items, source):
         if "\n" in m or "\r" in m:
             raise CohortError(f"a module's path holds a line break: {m!r}")
         out.append(f"module {i} {build_id(m) or '-'} {m}")
-    for l, stride, dist in items:
-        insn = l["insn"]["text"] if l["insn"] else "?"
-        out.append(f"load {modules.index(l['module'])} {l['offset']:#x} {dist}  "
-                   f"# {_where(l)}: {insn}, stride {stride:+d}")
+    for item in items:
+        l, _, dist = item
+        out.append(f"load {modules.index(l['module'])} {l['offset']:#x} {dist}  # {describe(item)}")
     out.append("end")
     return "\n".join(out) + "\n"
 
