@@ -346,12 +346,13 @@ size_t ch_checked_usable(const void *p);
 void *ch_checked_realloc(void *p, size_t size);
 
 /* ------------------------------------------------------------- modules.c */
+#define CH_BUILD_ID_MAX 32   /* bytes of a GNU build id kept (SHA-1 is 20) */
 struct ch_module {
   uintptr_t bias;               /* load bias: run-time address minus file address */
   uintptr_t lo, hi;             /* executable range */
   const uint8_t *eh_frame_hdr;  /* NULL if none */
   const char *path;
-  uint8_t build_id[32];
+  uint8_t build_id[CH_BUILD_ID_MAX];
   unsigned build_id_len;
   bool system;                  /* not part of any context (docs/context.md) */
   bool writable_code;           /* an executable segment is also writable: never patched */
@@ -368,6 +369,11 @@ const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
  * result; -1 if none holds it) and its address in that module's file
  * (*offset; pc itself if none). Looks the module up as ch_module_for does. */
 int ch_module_place(uintptr_t pc, uintptr_t *offset);
+const char *ch_base_name(const char *path);   /* the part after the last '/' */
+/* Is m the module a file (a plan, a prefetch file) names? With a build id,
+ * the module with that id; without one, the module of that path or file
+ * name. */
+bool ch_module_is(const struct ch_module *m, const uint8_t *build_id, unsigned build_id_len, const char *path);
 unsigned ch_modules_generation(void);
 bool ch_module_is_system_name(const char *path);
 unsigned ch_modules_count(void);
@@ -450,7 +456,11 @@ extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo *
 /* What the innermost application site alone says (the quick test). GROUP:
  * every allocation entering there belongs to the site's group, no walk. */
 enum ch_entry_verdict { CH_ENTRY_UNKNOWN, CH_ENTRY_WALK, CH_ENTRY_COLD, CH_ENTRY_GROUP, CH_ENTRY_NEXT };
-struct ch_plan_module { char path[512]; uint8_t build_id[32]; unsigned build_id_len; bool resolved; };
+struct ch_plan_module { char path[512]; uint8_t build_id[CH_BUILD_ID_MAX]; unsigned build_id_len; bool resolved; };
+/* The grammar both plans and prefetch files use: a hexadecimal digit's
+ * value (-1: none), and a build id of n hex digits (false: malformed). */
+int ch_hex_digit(char c);
+bool ch_parse_build_id(const char *hex, size_t n, uint8_t *out, unsigned *len);
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
                       enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */
                       int quick;       /* what the quick test returns when the entry decides alone:

@@ -152,6 +152,16 @@ const struct ch_module *ch_module_for(uintptr_t pc) {
   return find(pc);
 }
 
+const char *ch_base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+bool ch_module_is(const struct ch_module *m, const uint8_t *build_id, unsigned build_id_len, const char *path) {
+  if (build_id_len) return build_id_len == m->build_id_len && !memcmp(build_id, m->build_id, build_id_len);
+  return !strcmp(path, m->path) || !strcmp(ch_base_name(path), ch_base_name(m->path));
+}
+
 int ch_module_place(uintptr_t pc, uintptr_t *offset) {
   const struct ch_module *m = ch_module_for(pc);
   *offset = m ? pc - m->bias : pc;

@@ -32,11 +32,22 @@ static bool next_token(char **s, char **tok) {
   return true;
 }
 
-static int hexval(char c) {
+int ch_hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+bool ch_parse_build_id(const char *hex, size_t n, uint8_t *out, unsigned *len) {
+  if (!n || n % 2 || n / 2 > CH_BUILD_ID_MAX) return false;
+  for (size_t i = 0; i < n / 2; i++) {
+    int h = ch_hex_digit(hex[2 * i]), l = ch_hex_digit(hex[2 * i + 1]);
+    if (h < 0 || l < 0) return false;
+    out[i] = (uint8_t)(h << 4 | l);
+  }
+  *len = (unsigned)(n / 2);
+  return true;
 }
 
 /* Digits only (hex with an optional 0x once), no sign, no spaces: the
@@ -46,7 +57,7 @@ static bool parse_uint(const char *t, int base, unsigned long long max, unsigned
   if (base == 16 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t += 2;
   if (!*t) return false;
   for (const char *c = t; *c; c++)
-    if (base == 16 ? hexval(*c) < 0 : (*c < '0' || *c > '9')) return false;
+    if (base == 16 ? ch_hex_digit(*c) < 0 : (*c < '0' || *c > '9')) return false;
   char *end;
   errno = 0;
   unsigned long long v = strtoull(t, &end, base);
@@ -132,16 +143,8 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
       struct ch_plan_module *m = &pl->modules[pl->nmodules];
       if (strlen(s) >= sizeof m->path) FAIL("module path too long");
       strcpy(m->path, s);
-      if (strcmp(b, "-")) {
-        size_t hl = strlen(b);
-        if (hl % 2 || hl / 2 > sizeof m->build_id || hl == 0) FAIL("bad build id '%s'", b);
-        for (size_t i = 0; i < hl / 2; i++) {
-          int h = hexval(b[2 * i]), l = hexval(b[2 * i + 1]);
-          if (h < 0 || l < 0) FAIL("bad build id '%s'", b);
-          m->build_id[i] = (uint8_t)(h << 4 | l);
-        }
-        m->build_id_len = (unsigned)(hl / 2);
-      }
+      if (strcmp(b, "-") && !ch_parse_build_id(b, strlen(b), m->build_id, &m->build_id_len))
+        FAIL("bad build id '%s'", b);
       pl->nmodules++;
     } else if (!strcmp(kw, "site")) {
       if (!next_token(&s, &a) || !parse_uint(a, 10, CH_MAX_SITES - 1, &x)) FAIL("site needs an index below %d", CH_MAX_SITES);

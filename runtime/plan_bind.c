@@ -8,17 +8,6 @@
 
 atomic_bool ch_plan_disabled;
 
-static const char *base_name(const char *p) {
-  const char *s = strrchr(p, '/');
-  return s ? s + 1 : p;
-}
-
-static bool same_build(const struct ch_plan_module *pm, const struct ch_module *m) {
-  if (pm->build_id_len)
-    return pm->build_id_len == m->build_id_len && !memcmp(pm->build_id, m->build_id, m->build_id_len);
-  return !strcmp(pm->path, m->path) || !strcmp(base_name(pm->path), base_name(m->path));
-}
-
 static void hex(const uint8_t *b, unsigned n, char *out) {
   static const char d[] = "0123456789abcdef";
   for (unsigned i = 0; i < n; i++) { out[2 * i] = d[b[i] >> 4]; out[2 * i + 1] = d[b[i] & 15]; }
@@ -30,7 +19,7 @@ static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m)
   hex(pm->build_id, pm->build_id_len, want);
   hex(m->build_id, m->build_id_len, have);
   ch_warn("plan %s was made for another build of %s (build-id %s, running %s); "
-          "running without grouping", ch_opt.plan_path, base_name(m->path), want,
+          "running without grouping", ch_opt.plan_path, ch_base_name(m->path), want,
           m->build_id_len ? have : "none");
 }
 
@@ -60,7 +49,7 @@ void ch_plan_bind_module(struct ch_module *m) {
   for (unsigned i = 0; i < pl->nmodules; i++) {
     struct ch_plan_module *pm = &pl->modules[i];
     if (pm->resolved) continue;
-    if (same_build(pm, m)) {
+    if (ch_module_is(m, pm->build_id, pm->build_id_len, pm->path)) {
       pm->resolved = true;
       m->plan_module = (int)i;
       for (unsigned s = 0; s < pl->nsites; s++)
@@ -71,7 +60,7 @@ void ch_plan_bind_module(struct ch_module *m) {
       return;
     }
     /* Same program or library, different build: the plan does not describe it. */
-    if (!strcmp(base_name(pm->path), base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
+    if (!strcmp(ch_base_name(pm->path), ch_base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
       if (ch_init_state == 2) mismatch(pm, m);   /* at start-up, check_binary reports it */
       atomic_store(&ch_plan_disabled, true);
       atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
@@ -91,7 +80,7 @@ bool ch_plan_check_binary(void) {
       struct ch_module *m = ch_modules_at(i);
       for (unsigned j = 0; j < pl->nmodules; j++)
         if (!pl->modules[j].resolved && !m->system &&
-            !strcmp(base_name(pl->modules[j].path), base_name(m->path))) {
+            !strcmp(ch_base_name(pl->modules[j].path), ch_base_name(m->path))) {
           mismatch(&pl->modules[j], m);
           return false;
         }

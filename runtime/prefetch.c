@@ -39,6 +39,7 @@
 #define PF_PATH 512
 #define PF_FUNCTION_MAX (4u << 20)   /* a larger "function" is not decoded */
 #define JMP_LEN 5
+#define MOVED_MAX (JMP_LEN + 15)     /* bytes that move: under five, then one more instruction */
 #define STUB_SLOT 64                 /* prefetch <= 10, moved <= 4 + 15, jump 5 */
 #define PADS_MAX 4096
 
@@ -50,7 +51,7 @@ const char *const ch_prefetch_reason_names[CH_PREFETCH_REASONS] = {
 
 struct pf_module {
   char path[PF_PATH];
-  uint8_t build_id[32];
+  uint8_t build_id[CH_BUILD_ID_MAX];
   unsigned build_id_len;
   const struct ch_module *m;   /* bound at start-up, NULL if not loaded */
 };
@@ -62,10 +63,6 @@ unsigned ch_prefetch_injected;
 const char *ch_prefetch_file;   /* set once the file was read */
 
 /* ------------------------------------------------------------- the file */
-
-static int hexval(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
 
 /* The next space-separated word of [*p, end) on this line: its length (0 at
  * the line's end or a comment). */
@@ -91,7 +88,7 @@ static bool number(const char *w, size_t n, bool hex, long long lo, long long hi
   if (!n) return false;
   unsigned long long v = 0;
   for (size_t i = 0; i < n; i++) {
-    int d = hex ? hexval(w[i]) : (w[i] >= '0' && w[i] <= '9' ? w[i] - '0' : -1);
+    int d = hex ? ch_hex_digit(w[i]) : (w[i] >= '0' && w[i] <= '9' ? w[i] - '0' : -1);
     if (d < 0 || v > (1ull << 56)) return false;
     v = v * (hex ? 16 : 10) + (unsigned)d;
   }
@@ -130,16 +127,8 @@ static bool parse(const char *text, size_t len, char *why, size_t whylen) {
       if (!number(a, an, false, 0, PF_MODULES - 1, &id) || (unsigned)id != nmods)
         FAIL("line %u: modules are numbered 0, 1, ... in order, at most %d", line, PF_MODULES);
       struct pf_module *m = &mods[nmods];
-      if (bn == 1 && *b == '-') m->build_id_len = 0;
-      else {
-        if (!bn || bn % 2 || bn / 2 > sizeof m->build_id) FAIL("line %u: bad build id", line);
-        for (size_t i = 0; i < bn / 2; i++) {
-          int h = hexval(b[2 * i]), l = hexval(b[2 * i + 1]);
-          if (h < 0 || l < 0) FAIL("line %u: bad build id", line);
-          m->build_id[i] = (uint8_t)(h << 4 | l);
-        }
-        m->build_id_len = (unsigned)(bn / 2);
-      }
+      if (!(bn == 1 && *b == '-') && !ch_parse_build_id(b, bn, m->build_id, &m->build_id_len))
+        FAIL("line %u: bad build id", line);
       while (q < eol && (*q == ' ' || *q == '\t')) q++;
       const char *pe = eol;
       while (pe > q && (pe[-1] == ' ' || pe[-1] == '\t' || pe[-1] == '\r')) pe--;
@@ -176,11 +165,6 @@ static bool parse(const char *text, size_t len, char *why, size_t whylen) {
 
 /* ----------------------------------------------------------- the modules */
 
-static const char *base_name(const char *p) {
-  const char *s = strrchr(p, '/');
-  return s ? s + 1 : p;
-}
-
 static void bind_modules(void) {
   ch_modules_refresh();
   for (unsigned i = 0; i < nmods; i++) {
@@ -188,16 +172,14 @@ static void bind_modules(void) {
     const struct ch_module *other = NULL;
     for (unsigned k = 0; k < ch_modules_count() && !pm->m; k++) {
       const struct ch_module *m = ch_modules_at(k);
-      bool named = !strcmp(pm->path, m->path) || !strcmp(base_name(pm->path), base_name(m->path));
-      if (pm->build_id_len ? pm->build_id_len == m->build_id_len && !memcmp(pm->build_id, m->build_id, m->build_id_len)
-                           : named)
+      if (ch_module_is(m, pm->build_id, pm->build_id_len, pm->path))
         pm->m = m;
-      else if (named)
+      else if (!strcmp(ch_base_name(pm->path), ch_base_name(m->path)))
         other = m;
     }
     if (!pm->m && other)
       ch_warn("COHORT_PREFETCH=%s was made for another build of %s; its loads are left alone", ch_prefetch_file,
-              base_name(pm->path));
+              ch_base_name(pm->path));
     for (unsigned j = 0; j < ch_prefetch_nloads; j++)
       if (ch_prefetch_loads[j].module == i && !pm->m)
         ch_prefetch_loads[j].reason = other ? CH_PREFETCH_OTHER_BUILD : CH_PREFETCH_NOT_LOADED;
@@ -292,21 +274,30 @@ static int examine(const struct ch_module *m, struct cand *c) {
   return CH_PREFETCH_PENDING;
 }
 
+/* The first candidate at or after x: the module scan looks up every branch
+ * target, so candidates are sorted by address and found by bisection. */
+static unsigned first_from(const struct cand *cs, unsigned n, uintptr_t x) {
+  unsigned lo = 0, hi = n;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (cs[mid].addr < x) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
 /* Does any candidate of [cs, cs + n) have x strictly inside its moved bytes?
- * Then it may not move. */
+ * Then it may not move. Only one starting less than MOVED_MAX before x can. */
 static void lands(struct cand *cs, unsigned n, uintptr_t x, int reason) {
-  for (unsigned i = 0; i < n; i++)
-    if (cs[i].l->reason == CH_PREFETCH_PENDING && x > cs[i].addr && x < cs[i].addr + cs[i].len)
-      cs[i].l->reason = reason;
+  for (unsigned i = first_from(cs, n, x > MOVED_MAX ? x - MOVED_MAX : 0); i < n && cs[i].addr < x; i++)
+    if (cs[i].l->reason == CH_PREFETCH_PENDING && x < cs[i].addr + cs[i].len) cs[i].l->reason = reason;
 }
 
 struct scan { const struct ch_module *m; struct cand *cs; unsigned n; uintptr_t pads[PADS_MAX]; };
 
 /* The candidates inside [start, end) may not move, for reason. */
 static void refuse_in(struct scan *s, uintptr_t start, uintptr_t end, int reason) {
-  for (unsigned i = 0; i < s->n; i++)
-    if (s->cs[i].addr >= start && s->cs[i].addr < end && s->cs[i].l->reason == CH_PREFETCH_PENDING)
-      s->cs[i].l->reason = reason;
+  for (unsigned i = first_from(s->cs, s->n, start); i < s->n && s->cs[i].addr < end; i++)
+    if (s->cs[i].l->reason == CH_PREFETCH_PENDING) s->cs[i].l->reason = reason;
 }
 
 /* One function of the module: its direct branches' and calls' targets and
@@ -314,8 +305,8 @@ static void refuse_in(struct scan *s, uintptr_t start, uintptr_t end, int reason
  * register or a table rules out the candidates inside it. */
 static bool scan_function(uintptr_t start, uintptr_t end, void *ctx) {
   struct scan *s = ctx;
-  bool holds = false;
-  for (unsigned i = 0; i < s->n; i++) holds |= s->cs[i].addr >= start && s->cs[i].addr < end;
+  unsigned first = first_from(s->cs, s->n, start);
+  bool holds = first < s->n && s->cs[first].addr < end;
   if (end - start > PF_FUNCTION_MAX || !ch_module_maps(s->m, start, end - start)) {
     refuse_in(s, start, end, CH_PREFETCH_UNDECODED);
     return true;
@@ -582,7 +573,7 @@ void ch_prefetch_init(const char *path) {
     int r = ch_prefetch_loads[j].reason;
     if (!warned && (r == CH_PREFETCH_OUTSIDE || r == CH_PREFETCH_NOT_A_LOAD)) {
       ch_warn("COHORT_PREFETCH=%s: no load of the form advised at %s+%#lx: is the file for this build?", path,
-              base_name(mods[ch_prefetch_loads[j].module].path), (unsigned long)ch_prefetch_loads[j].offset);
+              ch_base_name(mods[ch_prefetch_loads[j].module].path), (unsigned long)ch_prefetch_loads[j].offset);
       warned = true;
     }
   }
