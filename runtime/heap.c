@@ -11,7 +11,10 @@
  * never freed (an exited thread's heap waits for reuse), so that push can
  * never land in freed memory. Chunks of exited
  * threads become orphans, handled under a lock until a heap adopts them: the
- * first thread with a heap that frees into one, or that needs a chunk.
+ * first thread with a heap that frees into one, or that needs a chunk. A
+ * thread that starts another leaves its heap idle, and a thread that frees
+ * a batch's worth into it before it allocates again makes its chunks
+ * orphans too ("A thread that starts another").
  *
  * The common allocation touches the group's line of the thread's heap, the
  * chunk header's first line, one line of bins and the block itself; the
@@ -29,6 +32,13 @@
  * the checked mode, where my_heap stays NULL so that every allocation and
  * free leaves its fast path for the slow one, which hands it to check.c. */
 static CH_TLS struct ch_heap *own_heap, *my_heap;
+/* The heap this thread left idle when it started another thread, and the
+ * life word it left it with ("A thread that starts another", below). */
+static CH_TLS struct ch_heap *idle_heap;
+static CH_TLS uint64_t idle_life;
+enum { HEAP_ACTIVE, HEAP_IDLE, HEAP_GONE };   /* the low two bits of a heap's life */
+static _Atomic uint64_t heap_epochs;          /* one per heap taken by a thread */
+atomic_ulong ch_heaps_handed_on;
 
 /* Groups whose blocks of a whole number of cache lines start on a line
  * (bit g: group g; docs/runtime.md, "Line-sized blocks"). */
@@ -993,11 +1003,26 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
  * block free atomically, then hand it to the owner or finish it as an orphan.
  * The key alone says a block is in a bin here: another thread's bins cannot
  * be read safely. */
+static struct ch_heap *heap_resume(void);
+static void heap_take_over(struct ch_heap *h, uint64_t life);
+static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h);
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   /* A pool's blocks have no redzones (pool.c), and go back to the pool at
    * once: a batch could still hold one when the pool is destroyed. */
   bool pool = c->group == CH_POOL_GROUP;
   if (ch_checked && !raw && !pool) { ch_checked_free(p); return; }   /* every free, in the checked mode */
+  /* A heap left idle by a thread that started another: that thread's own
+   * free takes it back. Other threads count their frees into it, and the
+   * one that makes them a batch's worth takes it over: the thread that left
+   * it is likely done (a lineage's predecessor). One free, as of the
+   * argument block a new thread frees, is no such sign. */
+  struct ch_heap *was = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
+  uint64_t life = was ? atomic_load_explicit(&was->life, memory_order_relaxed) : 0;
+  if (CH_UNLIKELY((life & 3) == HEAP_IDLE)) {
+    if (was == idle_heap && heap_resume()) { owner_free(c, p, was); return; }
+    if (atomic_fetch_add_explicit(&was->idle_frees, 1, memory_order_relaxed) + 1 >= REMOTE_BATCH)
+      heap_take_over(was, life);
+  }
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
   if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(p)))
     ch_invalid_pointer("free(): double free detected", p);
@@ -1187,14 +1212,17 @@ static struct ch_heap *heap_take(struct ch_heap **parked) {
   struct ch_heap *h = *parked;
   if (h) *parked = h->free_next;
   ch_unlock(&heaps_lock);
-  if (h) return h;
-  char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
-  if (!m) return NULL;
-  h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
-  ch_lock(&heaps_lock);
-  h->all_next = all_heaps;
-  all_heaps = h;
-  ch_unlock(&heaps_lock);
+  if (!h) {
+    char *m = ch_meta_alloc(sizeof *h + 48);   /* 16-aligned: room to align to 64 */
+    if (!m) return NULL;
+    h = (struct ch_heap *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
+    ch_lock(&heaps_lock);
+    h->all_next = all_heaps;
+    all_heaps = h;
+    ch_unlock(&heaps_lock);
+  }
+  uint64_t epoch = atomic_fetch_add_explicit(&heap_epochs, 1, memory_order_relaxed) + 1;
+  atomic_store_explicit(&h->life, epoch << 2 | HEAP_ACTIVE, memory_order_relaxed);
   return h;
 }
 
@@ -1278,10 +1306,70 @@ static void heap_abandon(struct ch_heap *h) {
   heap_park(&free_heaps, h);
 }
 
+/* ---------------------------------------- a thread that starts another */
+
+/* A thread that starts another may be done with its heap: a lineage of
+ * threads, each starting its successor and exiting, hands its work on, and
+ * the successor frees what its predecessor made. Until the predecessor
+ * exits, those frees go to a heap that will never collect them, and
+ * everything the successor makes takes fresh memory; with more threads than
+ * cores the predecessor may wait a whole time slice for a core to exit on
+ * (`prodcons relay 8 15000 2048`: 41-43% fragmentation, against 17-18% for
+ * a copy whose successor joins its predecessor first; docs/runtime.md). So
+ * a thread that has started another leaves its heap idle: its fast paths
+ * lose it, and its next allocation or free of its own takes it back (one
+ * compare-and-swap of the heap's life word), unless a thread freeing into
+ * it took it over first, with the same compare-and-swap, and made its
+ * chunks orphans as the thread's exit would have. The epoch in the life
+ * word tells a heap taken back from one reused by another thread since. */
+void ch_heap_thread_started(void) {
+  struct ch_heap *h = own_heap;
+  if (!h) return;
+  uint64_t life = atomic_load_explicit(&h->life, memory_order_relaxed);
+  idle_heap = h;
+  idle_life = (life & ~(uint64_t)3) | HEAP_IDLE;
+  own_heap = my_heap = NULL;
+  ch_control_gh = NULL;
+  atomic_store_explicit(&h->idle_frees, 0, memory_order_relaxed);
+  /* Release: a thread that takes the heap over sees all our writes to it. */
+  atomic_store_explicit(&h->life, idle_life, memory_order_release);
+}
+
+/* This thread's idle heap back, or NULL if another thread took it over. */
+static struct ch_heap *heap_resume(void) {
+  struct ch_heap *h = idle_heap;
+  if (!h) return NULL;
+  idle_heap = NULL;
+  uint64_t life = idle_life;
+  if (!atomic_compare_exchange_strong_explicit(&h->life, &life, (idle_life & ~(uint64_t)3) | HEAP_ACTIVE,
+                                               memory_order_acquire, memory_order_relaxed))
+    return NULL;
+  own_heap = h;
+  if (!ch_checked) my_heap = h;
+  return h;
+}
+
+/* A free into the chunks of h, whose life word read `life` (idle): take h
+ * over and abandon it as its thread's exit would, so that the chunk is an
+ * orphan that the freeing thread adopts. Whether taken or not, the caller
+ * reads the chunk's owner again. */
+static void heap_take_over(struct ch_heap *h, uint64_t life) {
+  if (!atomic_compare_exchange_strong_explicit(&h->life, &life, (life & ~(uint64_t)3) | HEAP_GONE,
+                                               memory_order_acquire, memory_order_relaxed))
+    return;
+  atomic_fetch_add_explicit(&ch_heaps_handed_on, 1, memory_order_relaxed);
+  ch_in_runtime++;
+  if (rbatch.owner == h) ch_heap_flush_remote();   /* drained by the abandon */
+  heap_abandon(h);
+  ch_in_runtime--;
+}
+
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
   ch_heap_flush_remote();   /* nothing would send the batch after the thread */
+  /* Left idle: ours to abandon only if no thread took it over. */
+  if (h == idle_heap && !heap_resume()) { ch_in_runtime--; return; }
   if (h == own_heap) { own_heap = my_heap = NULL; ch_control_gh = NULL; }
   heap_abandon(h);
   ch_in_runtime--;
@@ -1289,7 +1377,9 @@ static void heap_thread_exit(void *arg) {
 
 static struct ch_heap *heap_create(void) {
   if (!heap_key_ok) return NULL;
-  struct ch_heap *h = heap_take(&free_heaps);
+  struct ch_heap *h = heap_resume();
+  if (h) return h;
+  h = heap_take(&free_heaps);
   if (!h) return NULL;
   h->thread = pthread_self();
   own_heap = h;

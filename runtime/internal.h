@@ -271,6 +271,9 @@ struct ch_heap {
   struct ch_heap *free_next;          /* heaps of exited threads, ready for reuse */
   pthread_t thread;
   _Atomic(void *) delayed;            /* blocks other threads freed into our chunks */
+  _Atomic uint64_t life;              /* the heap's owner and its state: epoch << 2 | HEAP_*
+                                         (heap.c, "A thread that starts another") */
+  atomic_uint idle_frees;             /* other threads' frees into it while idle */
   uint64_t *scratch;                  /* one bit per granule of a chunk, all clear between uses */
 } __attribute__((aligned(64)));
 /* A pool's heap (pool.c) is one of these too: it belongs to no thread, uses
@@ -289,6 +292,11 @@ void ch_heap_arm_control(void);
 /* Hand this thread's batch of frees into other threads' chunks to their
  * owners now (when it is full, at the thread's exit, and ch_flush_thread). */
 void ch_heap_flush_remote(void);
+/* The calling thread has just started another (threads.c): its heap waits,
+ * idle, for its next allocation or for a thread freeing into it to take it
+ * over (heap.c). */
+void ch_heap_thread_started(void);
+extern atomic_ulong ch_heaps_handed_on;   /* idle heaps a freeing thread took over */
 /* or_next. The entry points' whole fast lane, defined in heap.c and inlined
  * into malloc and operator new at link time: without always_inline, operator
  * new called it (an inlining limit). GCC warns that an always_inline

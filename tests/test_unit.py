@@ -37,6 +37,26 @@ def test_threads(tmp_path, mode, allocator):
     assert r.returncode == 0, r.stderr.decode()
 
 
+@pytest.mark.parametrize("mode", ["off", "all", "random:4"])
+@pytest.mark.parametrize("case,handed_on", [("lineage", None), ("takeover", 1), ("resume", 0), ("argument", 0)])
+def test_threads_that_start_threads(tmp_path, mode, case, handed_on):
+    """A thread that starts another leaves its heap idle: its own next
+    allocation or free takes it back, a thread freeing a batch of its blocks
+    takes it over (heaps_handed_on), one freed argument block does not; every
+    block keeps its contents whoever frees it."""
+    stats = tmp_path / "stats.json"
+    r = run([UNIT / "test_lineage", case, stats], env=cohort_env(mode=mode))
+    assert r.returncode == 0, r.stderr.decode()
+    assert "test_lineage: ok" in r.stdout.decode()
+    got = json.loads(stats.read_text())
+    if mode == "off":
+        assert got["heaps_handed_on"] == 0
+    elif handed_on is not None:
+        assert got["heaps_handed_on"] == handed_on
+    if mode == "all" and case == "takeover":   # the orphans' counts add up
+        assert got["groups"][0]["live_bytes"] == 0
+
+
 @pytest.mark.parametrize("spares", [0, 8])
 def test_chunk_reuse_and_purge(tmp_path, spares):
     r = run([UNIT / "test_chunks", tmp_path], env=cohort_env(mode="all", spares=spares))
