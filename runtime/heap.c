@@ -950,7 +950,11 @@ static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
   if (owner) {
     ch_unlock(&heaps_lock);
     if (owner != h) { free_remote(owner, p); return; }   /* adopted meanwhile by another */
-    if (adopted) set_low(&h->g[g], c);
+    /* On the list its free space calls for, so that it is found before a new
+     * chunk: a lineage's successor adopting its predecessor's chunk took a
+     * chunk of its own meanwhile (`prodcons relay 1 120000 256`, nine
+     * interleaved runs: fragmentation 26.3% -> 20.4%, throughput alike). */
+    if (adopted) after_free(&h->g[g], c);
     freed_clear(p);   /* before the release, which may retire the chunk */
     release_block(h, c, p, block_size(c, p));
     return;
