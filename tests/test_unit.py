@@ -57,6 +57,16 @@ def test_threads_that_start_threads(tmp_path, mode, case, handed_on):
         assert got["groups"][0]["live_bytes"] == 0
 
 
+@pytest.mark.parametrize("case", ["lineage", "takeover", "resume", "argument"])
+def test_threads_that_start_threads_checked(tmp_path, case):
+    """The checked mode, whose blocks carry redzones, hands heaps on alike."""
+    stats = tmp_path / "stats.json"
+    r = run([UNIT / "test_lineage", case, stats], env=cohort_env(mode="all", check=1))
+    assert r.returncode == 0, r.stderr.decode()
+    if case == "takeover":
+        assert json.loads(stats.read_text())["heaps_handed_on"] == 1
+
+
 @pytest.mark.parametrize("spares", [0, 8])
 def test_chunk_reuse_and_purge(tmp_path, spares):
     r = run([UNIT / "test_chunks", tmp_path], env=cohort_env(mode="all", spares=spares))
