@@ -292,9 +292,9 @@ void ch_heap_arm_control(void);
 /* Hand this thread's batch of frees into other threads' chunks to their
  * owners now (when it is full, at the thread's exit, and ch_flush_thread). */
 void ch_heap_flush_remote(void);
-/* The calling thread has just started another (threads.c): its heap waits,
- * idle, for its next allocation or for a thread freeing into it to take it
- * over (heap.c). */
+/* The calling thread is about to start another (threads.c): its heap
+ * waits, idle, for the thread's next allocation or free, or for a thread
+ * freeing a batch's worth into it to take it over (heap.c). */
 void ch_heap_thread_started(void);
 extern atomic_ulong ch_heaps_handed_on;   /* idle heaps a freeing thread took over */
 /* or_next. The entry points' whole fast lane, defined in heap.c and inlined
