@@ -37,6 +37,8 @@ static CH_TLS struct ch_heap *own_heap, *my_heap;
 static CH_TLS struct ch_heap *idle_heap;
 static CH_TLS uint64_t idle_life;
 enum { HEAP_ACTIVE, HEAP_IDLE, HEAP_GONE };   /* the low two bits of a heap's life */
+/* The life word of the same epoch in another state. */
+static inline uint64_t life_in(uint64_t life, unsigned state) { return (life & ~(uint64_t)3) | state; }
 static _Atomic uint64_t heap_epochs;          /* one per heap taken by a thread */
 atomic_ulong ch_heaps_handed_on;
 
@@ -1329,9 +1331,8 @@ static void heap_abandon(struct ch_heap *h) {
 void ch_heap_thread_started(void) {
   struct ch_heap *h = own_heap;
   if (!h) return;
-  uint64_t life = atomic_load_explicit(&h->life, memory_order_relaxed);
   idle_heap = h;
-  idle_life = (life & ~(uint64_t)3) | HEAP_IDLE;
+  idle_life = life_in(atomic_load_explicit(&h->life, memory_order_relaxed), HEAP_IDLE);
   own_heap = my_heap = NULL;
   ch_control_gh = NULL;
   atomic_store_explicit(&h->idle_frees, 0, memory_order_relaxed);
@@ -1345,7 +1346,7 @@ static struct ch_heap *heap_resume(void) {
   if (!h) return NULL;
   idle_heap = NULL;
   uint64_t life = idle_life;
-  if (!atomic_compare_exchange_strong_explicit(&h->life, &life, (idle_life & ~(uint64_t)3) | HEAP_ACTIVE,
+  if (!atomic_compare_exchange_strong_explicit(&h->life, &life, life_in(idle_life, HEAP_ACTIVE),
                                                memory_order_acquire, memory_order_relaxed))
     return NULL;
   own_heap = h;
@@ -1358,7 +1359,7 @@ static struct ch_heap *heap_resume(void) {
  * orphan that the freeing thread adopts. Whether taken or not, the caller
  * reads the chunk's owner again. */
 static void heap_take_over(struct ch_heap *h, uint64_t life) {
-  if (!atomic_compare_exchange_strong_explicit(&h->life, &life, (life & ~(uint64_t)3) | HEAP_GONE,
+  if (!atomic_compare_exchange_strong_explicit(&h->life, &life, life_in(life, HEAP_GONE),
                                                memory_order_acquire, memory_order_relaxed))
     return;
   atomic_fetch_add_explicit(&ch_heaps_handed_on, 1, memory_order_relaxed);
