@@ -37,15 +37,15 @@ def test_threads(tmp_path, mode, allocator):
     assert r.returncode == 0, r.stderr.decode()
 
 
-@pytest.mark.parametrize("mode", ["off", "all", "random:4"])
+@pytest.mark.parametrize("mode,check", [("off", 0), ("all", 0), ("random:4", 0), ("all", 1)])
 @pytest.mark.parametrize("case,handed_on", [("lineage", None), ("takeover", 1), ("resume", 0), ("argument", 0)])
-def test_threads_that_start_threads(tmp_path, mode, case, handed_on):
+def test_threads_that_start_threads(tmp_path, mode, check, case, handed_on):
     """A thread that starts another leaves its heap idle: its own next
     allocation or free takes it back, a thread freeing a batch of its blocks
     takes it over (heaps_handed_on), one freed argument block does not; every
-    block keeps its contents whoever frees it."""
+    block keeps its contents whoever frees it, in the checked mode too."""
     stats = tmp_path / "stats.json"
-    r = run([UNIT / "test_lineage", case, stats], env=cohort_env(mode=mode))
+    r = run([UNIT / "test_lineage", case, stats], env=cohort_env(mode=mode, check=check))
     assert r.returncode == 0, r.stderr.decode()
     assert "test_lineage: ok" in r.stdout.decode()
     got = json.loads(stats.read_text())
@@ -55,16 +55,6 @@ def test_threads_that_start_threads(tmp_path, mode, case, handed_on):
         assert got["heaps_handed_on"] == handed_on
     if mode == "all" and case == "takeover":   # the orphans' counts add up
         assert got["groups"][0]["live_bytes"] == 0
-
-
-@pytest.mark.parametrize("case", ["lineage", "takeover", "resume", "argument"])
-def test_threads_that_start_threads_checked(tmp_path, case):
-    """The checked mode, whose blocks carry redzones, hands heaps on alike."""
-    stats = tmp_path / "stats.json"
-    r = run([UNIT / "test_lineage", case, stats], env=cohort_env(mode="all", check=1))
-    assert r.returncode == 0, r.stderr.decode()
-    if case == "takeover":
-        assert json.loads(stats.read_text())["heaps_handed_on"] == 1
 
 
 @pytest.mark.parametrize("spares", [0, 8])
