@@ -74,8 +74,10 @@ static uint64_t new_key(void) {
 /* A chunk not current whose bins hold at least this much is worth allocating from. */
 #define AVAIL_MIN (ch_chunk_size / 16)
 /* An avail chunk with at least this much free is merged (if due) before the
- * general path leaves it for fresh pages. */
+ * general path leaves it for fresh pages; down to a quarter of it (AVAIL_MIN)
+ * while the group's merges find room ("Merging before fresh pages"). */
 #define MERGE_MIN (ch_chunk_size / 4)
+#define MERGE_SHIFT_MAX 2
 /* How far a chunk's live bytes may move before it reports them to the
  * shared statistics: the error of a group's live and peak figures is at most
  * this per chunk in use. */
@@ -575,7 +577,13 @@ static void *coalesce_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned grou
                             bool zero, size_t req) {
   if (!coalesce_due(c, n)) return NULL;
   chunk_coalesce(h, c);
-  return chunk_alloc(&h->g[group], c, group, n, align, zero, req, false, true);
+  void *p = chunk_alloc(&h->g[group], c, group, n, align, zero, req, false, true);
+  /* A merge that found room halves the free bytes that make an avail chunk
+   * worth merging; one that did not doubles them again. */
+  uint8_t *shift = &h->merge_shift[group];
+  if (p) { if (*shift < MERGE_SHIFT_MAX) ++*shift; }
+  else if (*shift) --*shift;
+  return p;
 }
 
 /* h takes the orphan c of group g; heaps_lock is held. Its lists are
@@ -675,8 +683,10 @@ static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_
  * block of the request's class or the next three's, then a larger block
  * split, the current chunk's or one of those chunks', then the current
  * chunk's fresh pages; then the spill chunk, if the current one is
- * full of fragments; then a chunk of the room list, then an orphan at least
- * half free (adopt_orphan), and
+ * full of fragments, else the spill chunk made current (the current one is
+ * nearly full: a new current chunk beside the spill chunk held a third
+ * chunk's pages for ring 1 120000 256); then a chunk of the room list, then an
+ * orphan at least half free (adopt_orphan), and
  * finally a new chunk. (The spill chunk, when it is replaced, comes from the
  * room list too.) */
 static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t n, size_t align,
@@ -718,7 +728,8 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   while ((c = gh->avail)) {
     wait_del(gh, c);
     if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false, true)) ||
-        (free_bytes(c) >= MERGE_MIN && (p = coalesce_alloc(h, c, group, n, align, zero, req)))) {
+        (free_bytes(c) >= MERGE_MIN >> h->merge_shift[group] &&
+         (p = coalesce_alloc(h, c, group, n, align, zero, req)))) {
       make_current(gh, c);
       return p;
     }
@@ -726,6 +737,10 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   }
   if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, true, true))) return p;
   if (cur && free_bytes(cur) >= AVAIL_MIN) return alloc_spill(h, gh, cur, group, n, align, zero, req);
+  if ((c = gh->spill) && (p = chunk_alloc(gh, c, group, n, align, zero, req, true, true))) {
+    make_current(gh, c);
+    return p;
+  }
   if (gh->room) {   /* before any chunk new to this thread */
     c = chunk_with_room(h, group);
     if ((p = chunk_alloc(gh, c, group, n, align, zero, req, true, true))) { make_current(gh, c); return p; }

@@ -275,6 +275,8 @@ struct ch_heap {
                                          (heap.c, "A thread that starts another") */
   atomic_uint idle_frees;             /* other threads' frees into it while idle */
   uint64_t *scratch;                  /* one bit per granule of a chunk, all clear between uses */
+  uint8_t merge_shift[CH_MAX_GROUPS]; /* per group: how far its merges have lowered the
+                                         free bytes that make a chunk worth merging (heap.c) */
 } __attribute__((aligned(64)));
 /* A pool's heap (pool.c) is one of these too: it belongs to no thread, uses
  * g[CH_POOL_GROUP] alone, is never freed, and serves the next pool once

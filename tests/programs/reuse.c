@@ -12,6 +12,10 @@
  *     32 N blocks of 48 bytes, all but every 32nd freed, then N blocks of
  *     1000 bytes, which fit in the holes only if adjacent free blocks are
  *     merged.
+ *   reuse fifo SLOTS ROUNDS
+ *     a queue of SLOTS blocks of random sizes (as replace's): SLOTS x ROUNDS
+ *     times the oldest is freed and a new one joins, as a server's requests
+ *     come and go.
  *
  * Prints a checksum of the blocks' contents, which does not depend on where
  * they live, and the process's peak resident size (VmHWM) in KiB. */
@@ -59,6 +63,21 @@ static void replace(size_t slots, unsigned long rounds) {
   free(size);
 }
 
+static void fifo(size_t slots, unsigned long rounds) {
+  unsigned char **slot = calloc(slots, sizeof *slot);
+  size_t *size = calloc(slots, sizeof *size);
+  if (!slot || !size) { perror("reuse: calloc"); exit(1); }
+  for (size_t i = 0; i < slots; i++) slot[i] = fill(size[i] = pick_size(), (unsigned char)i);
+  for (unsigned long k = 0; k < slots * rounds; k++) {
+    size_t i = (size_t)(k % slots);   /* the oldest */
+    drop(slot[i], size[i]);
+    slot[i] = fill(size[i] = pick_size(), (unsigned char)k);
+  }
+  for (size_t i = 0; i < slots; i++) drop(slot[i], size[i]);
+  free(slot);
+  free(size);
+}
+
 static void phases(size_t n) {
   unsigned char **large = calloc(n, sizeof *large), **small = calloc(30 * n, sizeof *small);
   if (!large || !small) { perror("reuse: calloc"); exit(1); }
@@ -89,7 +108,8 @@ int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "replace")) replace(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10));
   else if (argc == 3 && !strcmp(argv[1], "phases")) phases(strtoul(argv[2], NULL, 10));
   else if (argc == 3 && !strcmp(argv[1], "merge")) merge(strtoul(argv[2], NULL, 10));
-  else { fprintf(stderr, "usage: reuse replace SLOTS ROUNDS | reuse phases N | reuse merge N\n"); return 2; }
+  else if (argc == 4 && !strcmp(argv[1], "fifo")) fifo(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10));
+  else { fprintf(stderr, "usage: reuse replace SLOTS ROUNDS | reuse phases N | reuse merge N | reuse fifo SLOTS ROUNDS\n"); return 2; }
   printf("checksum %llu\n", (unsigned long long)sum);
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
