@@ -74,8 +74,9 @@ static uint64_t new_key(void) {
 /* A chunk not current whose bins hold at least this much is worth allocating from. */
 #define AVAIL_MIN (ch_chunk_size / 16)
 /* An avail chunk with at least this much free is merged (if due) before the
- * general path leaves it for fresh pages; down to a quarter of it (AVAIL_MIN)
- * while the group's merges find room ("Merging before fresh pages"). */
+ * general path leaves it for fresh pages; while the group's merges find
+ * room, down to MERGE_MIN >> MERGE_SHIFT_MAX, which is AVAIL_MIN, the least
+ * an avail chunk holds (docs/runtime.md, "Merging before fresh pages"). */
 #define MERGE_MIN (ch_chunk_size / 4)
 #define MERGE_SHIFT_MAX 2
 /* How far a chunk's live bytes may move before it reports them to the
