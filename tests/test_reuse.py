@@ -13,24 +13,25 @@ from conftest import PROGRAMS, cohort_env, run
 BINARY = PROGRAMS / "reuse"
 
 
-def test_random_replacement_keeps_most_resident_memory_live(tmp_path):
+def churned_group(tmp_path, argv):
+    """The one group's statistics of a run under `all`, whose output matches glibc's."""
     stats = tmp_path / "stats.json"
-    base = run([BINARY, "replace", 16384, 30])
-    r = run([BINARY, "replace", 16384, 30], env=cohort_env(mode="all", stats=stats))
+    base = run(argv)
+    r = run(argv, env=cohort_env(mode="all", stats=stats))
     assert r.returncode == 0, r.stderr
     assert r.stdout == base.stdout
     (group,) = json.loads(stats.read_text())["groups"]
+    return group
+
+
+def test_random_replacement_keeps_most_resident_memory_live(tmp_path):
+    group = churned_group(tmp_path, [BINARY, "replace", 16384, 30])
     # Before size classes, 71% of the chunks' resident bytes were free here.
     assert group["fragmentation_at_peak_percent"] < 50, group
 
 
 def test_queue_of_mixed_sizes_keeps_most_resident_memory_live(tmp_path):
-    stats = tmp_path / "stats.json"
-    base = run([BINARY, "fifo", 10000, 60])
-    r = run([BINARY, "fifo", 10000, 60], env=cohort_env(mode="all", stats=stats))
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == base.stdout
-    (group,) = json.loads(stats.read_text())["groups"]
+    group = churned_group(tmp_path, [BINARY, "fifo", 10000, 60])
     # The freed oldest blocks are neighbours: merged, they serve any size.
     # Merging only chunks a quarter free, 16-25% of the resident bytes were
     # free here, in bins of sizes the requests did not come back for, and a

@@ -48,28 +48,14 @@ static void drop(unsigned char *p, size_t n) {
   free(p);
 }
 
-static void replace(size_t slots, unsigned long rounds) {
+/* replace (a random slot each time) and fifo (the oldest). */
+static void churn(size_t slots, unsigned long rounds, int oldest_first) {
   unsigned char **slot = calloc(slots, sizeof *slot);
   size_t *size = calloc(slots, sizeof *size);
   if (!slot || !size) { perror("reuse: calloc"); exit(1); }
   for (size_t i = 0; i < slots; i++) slot[i] = fill(size[i] = pick_size(), (unsigned char)i);
   for (unsigned long k = 0; k < slots * rounds; k++) {
-    size_t i = (size_t)(next_rand() % slots);
-    drop(slot[i], size[i]);
-    slot[i] = fill(size[i] = pick_size(), (unsigned char)k);
-  }
-  for (size_t i = 0; i < slots; i++) drop(slot[i], size[i]);
-  free(slot);
-  free(size);
-}
-
-static void fifo(size_t slots, unsigned long rounds) {
-  unsigned char **slot = calloc(slots, sizeof *slot);
-  size_t *size = calloc(slots, sizeof *size);
-  if (!slot || !size) { perror("reuse: calloc"); exit(1); }
-  for (size_t i = 0; i < slots; i++) slot[i] = fill(size[i] = pick_size(), (unsigned char)i);
-  for (unsigned long k = 0; k < slots * rounds; k++) {
-    size_t i = (size_t)(k % slots);   /* the oldest */
+    size_t i = oldest_first ? (size_t)(k % slots) : (size_t)(next_rand() % slots);
     drop(slot[i], size[i]);
     slot[i] = fill(size[i] = pick_size(), (unsigned char)k);
   }
@@ -105,10 +91,10 @@ static void merge(size_t n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && !strcmp(argv[1], "replace")) replace(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10));
+  if (argc == 4 && !strcmp(argv[1], "replace")) churn(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10), 0);
   else if (argc == 3 && !strcmp(argv[1], "phases")) phases(strtoul(argv[2], NULL, 10));
   else if (argc == 3 && !strcmp(argv[1], "merge")) merge(strtoul(argv[2], NULL, 10));
-  else if (argc == 4 && !strcmp(argv[1], "fifo")) fifo(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10));
+  else if (argc == 4 && !strcmp(argv[1], "fifo")) churn(strtoul(argv[2], NULL, 10), strtoul(argv[3], NULL, 10), 1);
   else { fprintf(stderr, "usage: reuse replace SLOTS ROUNDS | reuse phases N | reuse merge N | reuse fifo SLOTS ROUNDS\n"); return 2; }
   printf("checksum %llu\n", (unsigned long long)sum);
   FILE *f = fopen("/proc/self/status", "r");
