@@ -76,9 +76,10 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
 /* free, and through ch_free_impl every operator delete. A pointer that is
  * not ours (NULL and the bootstrap arena's included) goes to the next
  * allocator's free, which next.c has made safe for those. */
-CH_EXPORT __attribute__((flatten)) void free(void *p) {
+static CH_NOINLINE __attribute__((flatten)) void free_ours(struct ch_chunk *c, void *p) { ch_group_free_in(c, p); }
+CH_EXPORT void free(void *p) {
   struct ch_chunk *c = ch_chunk_lookup(p);
-  if (CH_LIKELY(c != NULL)) { ch_group_free_in(c, p); return; }
+  if (CH_LIKELY(c != NULL)) { free_ours(c, p); return; }
   if (CH_UNLIKELY(ch_in_region(p))) ch_dead_chunk_free(p);
   ch_next.free(p);
 }
@@ -143,6 +144,28 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned 
  * the ordinary path, which sends them to the next allocator. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_malloc(size_t size, unsigned group) {
   return CH_LIKELY(size <= ch_direct_rest_max) ? ch_direct_malloc(size, group) : ch_malloc_entry(size);
+}
+
+/* An MO call site decided for good, patched (direct.c): a request of the
+ * pool's one size goes to the pool, any other to the next allocator, as
+ * the monitor's decision sends them, without its lookup. Each path is a
+ * tail call, so the one a site's request takes saves no registers for the
+ * other. */
+static CH_NOINLINE void *direct_next_flush(size_t size) {
+  ch_identify_flush_due();
+  return ch_next.malloc(size);
+}
+CH_HIDDEN void *ch_direct_next_malloc(size_t size) {
+  if (CH_UNLIKELY(!ch_identify_count_site(false))) return direct_next_flush(size);
+  return ch_next.malloc(size);
+}
+static CH_NOINLINE __attribute__((flatten)) void *direct_site_pooled(size_t size, unsigned group) {
+  if (CH_UNLIKELY(!ch_identify_count_site(true))) ch_identify_flush_due();
+  return ch_group_malloc_or_next(group, size);
+}
+CH_HIDDEN void *ch_direct_site_malloc(size_t size, unsigned group) {
+  if (size == ch_online_pool_size[group]) return direct_site_pooled(size, group);
+  return ch_direct_next_malloc(size);
 }
 
 /* A `walk` entry site patched to skip the quick test (direct.c): the

@@ -71,13 +71,17 @@ __asm__(
 extern const char cohort_direct_template[], cohort_direct_end[];
 extern const char cohort_direct_act_template[], cohort_direct_act_end[];
 #define STUB_SIZE 16
-/* Per entry point (malloc, operator new): a group stub, a `walk` site's
- * stub, a cold site's stub into the rest group. Each kind K_X_NEW is
- * K_X_MALLOC + 1. */
-enum kind { K_MALLOC, K_NEW, K_ACT_MALLOC, K_ACT_NEW, K_REST_MALLOC, K_REST_NEW, K_KINDS };
-#define NSTUBS (2 * CH_MAX_GROUPS + 4)   /* group stubs of the first two kinds, then one per other kind */
+/* Per entry point (malloc, operator new): a group stub, an MO site's pool
+ * stub, a `walk` site's stub, a cold site's stub into the rest group, an MO
+ * site's stub into the next allocator. Each kind K_X_NEW is K_X_MALLOC + 1;
+ * the kinds below GROUP_KINDS have one stub per group. */
+enum kind { K_MALLOC, K_NEW, K_SITE_MALLOC, K_SITE_NEW, K_ACT_MALLOC, K_ACT_NEW, K_REST_MALLOC, K_REST_NEW,
+            K_NEXT_MALLOC, K_NEXT_NEW, K_KINDS };
+#define GROUP_KINDS K_ACT_MALLOC
+#define NSTUBS (GROUP_KINDS * CH_MAX_GROUPS + K_KINDS - GROUP_KINDS)
 static size_t stub_offset(int k, unsigned group) {
-  return (k < K_ACT_MALLOC ? (unsigned)k * CH_MAX_GROUPS + group : 2 * CH_MAX_GROUPS + (unsigned)(k - K_ACT_MALLOC)) * STUB_SIZE;
+  return (k < GROUP_KINDS ? (unsigned)k * CH_MAX_GROUPS + group
+                          : GROUP_KINDS * CH_MAX_GROUPS + (unsigned)(k - GROUP_KINDS)) * STUB_SIZE;
 }
 
 /* One region per module with a patched site, near its code: a stub for
@@ -109,11 +113,13 @@ static uint8_t *region_for(const struct ch_module *m) {
   uint8_t *r = ch_patch_map_near(m->lo, m->hi, size);
   if (!r) return NULL;
   uintptr_t targets[K_KINDS] = {(uintptr_t)entries.direct_malloc, (uintptr_t)entries.direct_new,
+                                (uintptr_t)entries.site_malloc, (uintptr_t)entries.site_new,
                                 (uintptr_t)entries.act_malloc, (uintptr_t)entries.act_new,
-                                (uintptr_t)entries.rest_malloc, (uintptr_t)entries.rest_new};
+                                (uintptr_t)entries.rest_malloc, (uintptr_t)entries.rest_new,
+                                (uintptr_t)entries.next_malloc, (uintptr_t)entries.next_new};
   memcpy(r + slots, targets, sizeof targets);
   memset(r, 0xcc, code);   /* int3 between stubs */
-  for (int k = K_MALLOC; k <= K_NEW; k++)
+  for (int k = K_MALLOC; k < GROUP_KINDS; k++)
     for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
       size_t at = stub_offset(k, g);
       put_stub(r, at, cohort_direct_template, &group_t, slots, k);
@@ -128,6 +134,10 @@ static uint8_t *region_for(const struct ch_module *m) {
     uint32_t imm = (uint32_t)rest_group;
     memcpy(r + at + group_t.imm_at, &imm, 4);
   }
+  /* The next allocator's stubs pass no group: the group template's
+   * immediate stays, in a register the call may change anyway. */
+  for (int k = K_NEXT_MALLOC; k <= K_NEXT_NEW; k++)
+    put_stub(r, stub_offset(k, 0), cohort_direct_template, &group_t, slots, k);
   ch_patch_stub_unwind(r + eh, (uintptr_t)r, code);
   if (mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
     munmap(r, size);
@@ -198,8 +208,29 @@ static bool patch_site(uintptr_t ret, unsigned group, const struct ch_module *m,
   return ch_patch_write_disp(ret - 4, (int32_t)disp, live);
 }
 
-/* Patch the site at ret (plan site s) to its stub of the kind that base
- * (K_MALLOC, K_ACT_MALLOC or K_REST_MALLOC) starts, once. */
+/* Patch the call at ret to its stub of the kind that base (K_MALLOC,
+ * K_SITE_MALLOC, K_ACT_MALLOC, K_REST_MALLOC or K_NEXT_MALLOC) starts: 1
+ * patched, 0 not patchable, -1 another thread is writing code. */
+static int patch_call(uintptr_t ret, unsigned group, int base) {
+  /* Registering the stubs' unwind table may allocate (libgcc): that goes
+   * to the next allocator, as the runtime's own allocations do. */
+  ch_in_runtime++;
+  const struct ch_module *m = NULL;
+  int k = -1, done = 0;
+  bool live = true;
+  if (stub_kind(ret, &m, &k, &live)) {
+    if (!ch_patch_trylock()) done = -1;
+    else {
+      done = patch_site(ret, group, m, base + k, live);
+      ch_patch_unlock();
+    }
+  }
+  if (done >= 0) atomic_fetch_add(done ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
+  ch_in_runtime--;
+  return done;
+}
+
+/* Patch the site at ret (plan site s), once. */
 static void offer(int s, uintptr_t ret, unsigned group, int base) {
   uint8_t expect = S_UNTRIED;
   /* A plain load first: a site left as it was is offered by every allocation
@@ -207,24 +238,12 @@ static void offer(int s, uintptr_t ret, unsigned group, int base) {
   if (atomic_load_explicit(&state[s], memory_order_relaxed) != S_UNTRIED ||
       !atomic_compare_exchange_strong(&state[s], &expect, S_BUSY))
     return;
-  /* Registering the stubs' unwind table may allocate (libgcc): that goes
-   * to the next allocator, as the runtime's own allocations do. */
-  ch_in_runtime++;
-  const struct ch_module *m = NULL;
-  int k = -1;
-  bool live = true, ok = stub_kind(ret, &m, &k, &live);
-  if (ok) {
-    if (!ch_patch_trylock()) {   /* another thread is writing code: a later allocation offers again */
-      atomic_store(&state[s], S_UNTRIED);
-      ch_in_runtime--;
-      return;
-    }
-    ok = patch_site(ret, group, m, base + k, live);
-    ch_patch_unlock();
-  }
-  atomic_fetch_add(ok ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
-  atomic_store(&state[s], ok ? S_PATCHED : S_LEFT);
-  ch_in_runtime--;
+  int done = patch_call(ret, group, base);   /* busy: a later allocation offers again */
+  atomic_store(&state[s], done < 0 ? S_UNTRIED : done ? S_PATCHED : S_LEFT);
+}
+
+int ch_direct_patch_site(uintptr_t ret, int pool) {
+  return pool >= 0 ? patch_call(ret, (unsigned)pool, K_SITE_MALLOC) : patch_call(ret, 0, K_NEXT_MALLOC);
 }
 
 /* The plan's entry site at ret with this verdict, not a stop site, or -1. */
@@ -252,8 +271,8 @@ void ch_direct_offer_cold(uintptr_t ret) {
 
 void ch_direct_init(const struct ch_direct_entries *e) {
   /* It patches with patch.c's means (its decoder among them): only where
-   * patch.c is at work. */
-  if (!ch_patch_enabled()) return;
+   * patch.c is at work, or for MO, whose sites need no plan. */
+  if (!ch_patch_enabled() && !(ch_opt.mode == CH_MODE_MO && ch_opt.patch && ch_patch_code_init())) return;
   if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ||
       !ch_patch_read_template(cohort_direct_template, cohort_direct_end, &group_t) || !group_t.imm_at ||
       group_t.size > STUB_SIZE ||
@@ -261,7 +280,7 @@ void ch_direct_init(const struct ch_direct_entries *e) {
     return;
   entries = *e;
   ch_direct_max = ch_max_size;
-  if (ch_plan->rest >= 0 && ch_plan->rest < CH_MAX_GROUPS) {
+  if (ch_plan && ch_plan->rest >= 0 && ch_plan->rest < CH_MAX_GROUPS) {
     rest_group = ch_plan->rest;
     ch_direct_rest_max = ch_plan->rest_max;
   }

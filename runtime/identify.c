@@ -118,6 +118,10 @@ void ch_identify_flush_thread(void) { flush_counts(); }
  * counts are due to be flushed (ch_identify_flush_due), which the caller
  * does out of line, so that its own path needs no frame. */
 bool ch_identify_count_direct(void) { return --tbudget >= 0; }
+bool ch_identify_count_site(bool pooled) {
+  tcount[pooled ? CH_PATH_MO : CH_PATH_MO_NEXT]++;
+  return --tbudget >= 0;
+}
 void ch_identify_flush_due(void) { count_flush(); }
 /* An allocation decided without stepping past its entry frame. */
 static inline void count_unwalked(enum ch_path p) {

@@ -560,6 +560,9 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
+/* A request of a patched MO site (direct.c), counted on its path; false:
+ * the counts are due (ch_identify_flush_due). */
+bool ch_identify_count_site(bool pooled);
 /* The all and random controls, and a plan with nothing but its rest pool
  * (it needs no frame either), for the entry points' frameless path: a
  * group, or -1: take the ordinary path (too large, the runtime's own, or
@@ -698,6 +701,12 @@ struct ch_direct_entries {
   /* For a cold entry site under a plan with a rest group. */
   void *(*rest_malloc)(size_t size, unsigned group);
   void *(*rest_new)(size_t size, unsigned group);
+  /* For an MO site decided for good: its size-consistent pool, or the next
+   * allocator. */
+  void *(*site_malloc)(size_t size, unsigned group);
+  void *(*site_new)(size_t size, unsigned group);
+  void *(*next_malloc)(size_t size);
+  void *(*next_new)(size_t size);
 };
 void ch_direct_init(const struct ch_direct_entries *e);   /* after ch_patch_init */
 extern bool ch_direct_enabled;
@@ -716,6 +725,10 @@ void ch_direct_offer_walk(uintptr_t ret);
 void ch_direct_offer_cold(uintptr_t ret);
 /* The largest request a cold site's stub puts in the rest group. */
 extern size_t ch_direct_rest_max;
+/* MO's call site at ret, decided for good: patch the call to reach its
+ * pool's stub (pool >= 0) or the next allocator's (-1). 1: patched, 0: it
+ * cannot be, -1: another thread is writing code (offer again later). */
+int ch_direct_patch_site(uintptr_t ret, int pool);
 /* What a direct site's allocation decided from activations goes to: a
  * group, or -1 (the next allocator), or CH_ACT_WALK (the ordinary path). */
 int ch_identify_act_direct(size_t size, uintptr_t slot);
@@ -843,8 +856,9 @@ int ch_hint_patch(uintptr_t ret, unsigned og);
 
 /* --------------------------------------------------------------- mo.c */
 #define CH_MO_SITES_LISTED 512
-struct ch_mo_counts {   /* written under mo.c's lock */
+struct ch_mo_counts {   /* written under mo.c's lock, but sites_patched */
   unsigned long sites, sites_pooled, sites_mixed, sites_shared, pools_refused, table_full;
+  atomic_ulong sites_patched;   /* decided sites whose call now skips the monitors (direct.c) */
 };
 struct ch_mo_site { int module; uintptr_t offset; uint32_t requests, size; int pool; bool decided; };
 extern struct ch_mo_counts ch_mo_counts;

@@ -38,9 +38,16 @@ struct monitor {
   _Atomic uint32_t requests;    /* counted until the site is decided */
   _Atomic uint32_t last_size;   /* the last request's size */
   _Atomic uint32_t run;         /* requests in a row of last_size */
+  _Atomic uint8_t patch;        /* P_*: the site's call, once decided */
   int16_t module;               /* ch_modules_at index, -1: unknown (for the statistics) */
   uintptr_t offset;             /* the return address in the module's file */
 };
+
+/* A decided site's call instruction, patched to reach its pool's stub or
+ * the next allocator's directly (direct.c), no longer pays for this table:
+ * a site with mixed sizes (an interpreter's xmalloc) then costs its
+ * requests nothing on the way in. */
+enum { P_UNTRIED, P_BUSY, P_DONE };
 
 static struct monitor *table;
 static ch_lock_t lock;
@@ -143,6 +150,16 @@ static CH_NOINLINE int monitor_count(struct monitor *m, size_t size) {
   return -1;   /* this request, like every one before the decision, goes to the next allocator */
 }
 
+/* Once per decided site: patch its call where it can be (pool, or -1 for
+ * the next allocator). */
+static CH_NOINLINE void offer_patch(struct monitor *m, uintptr_t ret, int pool) {
+  uint8_t expect = P_UNTRIED;
+  if (!atomic_compare_exchange_strong(&m->patch, &expect, P_BUSY)) return;
+  int done = ch_direct_enabled ? ch_direct_patch_site(ret, pool) : 0;
+  if (done > 0) atomic_fetch_add_explicit(&ch_mo_counts.sites_patched, 1, memory_order_relaxed);
+  atomic_store(&m->patch, done < 0 ? P_UNTRIED : P_DONE);   /* busy: a later request offers again */
+}
+
 int ch_mo_identify(size_t size, uintptr_t ret) {
   size_t h = slot_of(ret);
   struct monitor *m = NULL;
@@ -156,8 +173,15 @@ int ch_mo_identify(size_t size, uintptr_t ret) {
     if (atomic_load_explicit(refused_slot(ret), memory_order_relaxed) == ret || !(m = monitor_insert(ret))) return -1;
   }
   uint64_t d = atomic_load_explicit(&m->decision, memory_order_acquire);
-  if (CH_LIKELY(D_KIND(d) == D_POOL)) return D_SIZE_OF(d) == size ? D_POOL_OF(d) : -1;
-  if (D_KIND(d) == D_NEXT) return -1;
+  if (CH_LIKELY(D_KIND(d) == D_POOL)) {
+    if (CH_UNLIKELY(atomic_load_explicit(&m->patch, memory_order_relaxed) == P_UNTRIED))
+      offer_patch(m, ret, D_POOL_OF(d));
+    return D_SIZE_OF(d) == size ? D_POOL_OF(d) : -1;
+  }
+  if (D_KIND(d) == D_NEXT) {
+    if (CH_UNLIKELY(atomic_load_explicit(&m->patch, memory_order_relaxed) == P_UNTRIED)) offer_patch(m, ret, -1);
+    return -1;
+  }
   return monitor_count(m, size);
 }
 

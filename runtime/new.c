@@ -127,6 +127,19 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t s
   return ch_new_entry(n);
 }
 
+/* The same for an MO call site decided for good (ch_direct_site_malloc,
+ * ch_direct_next_malloc). */
+void *ch_direct_site_malloc(size_t size, unsigned group);
+void *ch_direct_next_malloc(size_t size);
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_site_new(size_t n, unsigned group) {
+  void *p = ch_direct_site_malloc(n, group);
+  return CH_LIKELY(p != NULL) ? p : ch_new_entry(n);
+}
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_next_new(size_t n) {
+  void *p = ch_direct_next_malloc(n);
+  return CH_LIKELY(p != NULL) ? p : ch_new_entry(n);
+}
+
 CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return CH_KEEP_FRAME(new_loop(n, fix_align(a), false, ENTRY_FRAME())); }

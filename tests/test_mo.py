@@ -53,6 +53,23 @@ def test_hot_sites_of_one_size_get_pools(tmp_path):
     assert stats["identification"]["mo_next"] >= N + N // 10
 
 
+def test_decided_sites_skip_the_monitors_with_the_same_decisions(tmp_path):
+    """A site decided for good has its call patched to reach its pool, or the
+    next allocator, directly: node_site, late_site and text_site (the three
+    hot ones) are patched, cold_site is not. With patching off nothing is.
+    Either way every request is decided and counted alike."""
+    on = mo_run(tmp_path, [SIZESITES, N])
+    off = mo_run(tmp_path, [SIZESITES, N], patch="0")
+    assert on["mo"]["sites_patched"] == on["patch"]["direct_sites"] == 3
+    assert off["mo"]["sites_patched"] == off["patch"]["direct_sites"] == 0
+    # Patching may allocate itself (the runtime's own requests, "reentrant").
+    program = lambda s: {k: v for k, v in s["identification"].items() if k != "reentrant"}  # noqa: E731
+    assert program(on) == program(off)
+    assert on["identification"]["mo"] == 2 * (N - on["mo"]["hot_requests"])
+    allocations = lambda s: {g["name"]: g["allocations"] for g in s["groups"]}  # noqa: E731
+    assert allocations(on) == allocations(off) == {"mo-0": N - 50, "mo-1": N - 50}
+
+
 def test_pools_are_size_consistent_and_empty_after_frees(tmp_path):
     stats = mo_run(tmp_path, [SIZESITES, N])
     groups = {g["name"]: g for g in stats["groups"]}
@@ -95,6 +112,7 @@ def test_threads_and_cxx_unchanged(tmp_path, workload):
     assert stats["mode"] == "mo"
     assert stats["mo"]["pools"] >= 1
     assert stats["identification"]["mo"] > 0
+    assert stats["mo"]["sites_patched"] >= 1   # operator new's calls in xform
 
 
 def test_wrapper_hides_sizes_from_mo(tmp_path):
