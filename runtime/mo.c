@@ -173,15 +173,10 @@ int ch_mo_identify(size_t size, uintptr_t ret) {
     if (atomic_load_explicit(refused_slot(ret), memory_order_relaxed) == ret || !(m = monitor_insert(ret))) return -1;
   }
   uint64_t d = atomic_load_explicit(&m->decision, memory_order_acquire);
-  if (CH_LIKELY(D_KIND(d) == D_POOL)) {
-    if (CH_UNLIKELY(atomic_load_explicit(&m->patch, memory_order_relaxed) == P_UNTRIED))
-      offer_patch(m, ret, D_POOL_OF(d));
-    return D_SIZE_OF(d) == size ? D_POOL_OF(d) : -1;
-  }
-  if (D_KIND(d) == D_NEXT) {
-    if (CH_UNLIKELY(atomic_load_explicit(&m->patch, memory_order_relaxed) == P_UNTRIED)) offer_patch(m, ret, -1);
-    return -1;
-  }
+  if (CH_UNLIKELY(atomic_load_explicit(&m->patch, memory_order_relaxed) == P_UNTRIED) && D_KIND(d) != D_COUNTING)
+    offer_patch(m, ret, D_KIND(d) == D_POOL ? D_POOL_OF(d) : -1);
+  if (CH_LIKELY(D_KIND(d) == D_POOL)) return D_SIZE_OF(d) == size ? D_POOL_OF(d) : -1;
+  if (D_KIND(d) == D_NEXT) return -1;
   return monitor_count(m, size);
 }
 
