@@ -92,6 +92,11 @@ static CH_NOINLINE void *malloc_framed(size_t size) {
   return CH_KEEP_FRAME(ch_malloc_grouping(size, ENTRY_FRAME()));
 }
 
+/* DPA's chain lane, with the frame its identification starts from. */
+static CH_NOINLINE void *dpa_framed(size_t size) {
+  return CH_KEEP_FRAME(ch_dpa_malloc(size, ENTRY_FRAME()));
+}
+
 /* Everything but the fast lane: the all and random controls need no frame
  * either; under a plan, a tail call to malloc_framed. */
 static CH_NOINLINE void *malloc_rest(size_t size) {
@@ -113,6 +118,7 @@ CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *malloc(size_t size) {
   struct ch_group_heap *gh = ch_lane(size);
   if (CH_LIKELY(gh != NULL)) return ch_group_malloc_lane(gh, size);
   if (ch_site_lane) return ch_site_malloc(size, (uintptr_t)__builtin_return_address(0));   /* MO: no frame needed */
+  if (ch_chain_lane) return dpa_framed(size);
   return malloc_rest(size);
 }
 

@@ -10,14 +10,13 @@
  * serves. Groups whose objects point at each other, or are pointed at from
  * the same field of one group, and have one size, share a pool (ssg.c).
  *
- * The compound table (DPA's section 4) maps every prefix of a chain met so
- * far, as a hash of its return addresses, to "extend" (the prefix ends in a
- * wrapper) or to its object group. An allocation whose caller is not a
- * wrapper is decided with one probe of it, keyed by the caller's return
- * address alone; a chain through wrappers costs one stack load and one probe
- * per further frame (short_chain), and the unwinder runs only for prefixes
- * not seen before. Entries are written once, under the lock, and read
- * without it. Once a group is decided, the outermost call of its chain is
+ * The compound table (DPA's section 4, chain_trie.c) maps every prefix of
+ * a chain met so far to "extend" (the prefix ends in a wrapper) or to its
+ * object group. An allocation whose caller is not a wrapper is decided with
+ * one probe, of the caller's return address; a chain through wrappers costs
+ * one stack load and one probe per further frame (short_chain), and the
+ * unwinder runs only for prefixes not seen before. Entries are written
+ * once, under the lock, and read without it. Once a group is decided, the outermost call of its chain is
  * patched to name it (hint.c), and an allocation that finds the hint checks
  * the chain's return addresses on the stack instead of probing. */
 #define _GNU_SOURCE
@@ -26,23 +25,20 @@
 #include <string.h>
 
 #define FRAMES_MAX 32           /* frames in all, system ones included */
-#define TABLE_BITS 15
-#define TABLE_SIZE (1u << TABLE_BITS)
-#define TABLE_PROBES 16
+#define END_PC 1                /* a chain's end inside wrappers, as a child of its last frame */
 #define SITES_SIZE 8192         /* call sites by return address: wrapper verdicts, callers' counts */
 
-/* A table value: its kind in the low two bits. Above them, an object
+/* A trie node's value: its kind in the low two bits. Above them, an object
  * group's index, or for an extended prefix the place of the next return
- * address (its offset from the entry point's frame + 1; 0: not at a fixed
- * place, and the chain is walked). */
+ * address (its offset from the entry point's frame, never 0; 0: not at a
+ * fixed place, and the chain is walked). */
 enum { V_EMPTY, V_EXTEND, V_NONE, V_OG };
 #define KIND(v) ((v) & 3)
 #define OG_VAL(i) ((uint32_t)(i) << 8 | V_OG)
 #define OG_OF(v) ((v) >> 8)
-struct entry { _Atomic uint64_t key; _Atomic uint32_t val; };
 
-static struct entry *table;
 struct ch_dpa_og *ch_dpa_ogs;
+struct ch_dpa_live *ch_dpa_live;
 _Atomic unsigned ch_dpa_nogs;
 static ch_lock_t lock;
 struct ch_dpa_counts ch_dpa_counts;
@@ -64,45 +60,13 @@ struct hint_chain {
 static struct hint_chain *hint_chains;
 
 
-static inline uint64_t chain_key(uint64_t k, uintptr_t pc) {
-  uint64_t x = (k ^ pc) * 0x9e3779b97f4a7c15ull;
-  x ^= x >> 29;
-  return x | 1;   /* never 0, the empty key */
-}
-static inline size_t slot_of(uint64_t key) { return (size_t)(key >> (64 - TABLE_BITS)); }
-
-static inline uint32_t table_get(uint64_t key) {
-  size_t h = slot_of(key);
-  for (unsigned i = 0; i < TABLE_PROBES; i++) {
-    struct entry *e = &table[(h + i) & (TABLE_SIZE - 1)];
-    uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
-    if (k == key) return atomic_load_explicit(&e->val, memory_order_relaxed);
-    if (!k) return V_EMPTY;
-  }
-  return V_EMPTY;
-}
-/* Under the lock. The value is written before the key is published. false: full. */
-static bool table_put(uint64_t key, uint32_t val) {
-  size_t h = slot_of(key);
-  for (unsigned i = 0; i < TABLE_PROBES; i++) {
-    struct entry *e = &table[(h + i) & (TABLE_SIZE - 1)];
-    uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
-    if (k == key) return true;
-    if (k) continue;
-    atomic_store_explicit(&e->val, val, memory_order_relaxed);
-    atomic_store_explicit(&e->key, key, memory_order_release);
-    return true;
-  }
-  return false;
-}
-
 void ch_dpa_init(void) {
   ch_lock_init(&lock);
-  table = ch_os_reserve(sizeof(struct entry) * TABLE_SIZE);
   ch_dpa_ogs = ch_os_reserve(sizeof(struct ch_dpa_og) * CH_DPA_MAX_OGS);
+  ch_dpa_live = ch_os_reserve(sizeof(struct ch_dpa_live) * CH_DPA_MAX_OGS);
   sites = ch_os_reserve(sizeof *sites * SITES_SIZE);
   hint_chains = ch_os_reserve(sizeof *hint_chains * CH_DPA_MAX_OGS);
-  if (!table || !ch_dpa_ogs || !sites || !hint_chains) {
+  if (!ch_trie_init() || !ch_dpa_ogs || !ch_dpa_live || !sites || !hint_chains) {
     ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
     ch_opt.mode = CH_MODE_OFF;
     return;
@@ -156,7 +120,7 @@ static uint32_t og_new(const uintptr_t *pcs, const bool *sys, const int32_t *off
   if (i == CH_DPA_MAX_OGS) { atomic_fetch_add(&ch_dpa_counts.groups_refused, 1); return V_NONE; }
   struct ch_dpa_og *o = &ch_dpa_ogs[i];
   o->size = (uint32_t)size;
-  atomic_store_explicit(&o->pool, CH_DPA_COUNTING, memory_order_relaxed);
+  atomic_store_explicit(&ch_dpa_live[i].pool, CH_DPA_COUNTING, memory_order_relaxed);
   unsigned napp = 0;
   for (unsigned k = 0; k < n; k++) {
     if (sys[k]) continue;
@@ -172,42 +136,46 @@ static uint32_t og_new(const uintptr_t *pcs, const bool *sys, const int32_t *off
     for (unsigned k = 1; k < n; k++) c->off[k - 1] = offs[k];
     c->n = (uint8_t)n;
   }
-  atomic_store_explicit(&o->hint, fixed ? CH_HINT_UNTRIED : CH_HINT_NONE, memory_order_relaxed);
+  atomic_store_explicit(&ch_dpa_live[i].hint, fixed ? CH_HINT_UNTRIED : CH_HINT_NONE, memory_order_relaxed);
   atomic_store_explicit(&ch_dpa_nogs, i + 1, memory_order_release);
   return OG_VAL(i);
 }
 
-/* Under the lock: where the next step of the chain goes for the prefix
- * whose last frame is pc, from scratch. */
-static uint32_t decide(uint64_t key, const uintptr_t *pcs, const bool *sys, const int32_t *offs, unsigned n,
-                       unsigned napp, bool more, size_t size) {
-  int32_t next_off = offs[n];
-  uint32_t v = table_get(key);
-  if (v != V_EMPTY) return v;
-  bool extend = more && n < FRAMES_MAX &&
-                (sys[n - 1] || (napp < CH_DPA_CHAIN_MAX && is_wrapper(pcs[n - 1])));
-  v = !extend ? og_new(pcs, sys, offs, n, size) : next_off ? (uint32_t)(next_off + 1) << 8 | V_EXTEND : V_EXTEND;
-  if (!table_put(key, v)) atomic_fetch_add(&ch_dpa_counts.table_full, 1);
+/* Under the lock: the value of the prefix pcs[0..depth) one frame further,
+ * at return address pc (pcs[depth], or END_PC where the chain ends at
+ * depth), recorded in the trie if new; *at: its node (NULL: the trie could
+ * not take it). The shorter prefix is found again from the root, since a
+ * block may have moved while the lock was not held. more: the stack goes
+ * on; napp: application frames up to pc. */
+static uint32_t decide(const uintptr_t *pcs, const bool *sys, const int32_t *offs, unsigned depth, uintptr_t pc,
+                       unsigned napp, bool more, size_t size, const struct ch_trie_node **at) {
+  struct ch_trie_node *parent = ch_trie_find(pcs, depth);
+  const struct ch_trie_node *c = parent ? ch_trie_child(parent, pc) : NULL;
+  if (c) { *at = c; return atomic_load_explicit(&c->val, memory_order_relaxed); }
+  bool end = pc == END_PC;
+  bool extend = !end && more && depth + 1 < FRAMES_MAX &&
+                (sys[depth] || (napp < CH_DPA_CHAIN_MAX && is_wrapper(pcs[depth])));
+  int32_t next_off = extend ? offs[depth + 1] : 0;
+  uint32_t v = !extend ? og_new(pcs, sys, end ? NULL : offs, end ? depth : depth + 1, size)
+             : (uint32_t)next_off << 8 | V_EXTEND;
+  *at = parent ? ch_trie_add(parent, pc, v) : NULL;
+  if (!*at) atomic_fetch_add(&ch_dpa_counts.table_full, 1);
+  return *at ? atomic_load_explicit(&(*at)->val, memory_order_relaxed) : v;
+}
+
+/* The prefix pcs[0..depth), whose node is *at, one frame further at pc:
+ * its node's value if the trie has it, else decided under the lock. */
+static uint32_t step(const struct ch_trie_node **at, const uintptr_t *pcs, const bool *sys, const int32_t *offs,
+                     unsigned depth, uintptr_t pc, unsigned napp, bool more, size_t size) {
+  const struct ch_trie_node *c = *at ? ch_trie_child(*at, pc) : NULL;
+  if (c) { *at = c; return atomic_load_explicit(&c->val, memory_order_relaxed); }
+  ch_lock(&lock);
+  uint32_t v = decide(pcs, sys, offs, depth, pc, napp, more, size, at);
+  ch_unlock(&lock);
   return v;
 }
 
-/* The stack ended (or was cut short, or recursed) inside wrappers: the
- * chain pcs[0..n), whose key is key, is all of it. */
-static uint32_t end_group(uint64_t key, const uintptr_t *pcs, const bool *sys, unsigned n, size_t size) {
-  key = chain_key(key, 0);
-  uint32_t v = table_get(key);
-  if (v == V_EMPTY) {
-    ch_lock(&lock);
-    if ((v = table_get(key)) == V_EMPTY) {
-      v = og_new(pcs, sys, NULL, n, size);
-      table_put(key, v);
-    }
-    ch_unlock(&lock);
-  }
-  return v;
-}
-
-/* The chain's object group, walking as far as the table says: OG_VAL(i),
+/* The chain's object group, walking as far as the trie says: OG_VAL(i),
  * or V_NONE. */
 static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
   struct ch_frames it;
@@ -215,43 +183,41 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
   bool sys[FRAMES_MAX];
   int32_t offs[FRAMES_MAX + 1] = {8};   /* where each return address lies: the first at fp[1] */
   unsigned n = 0, napp = 0;
-  uint64_t key = 0;
+  const struct ch_trie_node *at = &ch_trie_root;
   uint32_t v = V_NONE;
   if (!ch_frames_start(&it, fp)) return V_NONE;
   while (n < FRAMES_MAX && ch_frames_next(&it, &pcs[n], &sys[n])) {
     /* A call site met again is recursion: the chain so far is the group,
-     * whatever the depth. */
+     * whatever the depth, and the prefix with the repeated frame gets it
+     * too, so that the short path finds it next time. */
     bool again = false;
     for (unsigned k = 0; k < n && !again; k++) again = pcs[k] == pcs[n];
     if (again) {
-      /* The prefix with the repeated frame gets the group too, so that the
-       * short path finds it next time. */
-      uint32_t g = end_group(key, pcs, sys, n, size);
+      const struct ch_trie_node *end = at;
+      uint32_t g = step(&end, pcs, sys, offs, n, END_PC, napp, false, size);
       ch_lock(&lock);
-      table_put(chain_key(key, pcs[n]), g);
+      struct ch_trie_node *parent = ch_trie_find(pcs, n);
+      if (parent && KIND(g) == V_OG && !ch_trie_add(parent, pcs[n], g))
+        atomic_fetch_add(&ch_dpa_counts.table_full, 1);
       ch_unlock(&lock);
       return g;
     }
-    key = chain_key(key, pcs[n]);
     napp += !sys[n];
     n++;
     /* The next return address sits just below the CFA the step reached. */
     intptr_t next = (intptr_t)(it.r.sp - 8 - (uintptr_t)fp);
     offs[n] = it.done || !it.fixed || next <= 0 || next >= (1 << 23) ? 0 : (int32_t)next;
-    v = table_get(key);
-    if (v == V_EMPTY) {
-      ch_lock(&lock);
-      v = decide(key, pcs, sys, offs, n, napp, !it.done, size);
-      ch_unlock(&lock);
-    }
+    v = step(&at, pcs, sys, offs, n - 1, pcs[n - 1], napp, !it.done, size);
     if (KIND(v) != V_EXTEND) return v;
   }
-  return n ? end_group(key, pcs, sys, n, size) : V_NONE;
+  /* The stack ended (or was cut short) inside wrappers: the chain so far
+   * is all of it. */
+  return n ? step(&at, pcs, sys, offs, n, END_PC, napp, false, size) : V_NONE;
 }
 
 /* A group's pool from now on, and its hint's (a merge, a demotion). */
 void ch_dpa_set_pool(unsigned og, int pool) {
-  atomic_store_explicit(&ch_dpa_ogs[og].pool, pool, memory_order_release);
+  atomic_store_explicit(&ch_dpa_live[og].pool, pool, memory_order_release);
   __atomic_store_n(&hint_chains[og].pool, pool >= 0 ? pool : -1, __ATOMIC_RELAXED);
 }
 
@@ -286,7 +252,7 @@ static CH_NOINLINE void demote(unsigned pool) {
     atomic_fetch_add_explicit(&ch_dpa_counts.pools_demoted, 1, memory_order_relaxed);
     unsigned n = atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire);
     for (unsigned i = 0; i < n; i++)
-      if (atomic_load_explicit(&ch_dpa_ogs[i].pool, memory_order_relaxed) == (int)pool) ch_dpa_set_pool(i, CH_DPA_CHURN);
+      if (atomic_load_explicit(&ch_dpa_live[i].pool, memory_order_relaxed) == (int)pool) ch_dpa_set_pool(i, CH_DPA_CHURN);
   }
   ch_unlock(&lock);
 }
@@ -326,12 +292,13 @@ static CH_NOINLINE bool caller_ripe(uintptr_t ret) {
 
 /* The group reached the threshold: its pool, shared with a group it is
  * affine to (ssg.c) or new; none when every Cohort group is taken. */
-static CH_NOINLINE int promote(struct ch_dpa_og *o) {
+static CH_NOINLINE int promote(unsigned og) {
+  struct ch_dpa_og *o = &ch_dpa_ogs[og];
   ch_lock(&lock);
-  int p = atomic_load_explicit(&o->pool, memory_order_relaxed);
+  int p = atomic_load_explicit(&ch_dpa_live[og].pool, memory_order_relaxed);
   if (p == CH_DPA_COUNTING) {
     bool mixed = atomic_load_explicit(&o->mixed, memory_order_relaxed);
-    p = mixed ? -1 : ch_ssg_pool_for((unsigned)(o - ch_dpa_ogs), o->size);
+    p = mixed ? -1 : ch_ssg_pool_for(og, o->size);
     if (p < 0) p = ch_online_pool_new("dpa", mixed ? 0 : o->size);   /* 0: mixed sizes, never merged */
     if (p < 0) {
       p = CH_DPA_NO_POOL;
@@ -339,19 +306,20 @@ static CH_NOINLINE int promote(struct ch_dpa_og *o) {
     } else if (ch_dpa_pool_demoted((unsigned)p)) {
       p = CH_DPA_CHURN;   /* affine to a pool of churn: churn too */
     }
-    atomic_store_explicit(&o->pool, p, memory_order_release);
+    atomic_store_explicit(&ch_dpa_live[og].pool, p, memory_order_release);
   }
   ch_unlock(&lock);
   return p;
 }
 
 /* One more object of a group still counting towards its pool. */
-static CH_NOINLINE int og_count(struct ch_dpa_og *o, size_t size) {
+static CH_NOINLINE int og_count(unsigned og, size_t size) {
+  struct ch_dpa_og *o = &ch_dpa_ogs[og];
   if (o->size != size && !atomic_load_explicit(&o->mixed, memory_order_relaxed))
     atomic_store_explicit(&o->mixed, true, memory_order_relaxed);
   unsigned n = atomic_fetch_add_explicit(&o->objects, 1, memory_order_relaxed) + 1;
   if (n < ch_opt.dpa_min_objects) return -1;
-  int p = promote(o);
+  int p = promote(og);
   return p >= 0 ? p : -1;
 }
 
@@ -400,13 +368,18 @@ void *ch_dpa_malloc_sampled(size_t size) {
  * there and probing the longer prefix, frame after frame, finds the group
  * with no unwinding. Each read is safe: the prefix matched so far fixes the
  * frames it spans, and the next word lies just beyond them. */
-static inline uint32_t short_chain(const uintptr_t *fp, uint32_t v) {
-  uint64_t key = chain_key(0, fp[1]);
-  for (unsigned k = 0; KIND(v) == V_EXTEND && (v >> 8) && k < FRAMES_MAX; k++) {
-    key = chain_key(key, *(const uintptr_t *)((const char *)fp + (v >> 8) - 1));
-    v = table_get(key);
+static inline uint32_t short_chain(const uintptr_t *fp) {
+  uint32_t kids = atomic_load_explicit(&ch_trie_root.kids, memory_order_acquire);
+  uintptr_t pc = fp[1];
+  for (;;) {   /* a trie: no cycle */
+    if (CH_UNLIKELY(!kids)) return V_EMPTY;
+    const struct ch_trie_node *n = ch_trie_in(kids, pc);
+    if (CH_UNLIKELY(!n)) return V_EMPTY;
+    uint32_t v = atomic_load_explicit(&n->val, memory_order_relaxed);
+    if (KIND(v) != V_EXTEND || CH_UNLIKELY(!(v >> 8))) return v;
+    pc = *(const uintptr_t *)((const char *)fp + (v >> 8));
+    kids = atomic_load_explicit(&n->kids, memory_order_acquire);
   }
-  return v;
 }
 
 /* Does the stack hold chain c? Each read is safe as the short chain's are. */
@@ -422,7 +395,8 @@ static inline bool chain_here(const struct hint_chain *c, const uintptr_t *fp) {
  * writing code). A call that ends the chains of several groups names the
  * first of them decided, and the others keep the probes: the hint names
  * one group, and a check that fails costs the probes as well. */
-static CH_NOINLINE void hint_offer(unsigned og, struct ch_dpa_og *o) {
+static CH_NOINLINE void hint_offer(unsigned og) {
+  struct ch_dpa_live *o = &ch_dpa_live[og];
   uint8_t expect = CH_HINT_UNTRIED;
   if (!atomic_compare_exchange_strong(&o->hint, &expect, CH_HINT_BUSY)) return;
   struct hint_chain *c = &hint_chains[og];
@@ -439,7 +413,16 @@ static CH_NOINLINE void hint_offer(unsigned og, struct ch_dpa_og *o) {
   atomic_store_explicit(&o->hint, r == CH_HINT_RETRY ? CH_HINT_UNTRIED : r, memory_order_release);
 }
 
-int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted) {
+/* A chain the short path did not find: walked, if its caller is ripe. */
+static CH_NOINLINE uint32_t walk(size_t size, const uintptr_t *fp) {
+  if (ch_in_runtime) return V_NONE;
+  ch_in_runtime++;   /* the walk may look up modules, which may allocate */
+  uint32_t v = caller_ripe(fp[1]) ? chain_group(fp, size) : V_NONE;
+  ch_in_runtime--;
+  return v;
+}
+
+static inline __attribute__((always_inline)) int identify(size_t size, const uintptr_t *fp, bool *hinted) {
   uint32_t h = ch_dpa_hint;
   if (h) {
     ch_dpa_hint = 0;
@@ -450,24 +433,39 @@ int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted) {
       return c->pool;
     }
   }
-  uint32_t v = table_get(chain_key(0, fp[1]));
-  if (CH_UNLIKELY(KIND(v) != V_OG)) v = short_chain(fp, v);
-  if (CH_UNLIKELY(KIND(v) != V_OG)) {
-    if (ch_in_runtime) return -1;
-    ch_in_runtime++;   /* the walk may look up modules, which may allocate */
-    v = caller_ripe(fp[1]) ? chain_group(fp, size) : V_NONE;
-    ch_in_runtime--;
-    if (KIND(v) != V_OG) return -1;
-  }
+  uint32_t v = short_chain(fp);
+  if (CH_UNLIKELY(KIND(v) != V_OG) && KIND(v = walk(size, fp)) != V_OG) return -1;
   unsigned og = OG_OF(v);
-  struct ch_dpa_og *o = &ch_dpa_ogs[og];
+  struct ch_dpa_live *o = &ch_dpa_live[og];
   int g = atomic_load_explicit(&o->pool, memory_order_acquire);
-  if (CH_UNLIKELY(g < 0)) g = g == CH_DPA_COUNTING ? og_count(o, size) : -1;
+  if (CH_UNLIKELY(g < 0)) g = g == CH_DPA_COUNTING ? og_count(og, size) : -1;
   if (CH_UNLIKELY(atomic_load_explicit(&o->hint, memory_order_relaxed) == CH_HINT_UNTRIED) &&
       atomic_load_explicit(&o->pool, memory_order_acquire) != CH_DPA_COUNTING)
-    hint_offer(og, o);
+    hint_offer(og);
   if (CH_UNLIKELY(--sample_in < 0)) return sample_due(og, g);
   return g;
+}
+
+int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted) { return identify(size, fp, hinted); }
+
+/* DPA's allocation by malloc (the chain lane): only the checks DPA needs,
+ * the counts, and the pool or the next allocator. The rare cases out of
+ * line; path CH_PATH_COUNT: counted already, the counts are due. */
+static CH_NOINLINE void *dpa_malloc_slow(size_t size, int g, enum ch_path path) {
+  if (path == CH_PATH_COUNT || !ch_identify_count_path(path)) ch_identify_flush_due();
+  if (g >= 0) return ch_group_malloc_or_next((unsigned)g, size);
+  return g == CH_IDENTIFY_SAMPLE ? ch_dpa_malloc_sampled(size) : ch_next.malloc(size);
+}
+void *ch_dpa_malloc(size_t size, const uintptr_t *fp) {
+  if (CH_UNLIKELY(size > ch_max_size || ch_in_runtime))
+    return dpa_malloc_slow(size, -1, size > ch_max_size ? CH_PATH_LARGE : CH_PATH_REENTRANT);
+  bool hinted = false;
+  int g = identify(size, fp, &hinted);
+  enum ch_path path = g >= 0 ? (hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA) : CH_PATH_DPA_BELOW;
+  if (CH_UNLIKELY(g == CH_IDENTIFY_SAMPLE))
+    return dpa_malloc_slow(size, g, ch_dpa_unsample() < 0 ? CH_PATH_DPA_BELOW : hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA);
+  if (CH_UNLIKELY(!ch_identify_count_path(path))) return dpa_malloc_slow(size, g, CH_PATH_COUNT);
+  return g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
 }
 
 /* After a fork the child has one thread: a lock held by another is free. */

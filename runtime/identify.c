@@ -118,6 +118,10 @@ void ch_identify_flush_thread(void) { flush_counts(); }
  * counts are due to be flushed (ch_identify_flush_due), which the caller
  * does out of line, so that its own path needs no frame. */
 bool ch_identify_count_direct(void) { return --tbudget >= 0; }
+bool ch_identify_count_path(enum ch_path p) {
+  tcount[p]++;
+  return --tbudget >= 0;
+}
 bool ch_identify_count_site(bool pooled) {
   tcount[pooled ? CH_PATH_MO : CH_PATH_MO_NEXT]++;
   return --tbudget >= 0;
@@ -221,6 +225,7 @@ void ch_identify_init(void) {
     if (ch_identify_controls) ch_control_limit = control_max + 1;
     if (ch_opt.mode == CH_MODE_RANDOM) ch_control_spread = ngroups;
     ch_site_lane = ch_opt.mode == CH_MODE_MO;
+    ch_chain_lane = ch_opt.mode == CH_MODE_DPA;
   }
 }
 
@@ -300,7 +305,8 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
   }
 }
 
-bool ch_site_lane;
+bool ch_site_lane, ch_chain_lane;
+
 int ch_identify_site(size_t size, uintptr_t ret) {
   if (CH_LIKELY(size <= ch_max_size) && CH_LIKELY(!ch_in_runtime)) {
     int g = ch_mo_identify(size, ret);

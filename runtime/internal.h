@@ -563,6 +563,7 @@ bool ch_identify_count_direct(void);
 /* A request of a patched MO site (direct.c), counted on its path; false:
  * the counts are due (ch_identify_flush_due). */
 bool ch_identify_count_site(bool pooled);
+bool ch_identify_count_path(enum ch_path p);   /* false: the counts are due (ch_identify_flush_due) */
 /* The all and random controls, and a plan with nothing but its rest pool
  * (it needs no frame either), for the entry points' frameless path: a
  * group, or -1: take the ordinary path (too large, the runtime's own, or
@@ -610,6 +611,10 @@ void ch_identify_flush_due(void);
 /* MO decides from the allocator's return address alone: malloc and operator
  * new take the site lane, which needs no frame and no walk. */
 extern bool ch_site_lane;
+/* DPA decides from the chain above malloc's frame (dpa.c): malloc takes the
+ * chain lane, a framed call to ch_dpa_malloc with nothing else to test. */
+extern bool ch_chain_lane;
+void *ch_dpa_malloc(size_t size, const uintptr_t *fp);
 int ch_identify_site(size_t size, uintptr_t ret);   /* group index or -1 */
 /* The site lane's allocation, for malloc and operator new: the site's pool,
  * else the next allocator. */
@@ -805,6 +810,39 @@ enum { CH_WRAP_NO, CH_WRAP_YES, CH_WRAP_UNFOLLOWED, CH_WRAP_UNDECODED, CH_WRAP_T
  * holds its lock). */
 int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const struct ch_cfi_rule *at_call);
 
+/* ------------------------------------------------------- chain_trie.c */
+/* DPA's compound table: call-chain prefixes as a trie. A node is one return
+ * address (pc; 0: an empty slot) below its parent's prefix, with dpa.c's
+ * value for the prefix and its children: a line-aligned block of 2^lg
+ * slots at byte offset kids & ~63 of the arena, where kids & 63 is 64 - lg,
+ * the shift that hashes into it (kids 0: none). Lookups take no lock;
+ * ch_trie_add and ch_trie_find only under dpa.c's. */
+struct ch_trie_node { _Atomic uintptr_t pc; _Atomic uint32_t val; _Atomic uint32_t kids; };
+extern struct ch_trie_node *ch_trie_arena;
+extern struct ch_trie_node ch_trie_root;   /* the empty prefix: its children are the allocator's callers */
+bool ch_trie_init(void);
+static inline size_t ch_trie_hash(uintptr_t pc, unsigned shift) {
+  return (size_t)((pc * 0x9e3779b97f4a7c15ull) >> shift);
+}
+const struct ch_trie_node *ch_trie_probe(uint32_t kids, uintptr_t pc);
+/* The child for return address pc among the block kids, or NULL. Blocks
+ * are at most half full: the first slot nearly always answers. */
+static inline const struct ch_trie_node *ch_trie_in(uint32_t kids, uintptr_t pc) {
+  const struct ch_trie_node *s = (const struct ch_trie_node *)((const char *)ch_trie_arena + (kids & ~63u)) +
+                                 ch_trie_hash(pc, kids & 63);
+  if (CH_LIKELY(atomic_load_explicit(&s->pc, memory_order_acquire) == pc)) return s;
+  return ch_trie_probe(kids, pc);
+}
+static inline const struct ch_trie_node *ch_trie_child(const struct ch_trie_node *n, uintptr_t pc) {
+  uint32_t kids = atomic_load_explicit(&n->kids, memory_order_acquire);
+  return kids ? ch_trie_in(kids, pc) : NULL;
+}
+/* The node of the prefix pcs[0..n), or NULL. */
+struct ch_trie_node *ch_trie_find(const uintptr_t *pcs, unsigned n);
+/* parent's child for pc, added with val if new (an existing child keeps its
+ * own value); NULL when the arena is spent. */
+struct ch_trie_node *ch_trie_add(struct ch_trie_node *parent, uintptr_t pc, uint32_t val);
+
 /* -------------------------------------------------------------- dpa.c */
 #define CH_DPA_MAX_OGS 4096
 #define CH_DPA_CHAIN_MAX 8      /* application frames in a chain (dpa.c); a group keeps each */
@@ -813,14 +851,18 @@ int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const stru
 #define CH_DPA_CHURN (-3)      /* its pool never held a line's worth live: the next allocator */
 /* An object group: one adaptive partial call chain. */
 struct ch_dpa_og {
-  _Atomic int pool;                         /* a Cohort group, or CH_DPA_COUNTING / NO_POOL */
   _Atomic unsigned objects;                 /* counted until the pool exists */
   uint32_t size;                            /* the first object's size */
   _Atomic bool mixed;                       /* sizes differ (seen while counting) */
   uint8_t length;                           /* application frames in the chain */
-  _Atomic uint8_t hint;                     /* CH_HINT_*: its outermost call, patched to name it */
   int16_t frame_module[CH_DPA_CHAIN_MAX];   /* ch_modules_at index, -1: unknown */
   uintptr_t frame_offset[CH_DPA_CHAIN_MAX]; /* return address in the module's file */
+};
+/* What every allocation of a group reads, apart from the rest, eight to a
+ * line: its pool, and whether its hint is patched. */
+struct ch_dpa_live {
+  _Atomic int32_t pool;   /* a Cohort group, or CH_DPA_COUNTING / NO_POOL / CHURN */
+  _Atomic uint8_t hint;   /* CH_HINT_*: its outermost call, patched to name it */
 };
 struct ch_dpa_counts {
   atomic_ulong verdicts[CH_WRAP_VERDICTS];  /* call sites analysed, by verdict */
@@ -832,6 +874,7 @@ struct ch_dpa_counts {
 };
 extern struct ch_dpa_counts ch_dpa_counts;
 extern struct ch_dpa_og *ch_dpa_ogs;
+extern struct ch_dpa_live *ch_dpa_live;
 extern _Atomic unsigned ch_dpa_nogs;
 void ch_dpa_init(void);
 /* A pool, -1 (the next allocator) or CH_IDENTIFY_SAMPLE; *hinted: named by

@@ -78,7 +78,7 @@ static void merge(unsigned p, unsigned q, int kind) {
   alias[q] = p + 1;
   unsigned n = atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire);
   for (unsigned i = 0; i < n; i++) {
-    int g = atomic_load_explicit(&ch_dpa_ogs[i].pool, memory_order_relaxed);
+    int g = atomic_load_explicit(&ch_dpa_live[i].pool, memory_order_relaxed);
     if (g >= 0 && resolve((unsigned)g) == p && (unsigned)g != p) ch_dpa_set_pool(i, (int)p);
   }
   atomic_fetch_add_explicit(&ch_dpa_counts.merges[kind], 1, memory_order_relaxed);
@@ -91,7 +91,7 @@ static bool same_size(unsigned p, unsigned q) {
 /* A new edge (og, off, pool): the merges it calls for. Under the lock. */
 static void edge_new(unsigned og, unsigned off, unsigned pool) {
   pool = resolve(pool);
-  int a = atomic_load_explicit(&ch_dpa_ogs[og].pool, memory_order_relaxed);
+  int a = atomic_load_explicit(&ch_dpa_live[og].pool, memory_order_relaxed);
   if (a >= 0 && resolve((unsigned)a) != pool && same_size(resolve((unsigned)a), pool)) {
     merge((unsigned)a, pool, 0);   /* type I: linked to each other */
     return;

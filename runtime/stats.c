@@ -160,14 +160,14 @@ static void put_dpa(struct out *o) {
     const struct ch_dpa_og *g = &ch_dpa_ogs[i];
     put(o, i ? ",\n      {" : "\n      {");
     field_u(o, "id", i, true);
-    field_i(o, "pool", atomic_load(&g->pool), true);
+    field_i(o, "pool", atomic_load(&ch_dpa_live[i].pool), true);
     field_u(o, "objects_counted", atomic_load(&g->objects), true);
     field_u(o, "size", g->size, true);
     put(o, atomic_load(&g->mixed) ? "\"mixed\": true, " : "\"mixed\": false, ");
     static const char *const hint_names[] = {"\"hint\": \"untried\", ", "\"hint\": \"untried\", ",
                                              "\"hint\": \"patched\", ", "\"hint\": \"left\", ",
                                              "\"hint\": \"none\", "};
-    uint8_t h = atomic_load(&g->hint);
+    uint8_t h = atomic_load(&ch_dpa_live[i].hint);
     put(o, hint_names[h <= CH_HINT_NONE ? h : CH_HINT_NONE]);
     put(o, "\"frames\": [");
     for (unsigned f = 0; f < g->length && f < CH_DPA_CHAIN_MAX; f++) {
