@@ -456,7 +456,7 @@ static CH_NOINLINE void *dpa_malloc_slow(size_t size, int g, enum ch_path path) 
   if (g >= 0) return ch_group_malloc_or_next((unsigned)g, size);
   return g == CH_IDENTIFY_SAMPLE ? ch_dpa_malloc_sampled(size) : ch_next.malloc(size);
 }
-void *ch_dpa_malloc(size_t size, const uintptr_t *fp) {
+__attribute__((flatten)) void *ch_dpa_malloc(size_t size, const uintptr_t *fp) {
   if (CH_UNLIKELY(size > ch_max_size || ch_in_runtime))
     return dpa_malloc_slow(size, -1, size > ch_max_size ? CH_PATH_LARGE : CH_PATH_REENTRANT);
   bool hinted = false;
