@@ -138,6 +138,7 @@ static void put_dpa(struct out *o) {
   field_u(o, "object_groups", n, true);
   field_u(o, "pools", ch_online_pools(), true);
   field_u(o, "groups_refused", atomic_load(&k->groups_refused), true);
+  field_u(o, "table_full", atomic_load(&k->table_full), true);
   field_u(o, "pools_refused", atomic_load(&k->pools_refused), true);
   field_u(o, "unripe", atomic_load(&k->unripe), true);
   field_u(o, "hints_patched", atomic_load(&k->hints_patched), true);
