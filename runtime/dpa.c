@@ -187,6 +187,7 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
   uint32_t v = V_NONE;
   if (!ch_frames_start(&it, fp)) return V_NONE;
   while (n < FRAMES_MAX && ch_frames_next(&it, &pcs[n], &sys[n])) {
+    if (CH_UNLIKELY(it.unsure)) return V_NONE;   /* next time: nothing is recorded */
     /* A call site met again is recursion: the chain so far is the group,
      * whatever the depth, and the prefix with the repeated frame gets it
      * too, so that the short path finds it next time. */

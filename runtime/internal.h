@@ -375,6 +375,10 @@ struct ch_module {
 bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len);
 void ch_modules_refresh(void);                        /* at start-up, and to notice modules loaded since */
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
+/* The same, and *busy set when pc was in no module known and another thread
+ * was refreshing them: NULL then says nothing about pc, and must not be
+ * remembered. */
+const struct ch_module *ch_module_find(uintptr_t pc, bool *busy);
 /* Where pc lies, for the statistics: its module's ch_modules_at index (the
  * result; -1 if none holds it) and its address in that module's file
  * (*offset; pc itself if none). Looks the module up as ch_module_for does. */
@@ -455,6 +459,8 @@ struct ch_frames {
   uintptr_t tag, sp0;
   bool fixed;       /* every frame stepped so far had CFA = %rsp + a constant */
   bool done;
+  bool unsure;      /* a frame's module could not be looked up (another thread was
+                       refreshing them): the walk ended there, and says nothing */
 };
 bool ch_frames_start(struct ch_frames *it, const uintptr_t *fp);
 bool ch_frames_next(struct ch_frames *it, uintptr_t *pc, bool *system);

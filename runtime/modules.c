@@ -145,11 +145,15 @@ static const struct ch_module *find(uintptr_t pc) {
   return NULL;
 }
 
-const struct ch_module *ch_module_for(uintptr_t pc) {
+const struct ch_module *ch_module_find(uintptr_t pc, bool *busy) {
   const struct ch_module *m = find(pc);
   if (m) return m;
-  if (!refresh()) return NULL;
+  if (!refresh()) { *busy = true; return NULL; }
   return find(pc);
+}
+const struct ch_module *ch_module_for(uintptr_t pc) {
+  bool busy;
+  return ch_module_find(pc, &busy);
 }
 
 const char *ch_base_name(const char *path) {

@@ -141,9 +141,9 @@ static bool fits(int64_t v, unsigned bits) {
   return v >= -((int64_t)1 << (bits - 1)) && v < ((int64_t)1 << (bits - 1));
 }
 
-static uint64_t compute(uintptr_t pc) {
+static uint64_t compute(uintptr_t pc, bool *busy) {
   atomic_fetch_add_explicit(&ch_unwind_slow, 1, memory_order_relaxed);
-  const struct ch_module *m = ch_module_for(pc);
+  const struct ch_module *m = ch_module_find(pc, busy);
   if (!m) return pack(K_STOP, 0, true, -1, CH_ENTRY_UNKNOWN, 0, 0);
   int site = m->system ? -1 : ch_plan_site_at(pc);
   enum ch_entry_verdict entry = site >= 0 ? ch_plan->sites[site].entry : CH_ENTRY_UNKNOWN;
@@ -162,13 +162,24 @@ static uint64_t compute(uintptr_t pc) {
   return pack(r.cfa_kind == CH_CFA_RSP ? K_RSP : K_RBP, rbp, m->system, site, entry, r.cfa_off, r.rbp_off);
 }
 
-/* The packed rule for pc, computed and cached on a miss. */
-static inline uint64_t rule_for(uintptr_t pc, uintptr_t tag) {
+/* The packed rule for pc, computed and cached on a miss; *unsure set, and
+ * nothing cached, when pc's module could not be looked up because another
+ * thread was refreshing the modules: the rule then stops the walk, this
+ * time only. (Cached, it stopped every later walk through pc, as if pc lay
+ * in no module: a DPA chain of no application frame took all of a
+ * wrapper's allocations, in one run of two in tests/programs/manychains.) */
+static inline uint64_t rule_get(uintptr_t pc, uintptr_t tag, bool *unsure) {
   uint64_t v;
   if (CH_LIKELY(cache_get(pc, tag, &v))) return v;
-  v = compute(pc);
-  cache_put(pc, tag, v);
+  bool busy = false;
+  v = compute(pc, &busy);
+  if (busy) *unsure = true;
+  else cache_put(pc, tag, v);
   return v;
+}
+static inline uint64_t rule_for(uintptr_t pc, uintptr_t tag) {
+  bool unsure;
+  return rule_get(pc, tag, &unsure);
 }
 
 /* The slow interpreter for frames whose rule does not pack. */
@@ -431,11 +442,12 @@ bool ch_frames_start(struct ch_frames *it, const uintptr_t *fp) {
   it->tag = tag_now();
   it->sp0 = it->r.sp;
   it->fixed = true;
+  it->unsure = false;
   return !it->done;
 }
 bool ch_frames_next(struct ch_frames *it, uintptr_t *pc, bool *system) {
   if (it->done) return false;
-  uint64_t v = rule_for(it->r.pc, it->tag);
+  uint64_t v = rule_get(it->r.pc, it->tag, &it->unsure);
   uintptr_t slot;
   bool truncated = false;
   *pc = it->r.pc;

@@ -196,3 +196,24 @@ def test_no_chain_before_the_caller_is_ripe(tmp_path):
     assert len(node) == 1
     # counted from the caller's 100th allocation on, and pooled at 100 more
     assert node[0]["objects_counted"] == 100 and node[0]["pool"] >= 0
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_many_chains_from_threads(tmp_path, attempt):
+    """256 chains share their first frame (wrap's call of malloc), so that
+    frame's children in the compound table outgrow block after block while
+    four threads read them (runtime/chain_trie.c). Each chain is its own
+    group of three frames, whichever thread met it first, and none is lost
+    to a full table. Three runs: a thread whose walk met another refreshing
+    the modules once took the wrapper's frame for one in no module, and every
+    allocation of the run for one chain of no frame."""
+    from conftest import PROGRAMS
+    binary = PROGRAMS / "manychains"
+    _, stats = dpa_run(tmp_path, [binary, 4, 100])
+    dpa = stats["dpa"]
+    assert dpa["object_groups"] == 256 and dpa["chain_lengths"]["3"] == 256
+    assert dpa["table_full"] == 0 and dpa["groups_refused"] == 0
+    named = chains(stats, binary)
+    assert {f[0] for _, f in named} == {"wrap"}
+    assert len({f[1] for _, f in named}) == len(named)   # a make_ function each
+    assert all(f[1].startswith("make_") and f[2] == "worker" for _, f in named)
