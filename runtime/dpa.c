@@ -16,9 +16,10 @@
  * one probe, of the caller's return address; a chain through wrappers costs
  * one stack load and one probe per further frame (short_chain), and the
  * unwinder runs only for prefixes not seen before. Entries are written
- * once, under the lock, and read without it. Once a group is decided, the outermost call of its chain is
- * patched to name it (hint.c), and an allocation that finds the hint checks
- * the chain's return addresses on the stack instead of probing. */
+ * once, under the lock, and read without it. Once a group is decided, the
+ * outermost call of its chain is patched to name it (hint.c), and an
+ * allocation that finds the hint checks the chain's return addresses on the
+ * stack instead of probing. */
 #define _GNU_SOURCE
 #include "internal.h"
 
