@@ -72,14 +72,14 @@ static struct ch_trie_node *slot_for(struct ch_trie_node *b, unsigned lg, uintpt
 
 struct ch_trie_node *ch_trie_add(struct ch_trie_node *parent, uintptr_t pc, uint32_t val) {
   uint32_t kids = atomic_load_explicit(&parent->kids, memory_order_relaxed);
-  unsigned lg = 64 - (kids & 63);
-  struct ch_trie_node *b = kids ? block_of(kids) : NULL;
+  unsigned lg = 64 - (kids & 63), used = 0;
+  struct ch_trie_node *b = kids ? block_of(kids) : NULL, *s = NULL;
   if (b) {
-    struct ch_trie_node *s = slot_for(b, lg, pc);
+    s = slot_for(b, lg, pc);
     if (atomic_load_explicit(&s->pc, memory_order_relaxed) == pc) return s;
+    for (size_t i = 0; i < ((size_t)1 << lg); i++) used += atomic_load_explicit(&b[i].pc, memory_order_relaxed) != 0;
   }
-  unsigned used = 0;
-  for (size_t i = 0; b && i < ((size_t)1 << lg); i++) used += atomic_load_explicit(&b[i].pc, memory_order_relaxed) != 0;
+  uint32_t grown = 0;   /* the parent's new kids, once the child is in */
   if (!b || (used + 1) * 2 > (1u << lg)) {
     /* A block of its own for the first child; twice the size once half is
      * taken, the entries copied before it is published. */
@@ -96,17 +96,12 @@ struct ch_trie_node *ch_trie_add(struct ch_trie_node *parent, uintptr_t pc, uint
       atomic_store_explicit(&d->kids, atomic_load_explicit(&b[i].kids, memory_order_relaxed), memory_order_relaxed);
       atomic_store_explicit(&d->pc, k, memory_order_relaxed);
     }
-    b = nb;
-    lg = nlg;
-    struct ch_trie_node *s = slot_for(b, lg, pc);
-    atomic_store_explicit(&s->val, val, memory_order_relaxed);
-    atomic_store_explicit(&s->pc, pc, memory_order_relaxed);
-    atomic_store_explicit(&parent->kids, kids_of(at, lg), memory_order_release);
-    return s;
+    grown = kids_of(at, nlg);
+    s = slot_for(nb, nlg, pc);
   }
-  struct ch_trie_node *s = slot_for(b, lg, pc);
   atomic_store_explicit(&s->val, val, memory_order_relaxed);
   atomic_store_explicit(&s->pc, pc, memory_order_release);
+  if (grown) atomic_store_explicit(&parent->kids, grown, memory_order_release);
   return s;
 }
 

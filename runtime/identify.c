@@ -122,10 +122,7 @@ bool ch_identify_count_path(enum ch_path p) {
   tcount[p]++;
   return --tbudget >= 0;
 }
-bool ch_identify_count_site(bool pooled) {
-  tcount[pooled ? CH_PATH_MO : CH_PATH_MO_NEXT]++;
-  return --tbudget >= 0;
-}
+bool ch_identify_count_site(bool pooled) { return ch_identify_count_path(pooled ? CH_PATH_MO : CH_PATH_MO_NEXT); }
 void ch_identify_flush_due(void) { count_flush(); }
 /* An allocation decided without stepping past its entry frame. */
 static inline void count_unwalked(enum ch_path p) {
@@ -364,8 +361,7 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       if (ch_opt.mode == CH_MODE_DPA) {
         bool hinted = false;
         int g = ch_dpa_identify(size, fp, &hinted);
-        count((g == CH_IDENTIFY_SAMPLE ? ch_dpa_unsample() : g) < 0 ? CH_PATH_DPA_BELOW
-              : hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA);
+        count(ch_dpa_path(g, hinted));
         return g;
       }
       if (ch_opt.mode == CH_MODE_ALL) { count(CH_PATH_ALL); return 0; }

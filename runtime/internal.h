@@ -888,6 +888,12 @@ void ch_dpa_init(void);
 int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted);
 void *ch_dpa_malloc_sampled(size_t size);
 int ch_dpa_unsample(void);
+/* The path counted for DPA's verdict g on an allocation (hinted: named by
+ * its chain's patched call): a sample counts as the group it was drawn from. */
+static inline enum ch_path ch_dpa_path(int g, bool hinted) {
+  if (g == CH_IDENTIFY_SAMPLE) g = ch_dpa_unsample();
+  return g < 0 ? CH_PATH_DPA_BELOW : hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA;
+}
 void ch_dpa_atfork_child(void);
 void ch_dpa_set_pool(unsigned og, int pool);   /* also its hint's */
 bool ch_dpa_pool_demoted(unsigned pool);
