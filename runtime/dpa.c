@@ -234,27 +234,45 @@ void ch_dpa_set_pool(unsigned og, int pool) {
  * dpa: 64 pools, most of them with one to a dozen objects live).
  * Sampled allocations (sample_due) look at the live bytes of the chunk they
  * came from: a pool whose last CHURN_RUN samples in a row found no more
- * than that (or one object, if larger) goes back, with its groups, to the
- * next allocator for good. A pool is watched for its first CHURN_WATCH
- * samples only, so that one whose live set merely dips now and then is left
- * alone. The chunk is the sampling thread's own, so a pool whose objects are
- * spread thinly over many threads may be taken for churn. */
+ * than that (or one object, if larger) sends its groups, for good, to the
+ * churn pool: one pool of mixed sizes that every such group shares, so that
+ * their state is paid once and a block freed by one is reused by the next
+ * allocation of any, as a general allocator's free lists do (the next
+ * allocator when no Cohort group is left for it). A pool is watched for its
+ * first CHURN_WATCH samples only, so that one whose live set merely dips now
+ * and then is left alone. The chunk is the sampling thread's own, so a pool
+ * whose objects are spread thinly over many threads may be taken for churn. */
 #define CHURN_RUN 8
 #define CHURN_WATCH 64
 static _Atomic uint32_t churn_seen[CH_MAX_GROUPS];   /* samples << 16 | the run of small ones */
 static _Atomic bool demoted[CH_MAX_GROUPS];
+static _Atomic int churn_pool = CH_DPA_CHURN;   /* made at the first demotion */
 
 bool ch_dpa_pool_demoted(unsigned pool) {
   return pool < CH_MAX_GROUPS && atomic_load_explicit(&demoted[pool], memory_order_relaxed);
+}
+
+int ch_dpa_churn_pool(void) { return atomic_load_explicit(&churn_pool, memory_order_relaxed); }
+
+/* Under the lock: the pool that groups of churn go to, made if new. */
+static int churn_pool_locked(void) {
+  int p = atomic_load_explicit(&churn_pool, memory_order_relaxed);
+  if (p == CH_DPA_CHURN) {
+    p = ch_online_pool_new("dpa-churn", 0);   /* mixed sizes: never merged */
+    if (p < 0) return CH_DPA_CHURN;
+    atomic_store_explicit(&churn_pool, p, memory_order_relaxed);
+  }
+  return p;
 }
 
 static CH_NOINLINE void demote(unsigned pool) {
   ch_lock(&lock);
   if (!atomic_exchange(&demoted[pool], true)) {
     atomic_fetch_add_explicit(&ch_dpa_counts.pools_demoted, 1, memory_order_relaxed);
+    int to = churn_pool_locked();
     unsigned n = atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire);
     for (unsigned i = 0; i < n; i++)
-      if (atomic_load_explicit(&ch_dpa_live[i].pool, memory_order_relaxed) == (int)pool) ch_dpa_set_pool(i, CH_DPA_CHURN);
+      if (atomic_load_explicit(&ch_dpa_live[i].pool, memory_order_relaxed) == (int)pool) ch_dpa_set_pool(i, to);
   }
   ch_unlock(&lock);
 }
@@ -265,7 +283,7 @@ static CH_NOINLINE void demote(unsigned pool) {
 static void churn_watch(unsigned pool, const void *p, size_t size) {
   uint32_t seen = atomic_load_explicit(&churn_seen[pool], memory_order_relaxed);
   uint32_t samples = seen >> 16, run = seen & 0xffff;
-  if (samples >= CHURN_WATCH) return;
+  if (samples >= CHURN_WATCH || (int)pool == atomic_load_explicit(&churn_pool, memory_order_relaxed)) return;
   size_t n = ch_block_size(size);
   size_t small = CH_POOL_STATE_LINES * 64;
   run = ch_group_chunk_live(p) <= (n > small ? n : small) ? run + 1 : 0;
@@ -306,7 +324,7 @@ static CH_NOINLINE int promote(unsigned og) {
       p = CH_DPA_NO_POOL;
       atomic_fetch_add(&ch_dpa_counts.pools_refused, 1);
     } else if (ch_dpa_pool_demoted((unsigned)p)) {
-      p = CH_DPA_CHURN;   /* affine to a pool of churn: churn too */
+      p = churn_pool_locked();   /* affine to a pool of churn: churn too */
     }
     atomic_store_explicit(&ch_dpa_live[og].pool, p, memory_order_release);
   }

@@ -854,7 +854,7 @@ struct ch_trie_node *ch_trie_add(struct ch_trie_node *parent, uintptr_t pc, uint
 #define CH_DPA_CHAIN_MAX 8      /* application frames in a chain (dpa.c); a group keeps each */
 #define CH_DPA_COUNTING (-1)   /* a group's pool while it counts towards the threshold */
 #define CH_DPA_NO_POOL (-2)    /* none: every Cohort group was taken */
-#define CH_DPA_CHURN (-3)      /* its pool never held a line's worth live: the next allocator */
+#define CH_DPA_CHURN (-3)      /* its pool held churn, and no Cohort group was left for the churn pool */
 /* An object group: one adaptive partial call chain. */
 struct ch_dpa_og {
   _Atomic unsigned objects;                 /* counted until the pool exists */
@@ -876,7 +876,7 @@ struct ch_dpa_counts {
   atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
   atomic_ulong unripe;   /* allocations before their caller had made min_objects */
   atomic_ulong hints_patched, hints_left;
-  atomic_ulong pools_demoted;   /* found to hold churn: their groups went back to the next allocator */
+  atomic_ulong pools_demoted;   /* found to hold churn: their groups went to the churn pool */
 };
 extern struct ch_dpa_counts ch_dpa_counts;
 extern struct ch_dpa_og *ch_dpa_ogs;
@@ -897,6 +897,7 @@ static inline enum ch_path ch_dpa_path(int g, bool hinted) {
 void ch_dpa_atfork_child(void);
 void ch_dpa_set_pool(unsigned og, int pool);   /* also its hint's */
 bool ch_dpa_pool_demoted(unsigned pool);
+int ch_dpa_churn_pool(void);   /* the pool that groups of churn share; CH_DPA_CHURN: none yet */
 
 /* -------------------------------------------------------------- hint.c */
 /* A DPA group's hint: CH_HINT_UNTRIED until its chain is decided (or for

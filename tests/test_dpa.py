@@ -83,18 +83,20 @@ def test_hints_name_the_group_at_the_outermost_call(tmp_path):
 
 def test_churn_pool_goes_back(tmp_path):
     """A group that never has more than one object live gets a pool at its
-    threshold, and goes back to the next allocator once sampling has seen its
-    pool hold no more than its own state's lines; a group of the same size
-    whose objects stay live keeps its pool."""
+    threshold, and goes to the churn pool, shared by every such group, once
+    sampling has seen its own pool hold no more than its state's lines; a
+    group of the same size whose objects stay live keeps its pool."""
     binary = BUILD / "tests" / "programs" / "churnpools"
     _, stats = dpa_run(tmp_path, [binary, 100000])
     named = chains(stats, binary)
     temp = [c for c, f in named if f[0] == "temp"]
     kept = [c for c, f in named if f[0] != "temp"]
-    assert len(temp) == 1 and temp[0]["pool"] == -3
-    assert kept and all(c["pool"] >= 0 for c in kept)
+    churn = stats["dpa"]["churn_pool"]
+    assert churn >= 0 and len(temp) == 1 and temp[0]["pool"] == churn
+    assert kept and all(c["pool"] >= 0 and c["pool"] != churn for c in kept)
     assert stats["dpa"]["pools_demoted"] == 1
-    assert stats["identification"]["dpa_below"] > 300000
+    assert f"dpa-churn-{churn}" in [g["name"] for g in stats["groups"]]
+    assert stats["identification"]["dpa_below"] < 1000
 
 
 def test_interpreter_wrappers(tmp_path):
