@@ -59,6 +59,21 @@ struct hint_chain {
   uint8_t n;                      /* 0: no fixed places, never hinted */
 } __attribute__((aligned(64)));
 static struct hint_chain *hint_chains;
+/* Prefix hints. A call that ends the chains of several groups names the
+ * first of them decided; where it does, the call one frame in may name the
+ * chain's prefix up to it (prefix_offer): an interpreter's evaluator calls
+ * one constructor wrapper from many places, and the wrapper makes objects at
+ * several, so that neither call alone tells the group, but the inner one
+ * tells the prefix, or one of a few (PREFIX_WAYS: the frames inside the call
+ * may differ). The allocator checks them on the stack and takes the trie's
+ * steps from the node of the one it finds. prefix_nodes holds each one's
+ * node as last found: a block that grows is copied, and a node found in an
+ * old copy is looked up again from the root (prefix_refresh). */
+#define PREFIX_WAYS 4
+struct prefix_hint { struct hint_chain way[PREFIX_WAYS]; };   /* n == 0: a way not taken */
+static struct prefix_hint *prefix_hints;
+static const struct ch_trie_node *_Atomic (*prefix_nodes)[PREFIX_WAYS];
+static unsigned nprefix;   /* under the lock */
 
 
 void ch_dpa_init(void) {
@@ -67,7 +82,9 @@ void ch_dpa_init(void) {
   ch_dpa_live = ch_os_reserve(sizeof(struct ch_dpa_live) * CH_DPA_MAX_OGS);
   sites = ch_os_reserve(sizeof *sites * SITES_SIZE);
   hint_chains = ch_os_reserve(sizeof *hint_chains * CH_DPA_MAX_OGS);
-  if (!ch_trie_init() || !ch_dpa_ogs || !ch_dpa_live || !sites || !hint_chains) {
+  prefix_hints = ch_os_reserve(sizeof *prefix_hints * CH_DPA_PREFIX_HINTS);
+  prefix_nodes = ch_os_reserve(sizeof *prefix_nodes * CH_DPA_PREFIX_HINTS);
+  if (!ch_trie_init() || !ch_dpa_ogs || !ch_dpa_live || !sites || !hint_chains || !prefix_hints || !prefix_nodes) {
     ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
     ch_opt.mode = CH_MODE_OFF;
     return;
@@ -388,9 +405,7 @@ void *ch_dpa_malloc_sampled(size_t size) {
  * there and probing the longer prefix, frame after frame, finds the group
  * with no unwinding. Each read is safe: the prefix matched so far fixes the
  * frames it spans, and the next word lies just beyond them. */
-static inline uint32_t short_chain(const uintptr_t *fp) {
-  uint32_t kids = atomic_load_explicit(&ch_trie_root.kids, memory_order_acquire);
-  uintptr_t pc = fp[1];
+static inline uint32_t descend(uint32_t kids, uintptr_t pc, const uintptr_t *fp) {
   for (;;) {   /* a trie: no cycle */
     if (CH_UNLIKELY(!kids)) return V_EMPTY;
     const struct ch_trie_node *n = ch_trie_in(kids, pc);
@@ -402,12 +417,93 @@ static inline uint32_t short_chain(const uintptr_t *fp) {
   }
 }
 
+static inline uint32_t short_chain(const uintptr_t *fp) {
+  return descend(atomic_load_explicit(&ch_trie_root.kids, memory_order_acquire), fp[1], fp);
+}
+
 /* Does the stack hold chain c? Each read is safe as the short chain's are. */
 static inline bool chain_here(const struct hint_chain *c, const uintptr_t *fp) {
   if (fp[1] != c->pc[0]) return false;
   for (unsigned k = 1; k < c->n; k++)
     if (*(const uintptr_t *)((const char *)fp + c->off[k - 1]) != c->pc[k]) return false;
   return true;
+}
+
+/* Prefix hint i's way w's node, looked up again from the root (its block
+ * may have been copied since it was found). */
+static CH_NOINLINE void prefix_refresh(unsigned i, unsigned w) {
+  ch_lock(&lock);
+  const struct hint_chain *c = &prefix_hints[i].way[w];
+  const struct ch_trie_node *n = ch_trie_find(c->pc, c->n);
+  if (n) atomic_store_explicit(&prefix_nodes[i][w], n, memory_order_release);
+  ch_unlock(&lock);
+}
+
+/* The chain's value from prefix hint i's way w, whose prefix the stack holds:
+ * V_EMPTY if the trie has not (in the copy at hand) the rest. */
+static inline uint32_t prefix_rest(unsigned i, unsigned w, const uintptr_t *fp) {
+  const struct ch_trie_node *n = atomic_load_explicit(&prefix_nodes[i][w], memory_order_acquire);
+  uint32_t v = atomic_load_explicit(&n->val, memory_order_relaxed);   /* extended, at a fixed place */
+  v = descend(atomic_load_explicit(&n->kids, memory_order_acquire),
+              *(const uintptr_t *)((const char *)fp + (v >> 8)), fp);
+  if (CH_UNLIKELY(KIND(v) == V_EMPTY) && !ch_in_runtime) prefix_refresh(i, w);
+  return v;
+}
+
+/* The ways after the first, out of line: most calls end one prefix. A way
+ * not taken (n == 0) ends the search: ways are taken in order. */
+static CH_NOINLINE uint32_t prefix_more(unsigned i, const uintptr_t *fp) {
+  for (unsigned w = 1; w < PREFIX_WAYS; w++) {
+    const struct hint_chain *c = &prefix_hints[i].way[w];
+    if (!__atomic_load_n(&c->n, __ATOMIC_ACQUIRE)) break;
+    if (chain_here(c, fp)) return prefix_rest(i, w, fp);
+  }
+  return V_EMPTY;
+}
+
+/* The chain's value from prefix hint i: V_EMPTY when the stack holds none
+ * of its prefixes, or the trie has not the rest. Its first way is taken
+ * before its call is patched. */
+static inline uint32_t prefix_chain(unsigned i, const uintptr_t *fp) {
+  if (CH_LIKELY(chain_here(&prefix_hints[i].way[0], fp))) return prefix_rest(i, 0, fp);
+  return __atomic_load_n(&prefix_hints[i].way[1].n, __ATOMIC_RELAXED) ? prefix_more(i, fp) : V_EMPTY;
+}
+
+/* Group og's outermost call could not name it: name the prefix of its chain
+ * one frame shorter at that prefix's outermost call, if the prefix spans two
+ * frames or more and lies at fixed places. A call is patched once: the
+ * prefixes it ends later join its hint while it has ways left. */
+static void prefix_offer(const struct hint_chain *c) {
+  unsigned k = c->n - 1u;
+  if (c->n < 3) return;
+  uintptr_t ret = c->pc[k - 1];
+  ch_lock(&lock);
+  unsigned i = 0, w = 0;
+  while (i < nprefix && prefix_hints[i].way[0].pc[prefix_hints[i].way[0].n - 1] != ret) i++;
+  bool fresh = i == nprefix;
+  if (!fresh) {   /* this prefix already, or the first way not taken */
+    for (; w < PREFIX_WAYS && prefix_hints[i].way[w].n; w++) {
+      const struct hint_chain *p = &prefix_hints[i].way[w];
+      bool same = p->n == k;
+      for (unsigned j = 0; j < k && same; j++) same = p->pc[j] == c->pc[j];
+      if (same) w = PREFIX_WAYS;
+    }
+  }
+  const struct ch_trie_node *node = w < PREFIX_WAYS && i < CH_DPA_PREFIX_HINTS ? ch_trie_find(c->pc, k) : NULL;
+  uint32_t v = node ? atomic_load_explicit(&node->val, memory_order_relaxed) : 0;
+  if (node && KIND(v) == V_EXTEND && (v >> 8)) {
+    struct hint_chain *p = &prefix_hints[i].way[w];
+    for (unsigned j = 0; j < k; j++) p->pc[j] = c->pc[j];
+    for (unsigned j = 1; j < k; j++) p->off[j - 1] = c->off[j - 1];
+    atomic_store_explicit(&prefix_nodes[i][w], node, memory_order_relaxed);
+    __atomic_store_n(&p->n, (uint8_t)k, __ATOMIC_RELEASE);   /* readers take the way from here */
+    if (fresh) nprefix++;
+  } else {
+    fresh = false;
+  }
+  ch_unlock(&lock);
+  if (fresh && ch_hint_patch(ret, CH_DPA_MAX_OGS + i) == CH_HINT_PATCHED)
+    atomic_fetch_add_explicit(&ch_dpa_counts.prefix_hints, 1, memory_order_relaxed);
 }
 
 /* A decided group whose hint is not patched yet: patch its chain's
@@ -426,6 +522,10 @@ static CH_NOINLINE void hint_offer(unsigned og) {
   ch_unlock(&lock);
   ch_in_runtime++;   /* registering the stubs' unwind table may allocate */
   int r = ch_hint_patch(c->pc[c->n - 1], og);
+  /* Offering the prefix of a group that its call does name too cost calc
+   * 150 3% more instructions (5.182 G against 5.014 G): the group is found
+   * by the group's hint, and the prefix's stub runs for nothing. */
+  if (r == CH_HINT_LEFT) prefix_offer(c);
   ch_in_runtime--;
   if (r != CH_HINT_RETRY)
     atomic_fetch_add_explicit(r == CH_HINT_PATCHED ? &ch_dpa_counts.hints_patched : &ch_dpa_counts.hints_left, 1,
@@ -442,18 +542,24 @@ static CH_NOINLINE uint32_t walk(size_t size, const uintptr_t *fp) {
   return v;
 }
 
-static inline __attribute__((always_inline)) int identify(size_t size, const uintptr_t *fp, bool *hinted) {
-  uint32_t h = ch_dpa_hint;
+static inline __attribute__((always_inline)) int identify(size_t size, const uintptr_t *fp, enum ch_path *how) {
+  uint32_t h = ch_dpa_hint, v = V_EMPTY;
   if (h) {
     ch_dpa_hint = 0;
     const struct hint_chain *c = &hint_chains[h - 1];
     if (CH_LIKELY(chain_here(c, fp))) {
-      *hinted = true;
+      ch_dpa_prefix_hint = 0;
+      *how = CH_PATH_DPA_HINTED;
       if (CH_UNLIKELY(--sample_in < 0)) return sample_due(h - 1, c->pool);
       return c->pool;
     }
   }
-  uint32_t v = short_chain(fp);
+  if ((h = ch_dpa_prefix_hint) != 0) {
+    ch_dpa_prefix_hint = 0;
+    v = prefix_chain(h - 1, fp);
+    if (KIND(v) == V_OG) *how = CH_PATH_DPA_PREFIX;
+  }
+  if (KIND(v) == V_EMPTY) v = short_chain(fp);
   if (CH_UNLIKELY(KIND(v) != V_OG) && KIND(v = walk(size, fp)) != V_OG) return -1;
   unsigned og = OG_OF(v);
   struct ch_dpa_live *o = &ch_dpa_live[og];
@@ -466,7 +572,7 @@ static inline __attribute__((always_inline)) int identify(size_t size, const uin
   return g;
 }
 
-int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted) { return identify(size, fp, hinted); }
+int ch_dpa_identify(size_t size, const uintptr_t *fp, enum ch_path *how) { return identify(size, fp, how); }
 
 /* DPA's allocation by malloc (the chain lane): only the checks DPA needs,
  * the counts, and the pool or the next allocator. The rare cases out of
@@ -479,12 +585,10 @@ static CH_NOINLINE void *dpa_malloc_slow(size_t size, int g, enum ch_path path) 
 __attribute__((flatten)) void *ch_dpa_malloc(size_t size, const uintptr_t *fp) {
   if (CH_UNLIKELY(size > ch_max_size || ch_in_runtime))
     return dpa_malloc_slow(size, -1, size > ch_max_size ? CH_PATH_LARGE : CH_PATH_REENTRANT);
-  bool hinted = false;
-  int g = identify(size, fp, &hinted);
-  if (CH_UNLIKELY(g == CH_IDENTIFY_SAMPLE)) return dpa_malloc_slow(size, g, ch_dpa_path(g, hinted));
-  /* ch_dpa_path's choice, spelt out: calling it here ran calc 150 under dpa 41 M
-   * instructions longer (cachegrind, 5.745 G against 5.704 G). */
-  enum ch_path path = g >= 0 ? (hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA) : CH_PATH_DPA_BELOW;
+  enum ch_path how = CH_PATH_DPA;
+  int g = identify(size, fp, &how);
+  if (CH_UNLIKELY(g == CH_IDENTIFY_SAMPLE)) return dpa_malloc_slow(size, g, ch_dpa_path(g, how));
+  enum ch_path path = g >= 0 ? how : CH_PATH_DPA_BELOW;
   if (CH_UNLIKELY(!ch_identify_count_path(path))) return dpa_malloc_slow(size, g, CH_PATH_COUNT);
   return g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
 }

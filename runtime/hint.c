@@ -1,6 +1,7 @@
 /* Cohort runtime: DPA's call-site hints (Wang, Wu & Yew, CGO 2010, section
  * 4, the second optimisation: the outermost call site of a chain "provides
- * its associated object group ID directly").
+ * its associated object group ID directly"; and, where that call ends several
+ * groups' chains, the call one frame in names the chain's prefix: dpa.c).
  *
  * dpa.c identifies a chain through wrappers with one table probe per frame.
  * Once a chain's group is decided (its pool, or none), the outermost call of
@@ -27,7 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-CH_TLS uint32_t ch_dpa_hint;
+CH_TLS uint32_t ch_dpa_hint, ch_dpa_prefix_hint;
 bool ch_hint_enabled;
 
 __asm__(
@@ -46,7 +47,7 @@ extern const char cohort_hint_template[], cohort_hint_end[];
 #define STUB_SIZE 32
 #define MAX_MODULES 64
 static struct ch_stub_template tmpl;
-static int32_t tls_disp;
+static int32_t tls_disp, prefix_tls_disp;   /* of ch_dpa_hint, ch_dpa_prefix_hint */
 static size_t page, per_block, nblocks;
 static struct { const struct ch_module *m; uint8_t **blocks; } mods[MAX_MODULES];
 static unsigned nmods;
@@ -58,12 +59,13 @@ void ch_hint_init(void) {
     return;
   uintptr_t tp;
   __asm__("movq %%fs:0, %0" : "=r"(tp));
-  intptr_t off = (intptr_t)((uintptr_t)&ch_dpa_hint - tp);
-  if (off != (int32_t)off) return;
+  intptr_t off = (intptr_t)((uintptr_t)&ch_dpa_hint - tp), poff = (intptr_t)((uintptr_t)&ch_dpa_prefix_hint - tp);
+  if (off != (int32_t)off || poff != (int32_t)poff) return;
   tls_disp = (int32_t)off;
+  prefix_tls_disp = (int32_t)poff;
   page = ch_page_size();
   per_block = page / STUB_SIZE;
-  nblocks = (CH_DPA_MAX_OGS + per_block - 1) / per_block;
+  nblocks = (CH_DPA_MAX_OGS + CH_DPA_PREFIX_HINTS + per_block - 1) / per_block;
   ch_hint_enabled = true;
 }
 
@@ -91,9 +93,12 @@ static uint8_t *block_for(const struct ch_module *m, unsigned og) {
   for (size_t s = 0; s < per_block; s++) {
     uint8_t *stub = r + s * STUB_SIZE;
     ch_patch_put_stub(r, s * STUB_SIZE, cohort_hint_template, &tmpl, page + 8 * s);
-    uint32_t value = (uint32_t)(k * per_block + s) + 1;
+    /* A group's stub sets ch_dpa_hint; a prefix's, ch_dpa_prefix_hint, so
+     * that a prefix named on the way in leaves a group named further out. */
+    uint32_t id = (uint32_t)(k * per_block + s);
+    uint32_t value = (id < CH_DPA_MAX_OGS ? id : id - CH_DPA_MAX_OGS) + 1;
     memcpy(stub + tmpl.imm_at, &value, 4);
-    memcpy(stub + tmpl.disp_at, &tls_disp, 4);
+    memcpy(stub + tmpl.disp_at, id < CH_DPA_MAX_OGS ? &tls_disp : &prefix_tls_disp, 4);
   }
   uint8_t *eh = r + page + 8 * per_block;
   ch_patch_stub_unwind(eh, (uintptr_t)r, page);
@@ -106,7 +111,7 @@ static uint8_t *block_for(const struct ch_module *m, unsigned og) {
 }
 
 int ch_hint_patch(uintptr_t ret, unsigned og) {
-  if (!ch_hint_enabled || og >= CH_DPA_MAX_OGS) return CH_HINT_LEFT;
+  if (!ch_hint_enabled || og >= CH_DPA_MAX_OGS + CH_DPA_PREFIX_HINTS) return CH_HINT_LEFT;
   /* Looking modules up may refresh them: before the patch lock. */
   const struct ch_module *m = ch_module_for(ret);
   uintptr_t target;

@@ -18,7 +18,7 @@
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "patched", "all", "random", "direct", "dpa", "dpa_hinted", "dpa_below", "mo", "mo_next",
+  "patched", "all", "random", "direct", "dpa", "dpa_hinted", "dpa_prefix", "dpa_below", "mo", "mo_next",
 };
 
 _Atomic bool ch_identify_active;
@@ -359,9 +359,9 @@ int ch_identify(size_t size, const uintptr_t *fp) {
     if (!ch_in_runtime) {
       if (ch_opt.mode == CH_MODE_MO) return ch_identify_site(size, fp[1]);
       if (ch_opt.mode == CH_MODE_DPA) {
-        bool hinted = false;
-        int g = ch_dpa_identify(size, fp, &hinted);
-        count(ch_dpa_path(g, hinted));
+        enum ch_path how = CH_PATH_DPA;
+        int g = ch_dpa_identify(size, fp, &how);
+        count(ch_dpa_path(g, how));
         return g;
       }
       if (ch_opt.mode == CH_MODE_ALL) { count(CH_PATH_ALL); return 0; }

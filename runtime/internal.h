@@ -547,6 +547,7 @@ enum ch_path {
   CH_PATH_DIRECT,        /* a patched call site that reaches its group directly (direct.c) */
   CH_PATH_DPA,           /* DPA: the call chain's pool */
   CH_PATH_DPA_HINTED,    /* DPA: the chain's pool, named by its patched outermost call (hint.c) */
+  CH_PATH_DPA_PREFIX,    /* DPA: the chain's pool, its prefix named by a patched call, the rest probed */
   CH_PATH_DPA_BELOW,     /* DPA: the chain's group has no pool (yet): the next allocator */
   CH_PATH_MO,            /* MO: the call site's size-consistent pool */
   CH_PATH_MO_NEXT,       /* MO: the site has no pool (yet), or the request is not its size */
@@ -851,6 +852,7 @@ struct ch_trie_node *ch_trie_add(struct ch_trie_node *parent, uintptr_t pc, uint
 
 /* -------------------------------------------------------------- dpa.c */
 #define CH_DPA_MAX_OGS 4096
+#define CH_DPA_PREFIX_HINTS 1024   /* hints that name a chain's prefix (dpa.c): ids from CH_DPA_MAX_OGS on */
 #define CH_DPA_CHAIN_MAX 8      /* application frames in a chain (dpa.c); a group keeps each */
 #define CH_DPA_COUNTING (-1)   /* a group's pool while it counts towards the threshold */
 #define CH_DPA_NO_POOL (-2)    /* none: every Cohort group was taken */
@@ -876,6 +878,7 @@ struct ch_dpa_counts {
   atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
   atomic_ulong unripe;   /* allocations before their caller had made min_objects */
   atomic_ulong hints_patched, hints_left;
+  atomic_ulong prefix_hints;   /* calls patched to name a chain's prefix */
   atomic_ulong pools_demoted;   /* found to hold churn: their groups went to the churn pool */
 };
 extern struct ch_dpa_counts ch_dpa_counts;
@@ -883,16 +886,17 @@ extern struct ch_dpa_og *ch_dpa_ogs;
 extern struct ch_dpa_live *ch_dpa_live;
 extern _Atomic unsigned ch_dpa_nogs;
 void ch_dpa_init(void);
-/* A pool, -1 (the next allocator) or CH_IDENTIFY_SAMPLE; *hinted: named by
- * its chain's patched call site (hint.c), no table probe. */
-int ch_dpa_identify(size_t size, const uintptr_t *fp, bool *hinted);
+/* A pool, -1 (the next allocator) or CH_IDENTIFY_SAMPLE; *how: the path
+ * that found a pool (CH_PATH_DPA, or _HINTED, _PREFIX: named by a patched
+ * call, hint.c). */
+int ch_dpa_identify(size_t size, const uintptr_t *fp, enum ch_path *how);
 void *ch_dpa_malloc_sampled(size_t size);
 int ch_dpa_unsample(void);
-/* The path counted for DPA's verdict g on an allocation (hinted: named by
- * its chain's patched call): a sample counts as the group it was drawn from. */
-static inline enum ch_path ch_dpa_path(int g, bool hinted) {
+/* The path counted for DPA's verdict g on an allocation, found by how: a
+ * sample counts as the group it was drawn from. */
+static inline enum ch_path ch_dpa_path(int g, enum ch_path how) {
   if (g == CH_IDENTIFY_SAMPLE) g = ch_dpa_unsample();
-  return g < 0 ? CH_PATH_DPA_BELOW : hinted ? CH_PATH_DPA_HINTED : CH_PATH_DPA;
+  return g < 0 ? CH_PATH_DPA_BELOW : how;
 }
 void ch_dpa_atfork_child(void);
 void ch_dpa_set_pool(unsigned og, int pool);   /* also its hint's */
@@ -904,9 +908,11 @@ int ch_dpa_churn_pool(void);   /* the pool that groups of churn share; CH_DPA_CH
  * good, if no hint can be patched for it: CH_HINT_NONE). */
 enum { CH_HINT_UNTRIED, CH_HINT_BUSY, CH_HINT_PATCHED, CH_HINT_LEFT, CH_HINT_NONE, CH_HINT_RETRY };
 extern CH_TLS uint32_t ch_dpa_hint;   /* a group's index + 1, set by its stub; 0: none */
+extern CH_TLS uint32_t ch_dpa_prefix_hint;   /* a prefix hint's index + 1 (dpa.c), set by its stub; 0: none */
 extern bool ch_hint_enabled;
 void ch_hint_init(void);   /* when patching is allowed (COHORT_PATCH) and a decoder exists */
-/* Patch the call returning to ret to set group og's hint: CH_HINT_PATCHED,
+/* Patch the call returning to ret to set hint og (a group's index, or
+ * CH_DPA_MAX_OGS + a prefix hint's): CH_HINT_PATCHED,
  * CH_HINT_LEFT (it cannot be), CH_HINT_RETRY (code is being written: later). */
 int ch_hint_patch(uintptr_t ret, unsigned og);
 

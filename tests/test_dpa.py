@@ -81,6 +81,29 @@ def test_hints_name_the_group_at_the_outermost_call(tmp_path):
     assert unpatched["dpa"]["pools"] == stats["dpa"]["pools"]
 
 
+def test_prefix_hints_where_no_call_tells_the_group(tmp_path):
+    """Six groups, each a pair of calls: make() allocates at two places and
+    build() calls it at three. The chains' outermost call, which ends all
+    six, names one group; the calls one frame in (build's) name the chains'
+    prefixes instead, two to a call, and the allocations through them take
+    one trie step from the prefix's node. COHORT_PATCH=0 finds the same
+    groups by probing alone."""
+    binary = BUILD / "tests" / "programs" / "crossgroups"
+    _, stats = dpa_run(tmp_path, [binary, 100000])
+    named = chains(stats, binary)
+    assert len(named) == 6
+    assert {tuple(f) for _, f in named} == {("xalloc", "make", "build", "main")}
+    assert len({(c["frames"][1]["offset"], c["frames"][2]["offset"]) for c, _ in named}) == 6
+    assert stats["dpa"]["prefix_hints"] == 3
+    ident = stats["identification"]
+    assert ident["dpa_prefix"] > 0.7 * 300000
+    assert ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"] == 300000
+    _, unpatched = dpa_run(tmp_path, [binary, 100000], patch=0)
+    assert unpatched["dpa"]["prefix_hints"] == 0
+    assert unpatched["identification"]["dpa_prefix"] == 0
+    assert unpatched["dpa"]["object_groups"] == 6
+
+
 def test_churn_pool_goes_back(tmp_path):
     """A group that never has more than one object live gets a pool at its
     threshold, and goes to the churn pool, shared by every such group, once
