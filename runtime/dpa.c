@@ -269,7 +269,10 @@ bool ch_dpa_pool_demoted(unsigned pool) {
   return pool < CH_MAX_GROUPS && atomic_load_explicit(&demoted[pool], memory_order_relaxed);
 }
 
-int ch_dpa_churn_pool(void) { return atomic_load_explicit(&churn_pool, memory_order_relaxed); }
+int ch_dpa_churn_pool(void) {
+  int p = atomic_load_explicit(&churn_pool, memory_order_relaxed);
+  return p >= 0 ? p : -1;
+}
 
 /* Under the lock: the pool that groups of churn go to, made if new. */
 static int churn_pool_locked(void) {

@@ -901,7 +901,7 @@ static inline enum ch_path ch_dpa_path(int g, enum ch_path how) {
 void ch_dpa_atfork_child(void);
 void ch_dpa_set_pool(unsigned og, int pool);   /* also its hint's */
 bool ch_dpa_pool_demoted(unsigned pool);
-int ch_dpa_churn_pool(void);   /* the pool that groups of churn share; CH_DPA_CHURN: none yet */
+int ch_dpa_churn_pool(void);   /* the pool that groups of churn share; -1: none yet */
 
 /* -------------------------------------------------------------- hint.c */
 /* A DPA group's hint: CH_HINT_UNTRIED until its chain is decided (or for

@@ -145,7 +145,7 @@ static void put_dpa(struct out *o) {
   field_u(o, "hints_left", atomic_load(&k->hints_left), true);
   field_u(o, "prefix_hints", atomic_load(&k->prefix_hints), true);
   field_u(o, "pools_demoted", atomic_load(&k->pools_demoted), true);
-  field_i(o, "churn_pool", ch_dpa_churn_pool() >= 0 ? ch_dpa_churn_pool() : -1, true);
+  field_i(o, "churn_pool", ch_dpa_churn_pool(), true);
   field_u(o, "samples", atomic_load(&k->samples), true);
   field_u(o, "edges", atomic_load(&k->edges), true);
   put(o, "\"merges\": {");
