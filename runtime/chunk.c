@@ -30,6 +30,8 @@ size_t ch_chunk_bitmap_bytes;
 size_t ch_chunk_starts_bytes;
 size_t ch_pool_max;
 unsigned ch_chunk_colour_shift;
+uintptr_t ch_chunk_colour_mask;
+uintptr_t ch_chunk_colour_step;
 struct ch_region ch_region;
 
 static ch_lock_t chunk_lock;
@@ -53,7 +55,10 @@ void ch_chunks_init(void) {
   ch_chunk_mask = ch_chunk_size - 1;
   ch_chunk_starts_bytes = ch_chunk_size / CH_GRANULE / 8;
   ch_chunk_bitmap_bytes = 2 * ch_chunk_starts_bytes + CH_STARTS_PAD;
-  ch_chunk_colour_shift = (unsigned)__builtin_ctzll(ch_chunk_size) - 6;
+  ch_chunk_colour_shift = (unsigned)__builtin_ctzll(ch_chunk_size);
+  size_t colours = ch_chunk_size / 1024 < CH_COLOURS_MAX ? ch_chunk_size / 1024 : CH_COLOURS_MAX;
+  ch_chunk_colour_mask = colours - 1;
+  ch_chunk_colour_step = (colours / 64 * 618 / 1000) | 1;
   uintptr_t min = REGION_MIN > 4 * ch_chunk_size ? REGION_MIN : 4 * ch_chunk_size;
   char *base = NULL;
   uintptr_t size = REGION_MAX;
@@ -75,7 +80,7 @@ void ch_chunks_init(void) {
   ch_region.base = (uintptr_t)base;
   /* The largest block a pool holds: the room of the chunk whose header is
    * at the last colour. */
-  ch_pool_max = (ch_chunk_size - ch_chunk_bitmap_bytes - (CH_COLOURS - 1) * 64 - sizeof(struct ch_chunk)) &
+  ch_pool_max = (ch_chunk_size - ch_chunk_bitmap_bytes - ch_chunk_colour_mask * 64 - sizeof(struct ch_chunk)) &
                 ~(size_t)(CH_GRANULE - 1);
   __atomic_store_n(&ch_region.size, size, __ATOMIC_RELEASE);
   atomic_fetch_add(&ch_slabs, 1);

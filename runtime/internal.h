@@ -191,7 +191,10 @@ struct ch_chunk {
 } __attribute__((aligned(64)));
 
 #define CH_CHUNK_MAGIC 0x43484f52544b4e43ull
-#define CH_COLOURS 64                   /* header offsets, one cache line apart */
+/* Up to this many header offsets (colours), one cache line apart: 64 KiB
+ * of them, an L2 way's worth of sets on many cores (a chunk smaller than
+ * 1 MiB uses a sixteenth of itself). */
+#define CH_COLOURS_MAX 1024
 #define CH_OWNER_GROUP ((uintptr_t)CH_MAX_GROUPS - 1)   /* heaps are 64-aligned */
 extern size_t ch_chunk_size;            /* bytes, power of two */
 extern uintptr_t ch_chunk_mask;
@@ -205,15 +208,27 @@ extern size_t ch_pool_max;              /* the largest block any chunk holds; 0:
 static inline uint64_t *ch_chunk_starts(const struct ch_chunk *c) {
   return (uint64_t *)((char *)c - CH_STARTS_PAD - ch_chunk_starts_bytes);
 }
-extern unsigned ch_chunk_colour_shift;  /* log2(chunk_size) - 6 */
+extern unsigned ch_chunk_colour_shift;  /* log2(chunk_size) */
+extern uintptr_t ch_chunk_colour_mask;  /* colours - 1 */
+extern uintptr_t ch_chunk_colour_step;  /* odd, about 0.618 x the pages colours span */
 
 static inline uintptr_t ch_chunk_base(const void *p) { return (uintptr_t)p & ~ch_chunk_mask; }
-/* The header of the chunk p lies in: its colour is the chunk's index modulo
- * CH_COLOURS, in cache lines; the bitmaps end at the header. */
+/* The offset, in bytes, of the chunk at b's bitmaps: its colour, in cache
+ * lines. The low six bits are the chunk's index modulo 64, so that 64
+ * chunks' headers take 64 different D1 sets; above them whole pages, the
+ * index times an odd step modulo the pages the colours span, so that the
+ * first lines of many chunks, where a small group keeps all its objects,
+ * spread over an L2's sets instead of sharing 4 KiB of them
+ * (docs/runtime.md, "Colours that spread over the L2"). */
+static inline uintptr_t ch_chunk_colour(uintptr_t b) {
+  uintptr_t i = b >> ch_chunk_colour_shift;
+  return ((i & 63) | (((i * ch_chunk_colour_step) << 6) & ch_chunk_colour_mask)) << 6;
+}
+/* The header of the chunk p lies in: the bitmaps, from the chunk's colour
+ * on, end at the header. */
 static inline struct ch_chunk *ch_chunk_of(const void *p) {
   uintptr_t b = ch_chunk_base(p);
-  return (struct ch_chunk *)(b + ch_chunk_bitmap_bytes +
-                             ((b >> ch_chunk_colour_shift) & ((CH_COLOURS - 1) << 6)));
+  return (struct ch_chunk *)(b + ch_chunk_colour(b) + ch_chunk_bitmap_bytes);
 }
 static inline struct ch_heap *ch_owner_heap(uintptr_t owner) {
   return (struct ch_heap *)(owner & ~CH_OWNER_GROUP);
@@ -589,9 +604,10 @@ extern unsigned ch_control_group;
 extern unsigned ch_control_spread;
 /* The random control's draw: one of ch_control_spread groups. */
 extern CH_TLS uint64_t ch_random_state;
+CH_NOINLINE uint64_t ch_random_first(void);
 static inline unsigned ch_random_group(void) {
   uint64_t x = ch_random_state;
-  if (CH_UNLIKELY(!x)) x = ch_opt.seed ^ (uint64_t)(uintptr_t)&ch_random_state;
+  if (CH_UNLIKELY(!x)) x = ch_random_first();
   x ^= x << 13; x ^= x >> 7; x ^= x << 17;   /* xorshift64 */
   ch_random_state = x;
   return (unsigned)(((x >> 32) * ch_control_spread) >> 32);
