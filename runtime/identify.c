@@ -43,6 +43,7 @@ static CH_TLS uint32_t tcount[CH_PATH_COUNT];
 static CH_TLS uint32_t tjoined;
 atomic_ulong ch_walks_joined;
 CH_TLS uint64_t ch_random_state;
+_Atomic uint64_t ch_random_threads;
 
 /* How many frames identification walked past the innermost application
  * frame (the entry), per allocation in plan mode: 0 (decided by the quick

@@ -604,10 +604,17 @@ extern unsigned ch_control_group;
 extern unsigned ch_control_spread;
 /* The random control's draw: one of ch_control_spread groups. */
 extern CH_TLS uint64_t ch_random_state;
-CH_NOINLINE uint64_t ch_random_first(void);
+/* Threads that have drawn: a thread's first state is the seed plus its
+ * place in that order times an odd constant (never 0: bit 0 is set). Not an
+ * address, so that COHORT_SEED gives the same draws run after run, with
+ * address randomisation or another build of the library. No call: the
+ * entry points inline this and save no register. */
+extern _Atomic uint64_t ch_random_threads;
 static inline unsigned ch_random_group(void) {
   uint64_t x = ch_random_state;
-  if (CH_UNLIKELY(!x)) x = ch_random_first();
+  if (CH_UNLIKELY(!x))
+    x = (ch_opt.seed + atomic_fetch_add_explicit(&ch_random_threads, 1, memory_order_relaxed) *
+                       0x9e3779b97f4a7c15ull) | 1;
   x ^= x << 13; x ^= x >> 7; x ^= x << 17;   /* xorshift64 */
   ch_random_state = x;
   return (unsigned)(((x >> 32) * ch_control_spread) >> 32);

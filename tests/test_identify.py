@@ -304,3 +304,21 @@ def test_controls_pack_line_sized_blocks(tmp_path):
     seq = sorted(a for kind in ("node", "leaf", "record") for _, _, a in objs[kind])
     sizes = {a: block_size(24 if kind == "leaf" else 128) for kind in objs for _, _, a in objs[kind]}
     assert sum(1 for p, q in zip(seq, seq[1:]) if q == p + sizes[p]) >= len(seq) - 3
+
+
+def test_random_control_draws_follow_the_seed(tmp_path):
+    """COHORT_SEED fixes the random control's draws: the same seed places
+    the same objects in the same groups run after run (addresses are
+    randomised between runs), and another seed places them otherwise."""
+    binary = PROGRAMS / "lines"
+
+    def counts(seed, n):
+        stats = tmp_path / f"stats-{seed}-{n}.json"
+        r = run([binary, tmp_path / "log"], env=cohort_env(mode="random:4", seed=seed, stats=stats))
+        assert r.returncode == 0, r.stderr
+        return [g["allocations"] for g in json.loads(stats.read_text())["groups"]]
+
+    first = counts(7, 1)
+    assert len(first) == 4 and min(first) > 0
+    assert counts(7, 2) == first == counts(7, 3)
+    assert counts(8, 1) != first
