@@ -159,19 +159,24 @@ static inline uint64_t shift_right_pair(uint64_t lo, uint64_t hi, unsigned n) {
 static inline uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
 static inline void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
-static inline void set_start(const void *p) {   /* owner only */
-  uint64_t *w = bitwords(p);
+/* The start bits' word of p in c: the header is at hand where these are
+ * called, so the colour need not be worked out from p again. */
+static inline uint64_t *starts_word(const struct ch_chunk *c, const void *p) {
+  return bitwords_at(chunk_bits(c), granule(p));
+}
+static inline void set_start(const struct ch_chunk *c, const void *p) {   /* owner only */
+  uint64_t *w = starts_word(c, p);
   store_word(w, load_word(w) | gbit(granule(p)));
 }
-static inline void clear_start(const void *p) {   /* owner only */
-  uint64_t *w = bitwords(p);
+static inline void clear_start(const struct ch_chunk *c, const void *p) {   /* owner only */
+  uint64_t *w = starts_word(c, p);
   store_word(w, load_word(w) & ~gbit(granule(p)));
 }
 /* The start bit at the bump pointer is always set (unless the chunk is
  * full), so that every handed-out block but the last of a full chunk has a
  * later start bit: the free path finds its size without the bump pointer. */
-static inline void mark_bump(const char *bump) {
-  if ((uintptr_t)bump & ch_chunk_mask) set_start(bump);
+static inline void mark_bump(const struct ch_chunk *c, const char *bump) {
+  if ((uintptr_t)bump & ch_chunk_mask) set_start(c, bump);
 }
 /* Freed bits mark only blocks on their way back from another thread: a
  * remote free sets the bit atomically (finding it set is a double free) and
@@ -220,7 +225,7 @@ static inline size_t owner_block_size(const struct ch_chunk *c, size_t g0, uint6
 static size_t block_size(const struct ch_chunk *c, const void *p) {
   char *bump = load_bump(c);
   size_t gend = granule(bump - 1) + 1, g = granule(p);
-  return block_size_at(chunk_bits(c), g, load_word(bitwords(p)), gend);
+  return block_size_at(chunk_bits(c), g, load_word(starts_word(c, p)), gend);
 }
 
 /* --------------------------------------------------------------- bins */
@@ -394,7 +399,7 @@ static void chunk_reset(struct ch_chunk *c) {
   c->key = new_key();   /* keys left in the old blocks are stale now */
   c->coalesced_at = c->freed;
   if (c->bump > c->top) c->top = c->bump;
-  mark_bump(c->data);
+  mark_bump(c, c->data);
   __atomic_store_n(&c->bump, c->data, __ATOMIC_RELEASE);
 }
 
@@ -482,7 +487,7 @@ static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
       }
       char *p = (char *)base + g * CH_GRANULE;
       if (e < gend) { bin_push(c, p, (e - g) * CH_GRANULE); continue; }
-      if ((uintptr_t)c->bump & ch_chunk_mask) clear_start(c->bump);   /* the old mark */
+      if ((uintptr_t)c->bump & ch_chunk_mask) clear_start(c, c->bump);   /* the old mark */
       if (c->bump > c->top) c->top = c->bump;
       /* p's start bit is the new bump pointer's mark. */
       __atomic_store_n(&c->bump, p, __ATOMIC_RELEASE);
@@ -507,7 +512,7 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
     void *p = bin_pop(c, b);
     if (size - n >= 32) {
       char *tail = (char *)p + n;
-      set_start(tail);
+      set_start(c, tail);
       bin_push(c, tail, size - n);
       size = n;
     }
@@ -526,11 +531,11 @@ static void *bump_take(struct ch_chunk *c, size_t n, size_t align, bool fresh) {
   if (a != b && (size_t)(a - b) < CH_MIN_BLOCK) a += align;
   if (a > limit || (size_t)(limit - a) < n) return NULL;
   if (a != b) {
-    set_start(b);
+    set_start(c, b);
     bin_push(c, b, (size_t)(a - b));
   }
-  set_start(a);
-  mark_bump(a + n);
+  set_start(c, a);
+  mark_bump(c, a + n);
   __atomic_store_n(&c->bump, a + n, __ATOMIC_RELEASE);
   if (CH_UNLIKELY(a + n > c->hwm)) advance_hwm(c, a + n);
   return a;
@@ -634,7 +639,7 @@ static void make_current(struct ch_group_heap *gh, struct ch_chunk *c) {
 static struct ch_chunk *chunk_take(struct ch_heap *h, unsigned group) {
   struct ch_chunk *c = ch_chunk_new(group);
   if (!c) return NULL;
-  mark_bump(c->data);
+  mark_bump(c, c->data);
   c->key = new_key();
   atomic_store(&c->owner, (uintptr_t)h | group);
   list_add(&h->g[group], c);
@@ -808,7 +813,7 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
   if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) return NULL;
   /* A block of whole lines at a line boundary spans no extra line. */
   if (lines && CH_UNLIKELY(on_lines(group, n) && ((uintptr_t)p & 63))) return NULL;
-  mark_bump(p + n);   /* p's own bit is the old mark */
+  mark_bump(c, p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:
   gh->allocs++;
@@ -1195,7 +1200,7 @@ void *ch_group_realloc(void *p, size_t size) {
     /* Shrink in place; the owner hands a worthwhile tail back to the bins. */
     if (owned && old - n >= 32) {
       char *tail = (char *)p + n;
-      set_start(tail);
+      set_start(c, tail);
       bin_push(c, tail, old - n);
       c->live_bytes -= (uint32_t)(old - n);
       c->freed += (uint32_t)(old - n);
@@ -1205,8 +1210,8 @@ void *ch_group_realloc(void *p, size_t size) {
   }
   /* Grow in place when the block is the last one bumped. */
   if (owned && (char *)p + old == c->bump && (size_t)(c->end - (char *)p) >= n && n <= ch_max_size) {
-    clear_start((char *)p + old);   /* the old bump mark, inside the block now */
-    mark_bump((char *)p + n);
+    clear_start(c, (char *)p + old);   /* the old bump mark, inside the block now */
+    mark_bump(c, (char *)p + n);
     __atomic_store_n(&c->bump, (char *)p + n, __ATOMIC_RELEASE);
     if ((char *)p + n > c->hwm) advance_hwm(c, (char *)p + n);
     c->live_bytes += (uint32_t)(n - old);
