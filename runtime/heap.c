@@ -372,7 +372,10 @@ static CH_NOINLINE void report_rise(struct ch_group_heap *gh, struct ch_chunk *c
   chunk_report(gh, c);
   set_low(gh, c);
 }
-static CH_NOINLINE void *report_rise_then(struct ch_group_heap *gh, struct ch_chunk *c, void *p) {
+/* Returns p, which is never NULL: the fast path can then end in a tail call
+ * here, and its callers keep no register across it. */
+static CH_NOINLINE __attribute__((returns_nonnull)) void *report_rise_then(struct ch_group_heap *gh,
+                                                                          struct ch_chunk *c, void *p) {
   report_rise(gh, c);
   return p;
 }
