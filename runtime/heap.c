@@ -853,7 +853,7 @@ void ch_heap_arm_control(void) {
 }
 /* The lane's fast path failed: straight to the general path (the controls'
  * groups place nothing on lines). gh is a line of the thread's own heap. */
-static CH_NOINLINE void *lane_general(struct ch_group_heap *gh, size_t size) {
+CH_NOINLINE void *ch_group_lane_general(struct ch_group_heap *gh, size_t size) {
   struct ch_heap *h = my_heap;
   return alloc_general_or_next(h, (unsigned)(gh - h->g), ch_block_size(size), size);
 }
@@ -861,9 +861,12 @@ static CH_NOINLINE void *lane_general(struct ch_group_heap *gh, size_t size) {
 #pragma GCC diagnostic ignored "-Wattributes"   /* always_inline across files: see internal.h */
 void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
   /* The controls pack: no line placement to look at. */
-  void *p = fast_take(gh, 0, ch_block_size(size), false);
+  void *p = ch_group_take_lane(gh, size);
   if (CH_LIKELY(p != NULL)) return p;
-  return lane_general(gh, size);
+  return ch_group_lane_general(gh, size);
+}
+void *ch_group_take_lane(struct ch_group_heap *gh, size_t size) {
+  return fast_take(gh, 0, ch_block_size(size), false);
 }
 #pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }

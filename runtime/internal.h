@@ -321,7 +321,11 @@ extern atomic_ulong ch_heaps_handed_on;   /* idle heaps a freeing thread took ov
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wattributes"
 __attribute__((always_inline)) void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size);
+/* Its two halves, for operator new, which must test what the second
+ * returns: the fast path alone (NULL: it found nothing), and the rest. */
+__attribute__((always_inline)) void *ch_group_take_lane(struct ch_group_heap *gh, size_t size);
 #pragma GCC diagnostic pop
+void *ch_group_lane_general(struct ch_group_heap *gh, size_t size);
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 void ch_group_free_in(struct ch_chunk *c, void *p);   /* c: ch_chunk_lookup(p) */

@@ -71,18 +71,28 @@ static CH_NOINLINE void *new_rest(size_t n) {
   return new_framed(n);
 }
 
+/* The lane's fast path found nothing: its general path, and if that fails
+ * too, the ordinary path and the new_handler. */
+static CH_NOINLINE void *new_lane_rest(struct ch_group_heap *gh, size_t n) {
+  void *p = ch_group_lane_general(gh, n);
+  return CH_LIKELY(p != NULL) ? p : new_rest(n);
+}
+/* MO: the call site is the return address. */
+static CH_NOINLINE void *new_site(size_t n, uintptr_t ret) {
+  void *p = ch_site_malloc(n, ret);
+  return CH_LIKELY(p != NULL) ? p : new_rest(n);   /* the ordinary path tries again, then the new_handler */
+}
 /* operator new / new[]; never inlined: ch_direct_new's tail call must stay a
- * jump. The fast lane first, as in malloc. */
+ * jump. The fast lane first, as in malloc, and nothing but tail calls
+ * after it, so that it saves no register. */
 static inline void *new_lane(size_t n, uintptr_t ret) {
   struct ch_group_heap *gh = ch_lane(n);
   if (CH_LIKELY(gh != NULL)) {
-    void *p = ch_group_malloc_lane(gh, n);
+    void *p = ch_group_take_lane(gh, n);
     if (CH_LIKELY(p != NULL)) return p;
+    return new_lane_rest(gh, n);
   }
-  if (ch_site_lane) {   /* MO: the call site is the return address */
-    void *p = ch_site_malloc(n, ret);
-    if (CH_LIKELY(p != NULL)) return p;   /* else the ordinary path tries again, then the new_handler */
-  }
+  if (ch_site_lane) return new_site(n, ret);
   return new_rest(n);
 }
 CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znwm(size_t n) {
