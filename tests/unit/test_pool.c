@@ -108,6 +108,12 @@ static void mixed_and_variants(void) {
   /* too large for a chunk: refused, nothing else disturbed */
   errno = 0;
   CHECK(poolalloc(&pd, (size_t)8 << 20) == NULL && errno == ENOMEM);
+  /* with 1 MiB chunks the largest object is the 896 KiB size class: the
+   * next class, 1 MiB, cannot fit beside the bitmaps, header and colour */
+  void *big = poolalloc(&pd, (size_t)896 << 10);
+  CHECK(big && cohort_group_of(big) == POOL_GROUP);
+  errno = 0;
+  CHECK(poolalloc(&pd, ((size_t)896 << 10) + 1) == NULL && errno == ENOMEM);
   void *zero = poolalloc(&pd, 0);
   CHECK(zero && zero != poolalloc(&pd, 0));
   pooldestroy(&pd);
