@@ -142,13 +142,18 @@ void ch_heaps_sum(uint64_t allocs[CH_MAX_GROUPS], uint64_t frees[CH_MAX_GROUPS],
 
 /* The start bits end a line before the header begins and the freed bits
  * end where the start bits begin, so a block's bits are found from its
- * address alone: granule g of the chunk is covered by word g/64 of each. */
+ * chunk's header and its address: granule g of the chunk is covered by
+ * word g/64 of each. */
 static inline size_t granule(const void *p) { return ((uintptr_t)p & ch_chunk_mask) / CH_GRANULE; }
 static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)ch_chunk_starts(c); }
 static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t *)bits + (g >> 6); }
-static inline uint64_t *bitwords(const void *p) { return bitwords_at(chunk_bits(ch_chunk_of(p)), granule(p)); }
-static inline uint64_t *freed_word(const void *p) {
-  return (uint64_t *)((char *)bitwords(p) - ch_chunk_starts_bytes);
+/* The start bits' word of p in c, and its freed bits' word: from the header
+ * the caller holds, not one worked out again from p and its colour. */
+static inline uint64_t *starts_word(const struct ch_chunk *c, const void *p) {
+  return bitwords_at(chunk_bits(c), granule(p));
+}
+static inline uint64_t *freed_word(const struct ch_chunk *c, const void *p) {
+  return (uint64_t *)((char *)starts_word(c, p) - ch_chunk_starts_bytes);
 }
 static inline uint64_t gbit(size_t g) { return (uint64_t)1 << (g & 63); }
 /* The 64 bits of hi:lo from bit n on (n < 64): one shrd. */
@@ -159,11 +164,6 @@ static inline uint64_t shift_right_pair(uint64_t lo, uint64_t hi, unsigned n) {
 static inline uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
 static inline void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
-/* The start bits' word of p in c: the header is at hand where these are
- * called, so the colour need not be worked out from p again. */
-static inline uint64_t *starts_word(const struct ch_chunk *c, const void *p) {
-  return bitwords_at(chunk_bits(c), granule(p));
-}
 static inline void set_start(const struct ch_chunk *c, const void *p) {   /* owner only */
   uint64_t *w = starts_word(c, p);
   store_word(w, load_word(w) | gbit(granule(p)));
@@ -183,12 +183,14 @@ static inline void mark_bump(const struct ch_chunk *c, const char *bump) {
  * the owner clears it, atomically too, when the block reaches a bin. The
  * owner's own frees and allocations do not touch them: blocks in bins carry
  * their chunk's key in their second word instead (see ch_group_free). */
-static inline bool freed_set_remote(const void *p) {   /* returns the old bit */
-  return __atomic_fetch_or(freed_word(p), gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
+static inline bool freed_set_remote(const struct ch_chunk *c, const void *p) {   /* returns the old bit */
+  return __atomic_fetch_or(freed_word(c, p), gbit(granule(p)), __ATOMIC_RELAXED) & gbit(granule(p));
 }
-static inline bool freed_bit(const void *p) { return load_word(freed_word(p)) & gbit(granule(p)); }
-static inline void freed_clear(const void *p) {        /* owner, off the fast paths */
-  __atomic_fetch_and(freed_word(p), ~gbit(granule(p)), __ATOMIC_RELAXED);
+static inline bool freed_bit(const struct ch_chunk *c, const void *p) {
+  return load_word(freed_word(c, p)) & gbit(granule(p));
+}
+static inline void freed_clear(const struct ch_chunk *c, const void *p) {   /* owner, off the fast paths */
+  __atomic_fetch_and(freed_word(c, p), ~gbit(granule(p)), __ATOMIC_RELAXED);
 }
 static inline char *load_bump(const struct ch_chunk *c) {
   return __atomic_load_n(&c->bump, __ATOMIC_ACQUIRE);
@@ -984,12 +986,12 @@ static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
      * chunk of its own meanwhile (`prodcons relay 1 120000 256`, nine
      * interleaved runs: fragmentation 26.3% -> 20.4%, throughput alike). */
     if (adopted) after_free(&h->g[g], c);
-    freed_clear(p);   /* before the release, which may retire the chunk */
+    freed_clear(c, p);   /* before the release, which may retire the chunk */
     release_block(h, c, p, block_size(c, p));
     return;
   }
   size_t size = block_size(c, p);
-  freed_clear(p);        /* it is in a bin now: the key says so */
+  freed_clear(c, p);        /* it is in a bin now: the key says so */
   bin_push(c, p, size);
   /* Counted and reported at once: told moves with live_bytes. */
   c->live_bytes -= (uint32_t)size;
@@ -1014,7 +1016,7 @@ static inline bool in_used_range(const struct ch_chunk *c, const void *p) {
 }
 static inline bool block_start(const struct ch_chunk *c, const void *p) {
   if (!in_used_range(c, p)) return false;
-  return load_word(bitwords(p)) & gbit(granule(p));
+  return load_word(starts_word(c, p)) & gbit(granule(p));
 }
 
 /* Is the block at p (a block start) free: on its way back from another
@@ -1027,7 +1029,7 @@ static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t s
   return false;
 }
 static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
-  if (freed_bit(p)) return true;
+  if (freed_bit(c, p)) return true;
   if (!holds_key(c, p)) return false;
   return !owner || in_bin(c, p, block_size(c, p));
 }
@@ -1057,7 +1059,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
       heap_take_over(was, life);
   }
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(p)))
+  if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(c, p)))
     ch_invalid_pointer("free(): double free detected", p);
   /* The key sends the owner's own free of it, a double free, off its fast
    * path, to free_rest, which finds the freed bit. */
@@ -1096,7 +1098,7 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p
                                   uint64_t starts) {
   if ((char *)p >= c->bump) free_invalid(p);   /* the bump pointer's mark */
   size_t size = owner_block_size(c, g, starts);
-  if (holds_key(c, p) && (freed_bit(p) || in_bin(c, p, size)))
+  if (holds_key(c, p) && (freed_bit(c, p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, p, size);
 }
@@ -1171,7 +1173,7 @@ static void drain_list(struct ch_heap *h, void *b) {
     struct ch_heap *owner = owner_of(ow);
     if (owner && owner == h) {
       size_t size = block_size(c, b);
-      freed_clear(b);   /* before the release, which may retire the chunk */
+      freed_clear(c, b);   /* before the release, which may retire the chunk */
       release_block(h, c, b, size);
     }
     else if (!owner) free_orphaned(h, c, b);
@@ -1285,7 +1287,7 @@ struct ch_heap *ch_pool_heap_new(void) {
 void ch_pool_heap_destroy(struct ch_heap *h) {
   /* Blocks other threads freed and the pool has not taken back: their freed
    * bits would tell the chunks' next owners that blocks are on their way. */
-  for (void *b = atomic_exchange(&h->delayed, NULL); b; b = *(void **)b) freed_clear(b);
+  for (void *b = atomic_exchange(&h->delayed, NULL); b; b = *(void **)b) freed_clear(ch_chunk_of(b), b);
   struct ch_group_heap *gh = &h->g[CH_POOL_GROUP];
   struct ch_chunk *c;
   while ((c = gh->chunks)) {
