@@ -5,7 +5,9 @@ Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS] [SECTION ...]
 with sections passthrough, real, grouped, pairs, groups, deep, alt (default:
 all). The pairs section counts, under cachegrind, what one malloc+free pair
 of allocbench churn costs (mode all: no identification), and the groups
-section (1, 4, 16 and 63 groups) also counts, under cachegrind (fixed geometry), the
+section (1, 4, 16 and 63 groups, for allocbench groups and for allocbench
+stream, whose requests do not change with G) also counts, under cachegrind
+(fixed geometry), the
 instructions and D1 misses each malloc+free pair costs: the difference
 between runs of 2N and N pairs, divided by N, so start-up is left out."""
 
@@ -185,23 +187,30 @@ def main():
 
     # Churn spread over 1..63 groups in rotation: the allocator's own
     # metadata must not make a pair dearer as groups are added. 63 is the
-    # most a plan can name (the 64th group is the pool API's).
+    # most a plan can name (the 64th group is the pool API's). "groups"
+    # gives each function three sizes of its own, so its sizes (and every
+    # allocator's misses) grow with G; "stream" makes the same requests
+    # whatever G, so that only the spread over groups changes.
     if "groups" in SECTIONS:
-        counts = {}
-        for g in GROUP_COUNTS:
-            run = [BIN, "groups", 10_000_000, g]
-            plan_env = environment(plan=groups_plan(g))
-            show(f"churn over {g} group(s) in rotation: malloc+free pairs, 16..256 B, window of 1024",
-                 measure({"glibc": (run, plain), "jemalloc": (run, jem_plain), "cohort groups": (run, plan_env)}),
-                 "glibc")
-            for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort groups", plan_env)):
-                counts[(g, name)] = per_pair(lambda n: [BIN, "groups", n, g], env, 200_000)
-        print("\ncachegrind, per malloc+free pair (loop included), D1 32 KiB 8-way, LL 1 MiB 16-way")
-        print(f"  {'groups':>6}  " + "  ".join(f"{n:>24}" for n in ("glibc", "jemalloc", "cohort groups")))
-        print(f"  {'':>6}  " + "  ".join(f"{'instr':>11} {'D1 misses':>12}" for _ in range(3)))
-        for g in GROUP_COUNTS:
-            print(f"  {g:>6}  " + "  ".join(f"{counts[(g, n)][0]:11.1f} {counts[(g, n)][1]:12.3f}"
-                                            for n in ("glibc", "jemalloc", "cohort groups")))
+        names = ("glibc", "jemalloc", "cohort groups")
+        for test, sizes in (("groups", "three sizes per function, 16..256 B"),
+                            ("stream", "the same requests whatever G: 16, 96 or 176 B")):
+            counts = {}
+            for g in GROUP_COUNTS:
+                run = [BIN, test, 10_000_000, g]
+                plan_env = environment(plan=groups_plan(g))
+                show(f"allocbench {test}: churn over {g} group(s) in rotation, {sizes}, window of 1024",
+                     measure({"glibc": (run, plain), "jemalloc": (run, jem_plain), "cohort groups": (run, plan_env)}),
+                     "glibc")
+                for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort groups", plan_env)):
+                    counts[(g, name)] = per_pair(lambda n: [BIN, test, n, g], env, 200_000)
+            print(f"\ncachegrind, allocbench {test}, per malloc+free pair (loop included), "
+                  "D1 32 KiB 8-way, LL 1 MiB 16-way")
+            print(f"  {'groups':>6}  " + "  ".join(f"{n:>24}" for n in names))
+            print(f"  {'':>6}  " + "  ".join(f"{'instr':>11} {'D1 misses':>12}" for _ in range(3)))
+            for g in GROUP_COUNTS:
+                print(f"  {g:>6}  " + "  ".join(f"{counts[(g, n)][0]:11.1f} {counts[(g, n)][1]:12.3f}"
+                                                for n in names))
 
     if "deep" in SECTIONS:
         p = plans()

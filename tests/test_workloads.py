@@ -171,3 +171,28 @@ def test_bench_suite_stdin_options(tmp_path):
                     "--stdin", str(tmp_path / "calc-ref.stdin"),
                     "--cachegrind-stdin", str(tmp_path / "calc-cachegrind.stdin")]
     assert all((tmp_path / f"calc-{p}.stdin").stat().st_size > 1000 for p in workloads.PHASES)
+
+
+def test_allocbench_stream_spreads_one_request_stream_over_groups(tmp_path):
+    """allocbench stream makes the same requests whatever G, and a plan that
+    names G of its functions' call sites spreads them evenly over G groups;
+    allocbench groups does the same with sizes of each function's own."""
+    from cohort.handplan import call_sites, write_plan
+    from conftest import BUILD, cohort_env
+    binary = BUILD / "workloads" / "allocbench"
+    sizes = {}
+    for g in (1, 4):
+        sites = [(0, call_sites(binary, f"group_alloc_{i // 8}{i % 8}", "malloc")[0], f"group={i}")
+                 for i in range(g)]
+        plan = write_plan(tmp_path / f"g{g}.plan", [binary], sites, [f"g{i}" for i in range(g)],
+                          [(i, [i]) for i in range(g)], version=2)
+        stats = tmp_path / f"g{g}.json"
+        r = run([binary, "stream", "4000", str(g)], env=cohort_env(plan=plan, stats=stats))
+        assert r.returncode == 0 and r.stdout.startswith(b"stream ") and r.stderr == b""
+        groups = json.loads(stats.read_text())["groups"]
+        assert [x["allocations"] for x in groups[:g]] == [4000 // g] * g
+        sizes[g] = sum(x["peak_live_bytes"] for x in groups[:g])
+    # the window holds the same 1024 requests either way: 16, 96 or 176 bytes
+    assert sizes[1] <= 1024 * 176 and sizes[4] <= 1024 * 176
+    r = run([binary, "stream", "10", "65"])
+    assert r.returncode == 2 and r.stderr == b"allocbench: stream takes 1..64 groups\n"

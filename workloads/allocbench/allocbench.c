@@ -14,6 +14,12 @@
  *                             octal digits), each its own call site of
  *                             malloc: a plan that names those sites spreads
  *                             the churn over G groups
+ *   allocbench stream N G     as groups, but every request's size (16, 96
+ *                             or 176 bytes) is drawn independently of the
+ *                             function that makes it: the request stream
+ *                             is the same whatever G, so that only the
+ *                             spread over groups changes with G (groups's
+ *                             sizes grow with G, and glibc's misses too)
  * Built -O2 without frame pointers, like stock binaries, so identification
  * must unwind through .eh_frame. */
 #include <stdint.h>
@@ -89,7 +95,7 @@ GA8(0) GA8(1) GA8(2) GA8(3) GA8(4) GA8(5) GA8(6) GA8(7)
 #define GP8(k) GP(k##0), GP(k##1), GP(k##2), GP(k##3), GP(k##4), GP(k##5), GP(k##6), GP(k##7)
 static void *(*const group_alloc[64])(size_t) = {GP8(0), GP8(1), GP8(2), GP8(3), GP8(4), GP8(5), GP8(6), GP8(7)};
 
-NOINLINE double run_groups(long n, int groups, unsigned window) {
+NOINLINE double run_groups(long n, int groups, unsigned window, int same_stream) {
   void *win[1024] = {0};
   uint64_t x = 88172645463325252ull;
   unsigned k = 0;
@@ -99,7 +105,8 @@ NOINLINE double run_groups(long n, int groups, unsigned window) {
     unsigned s = (unsigned)(x & (window - 1));
     free(win[s]);
     /* three sizes per group, as an allocation context's objects come in few */
-    win[s] = group_alloc[k](16 + 8 * ((k * 5 + (x >> 20) % 3) % 31));
+    size_t size = same_stream ? 16 + 80 * ((x >> 20) % 3) : 16 + 8 * ((k * 5 + (x >> 20) % 3) % 31);
+    win[s] = group_alloc[k](size);
     *(char *)win[s] = (char)i;
     if (++k == (unsigned)groups) k = 0;
   }
@@ -115,7 +122,7 @@ NOINLINE double run_deep(long n, int depth) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|groups N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|groups|stream N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
   long n = atol(argv[2]);
   double ns = 0;
   if (!strcmp(argv[1], "churn")) {
@@ -142,12 +149,12 @@ int main(int argc, char **argv) {
     ns = run_deep(n, argc > 3 ? atoi(argv[3]) : 15);
   } else if (!strcmp(argv[1], "alt")) {
     ns = run_alt(n, argc > 3 ? atoi(argv[3]) : 15);
-  } else if (!strcmp(argv[1], "groups")) {
+  } else if (!strcmp(argv[1], "groups") || !strcmp(argv[1], "stream")) {
     int g = argc > 3 ? atoi(argv[3]) : 1;
     unsigned w = argc > 4 ? (unsigned)atoi(argv[4]) : 1024;
-    if (g < 1 || g > 64) { fprintf(stderr, "allocbench: groups takes 1..64 groups\n"); return 2; }
+    if (g < 1 || g > 64) { fprintf(stderr, "allocbench: %s takes 1..64 groups\n", argv[1]); return 2; }
     if (w < 1 || w > 1024 || (w & (w - 1))) { fprintf(stderr, "allocbench: the window is a power of two up to 1024\n"); return 2; }
-    ns = run_groups(n, g, w);
+    ns = run_groups(n, g, w, !strcmp(argv[1], "stream"));
   } else {
     fprintf(stderr, "allocbench: unknown test %s\n", argv[1]);
     return 2;
