@@ -176,9 +176,24 @@ static CH_NOINLINE __attribute__((flatten)) void *direct_site_pooled(size_t size
   if (CH_UNLIKELY(!ch_identify_count_site(true))) ch_identify_flush_due();
   return ch_group_malloc_or_next(group, size);
 }
-CH_HIDDEN void *ch_direct_site_malloc(size_t size, unsigned group) {
+/* A sampled request (mo.c counts it towards the site's demotion). */
+static CH_NOINLINE void *direct_site_sampled(size_t size, unsigned group, uintptr_t ret) {
+  bool hit = size == ch_online_pool_size[group];
+  ch_mo_sample(ret, hit);
+  return hit ? direct_site_pooled(size, group) : ch_direct_next_malloc(size);
+}
+/* ret: the site's return address (the stub jumped here, or operator new's
+ * stub's target passes its own). */
+static inline __attribute__((always_inline)) void *site_malloc_from(size_t size, unsigned group, uintptr_t ret) {
+  if (CH_UNLIKELY(--ch_mo_sample_in < 0)) return direct_site_sampled(size, group, ret);
   if (size == ch_online_pool_size[group]) return direct_site_pooled(size, group);
   return ch_direct_next_malloc(size);
+}
+CH_HIDDEN void *ch_direct_site_malloc_from(size_t size, unsigned group, uintptr_t ret) {
+  return site_malloc_from(size, group, ret);
+}
+CH_HIDDEN void *ch_direct_site_malloc(size_t size, unsigned group) {
+  return site_malloc_from(size, group, (uintptr_t)__builtin_return_address(0));
 }
 
 /* A `walk` entry site patched to skip the quick test (direct.c): the

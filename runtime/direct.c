@@ -246,6 +246,35 @@ int ch_direct_patch_site(uintptr_t ret, int pool) {
   return pool >= 0 ? patch_call(ret, (unsigned)pool, K_SITE_MALLOC) : patch_call(ret, 0, K_NEXT_MALLOC);
 }
 
+/* The call at ret reaches one of its module's pool stubs (patch_call made
+ * it so, and nothing else writes there): it now reaches the next
+ * allocator's stub of the same entry point. Found from the displacement
+ * the first patch wrote; the live-patching checks it passed then hold. */
+int ch_direct_repatch_next(uintptr_t ret) {
+  if (!ch_direct_enabled) return 0;
+  ch_in_runtime++;
+  const struct ch_module *m = ch_module_for(ret);
+  uint8_t *r = NULL;
+  int done = 0;
+  if (m && ch_patch_trylock()) {
+    for (unsigned i = 0; i < nregions; i++)
+      if (regions[i].m == m) r = regions[i].stubs;
+    int32_t disp;
+    memcpy(&disp, (const void *)(ret - 4), 4);
+    uintptr_t at = ret + (intptr_t)disp - (uintptr_t)r;
+    if (r && at >= stub_offset(K_SITE_MALLOC, 0) && at < stub_offset(K_SITE_NEW + 1, 0)) {
+      int k = at < stub_offset(K_SITE_NEW, 0) ? K_NEXT_MALLOC : K_NEXT_NEW;
+      intptr_t d = (intptr_t)((uintptr_t)r + stub_offset(k, 0) - ret);
+      done = d == (int32_t)d && ch_patch_write_disp(ret - 4, (int32_t)d, !ch_patch_one_thread());
+    }
+    ch_patch_unlock();
+  } else if (m) {
+    done = -1;
+  }
+  ch_in_runtime--;
+  return done;
+}
+
 /* The plan's entry site at ret with this verdict, not a stop site, or -1. */
 static int entry_site(uintptr_t ret, enum ch_entry_verdict verdict) {
   int s = ch_plan_site_at(ret);

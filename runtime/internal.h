@@ -768,6 +768,9 @@ extern size_t ch_direct_rest_max;
  * pool's stub (pool >= 0) or the next allocator's (-1). 1: patched, 0: it
  * cannot be, -1: another thread is writing code (offer again later). */
 int ch_direct_patch_site(uintptr_t ret, int pool);
+/* The same call, patched to its pool's stub, now to the next allocator's:
+ * 1 patched, 0 it is not a pool stub's call, -1 another thread is writing code. */
+int ch_direct_repatch_next(uintptr_t ret);
 /* What a direct site's allocation decided from activations goes to: a
  * group, or -1 (the next allocator), or CH_ACT_WALK (the ordinary path). */
 int ch_identify_act_direct(size_t size, uintptr_t slot);
@@ -948,12 +951,20 @@ int ch_hint_patch(uintptr_t ret, unsigned og);
 struct ch_mo_counts {   /* written under mo.c's lock, but sites_patched */
   unsigned long sites, sites_pooled, sites_mixed, sites_shared, pools_refused, table_full;
   atomic_ulong sites_patched;   /* decided sites whose call now skips the monitors (direct.c) */
+  unsigned long sites_demoted;  /* pooled sites whose requests turned out mostly of other sizes */
 };
 struct ch_mo_site { int module; uintptr_t offset; uint32_t requests, size; int pool; bool decided; };
 extern struct ch_mo_counts ch_mo_counts;
 void ch_mo_init(void);
 int ch_mo_identify(size_t size, uintptr_t ret);   /* a pool, or -1: the next allocator */
 bool ch_mo_site(unsigned i, struct ch_mo_site *out);
+/* A sampled request of the pooled site at ret, patched to its pool's stub:
+ * of the pool's size (hit) or not. One request in CH_MO_SAMPLE_GAP of the
+ * pooled sites' is sampled, whichever site makes it, so that each site is
+ * sampled as often as it allocates: ch_mo_sample_in counts down to it. */
+#define CH_MO_SAMPLE_GAP 64
+extern CH_TLS int ch_mo_sample_in;
+void ch_mo_sample(uintptr_t ret, bool hit);
 void ch_mo_atfork_child(void);
 
 /* -------------------------------------------------------------- ssg.c */

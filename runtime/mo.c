@@ -39,6 +39,7 @@ struct monitor {
   _Atomic uint32_t last_size;   /* the last request's size */
   _Atomic uint32_t run;         /* requests in a row of last_size */
   _Atomic uint8_t patch;        /* P_*: the site's call, once decided */
+  _Atomic uint32_t hits, misses; /* a pooled site's sampled requests, of its pool's size or not */
   int16_t module;               /* ch_modules_at index, -1: unknown (for the statistics) */
   uintptr_t offset;             /* the return address in the module's file */
 };
@@ -135,6 +136,51 @@ static CH_NOINLINE void decide(struct monitor *m) {
   ch_unlock(&lock);
 }
 
+/* A pooled site keeps its pool while most of its requests are of the
+ * pool's size. Its monitor decided once, when the site turned hot: an
+ * interpreter's xmalloc can make its first requests, while it parses, all
+ * of one size, and later every size, so that the pool takes a trickle and
+ * each of the rest pays for the test that sends it on. The patched site's
+ * requests are sampled (alloc.c) while it keeps its pool: once DEMOTE_MIN
+ * sampled requests have missed the pool's size and misses outnumber hits,
+ * the context is no longer valid, by the same test as when it turned hot,
+ * and the site goes to the next allocator for good, as a site found mixed
+ * then does (its call is patched again, to the next allocator's stub). Its
+ * pooled objects stay where they are until freed. */
+#define DEMOTE_MIN 16
+static struct monitor *monitor_of(uintptr_t ret) {
+  size_t h = slot_of(ret);
+  for (unsigned i = 0; i < TABLE_PROBES; i++) {
+    struct monitor *e = &table[(h + i) & (TABLE_SIZE - 1)];
+    uintptr_t r = atomic_load_explicit(&e->ret, memory_order_acquire);
+    if (r == ret) return e;
+    if (!r) break;
+  }
+  return NULL;
+}
+CH_TLS int ch_mo_sample_in = CH_MO_SAMPLE_GAP;
+static CH_NOINLINE void sample(struct monitor *m, uintptr_t ret, bool hit) {
+  ch_mo_sample_in = CH_MO_SAMPLE_GAP;
+  if (hit) { atomic_fetch_add_explicit(&m->hits, 1, memory_order_relaxed); return; }
+  uint32_t misses = atomic_fetch_add_explicit(&m->misses, 1, memory_order_relaxed) + 1;
+  if (misses < DEMOTE_MIN || misses <= atomic_load_explicit(&m->hits, memory_order_relaxed)) return;
+  ch_lock(&lock);
+  if (D_KIND(atomic_load_explicit(&m->decision, memory_order_relaxed)) == D_POOL) {
+    atomic_store_explicit(&m->decision, D_NEXT, memory_order_release);
+    ch_mo_counts.sites_demoted++;
+  }
+  ch_unlock(&lock);
+  /* Demoted, and still reaching its pool's stub: the call was not patched
+   * again yet (another thread was writing code), or a thread that sampled
+   * it at the same time did. The stub's test sends it on meanwhile. */
+  ch_direct_repatch_next(ret);
+}
+void ch_mo_sample(uintptr_t ret, bool hit) {
+  struct monitor *m = monitor_of(ret);
+  if (m) sample(m, ret, hit);
+  else ch_mo_sample_in = CH_MO_SAMPLE_GAP;
+}
+
 /* One more request of a site not yet hot. Races between threads may lose a
  * count or break a run: the monitor is a heuristic, and decide() reads it
  * once, under the lock. */
@@ -175,7 +221,11 @@ int ch_mo_identify(size_t size, uintptr_t ret) {
   uint64_t d = atomic_load_explicit(&m->decision, memory_order_acquire);
   if (CH_UNLIKELY(atomic_load_explicit(&m->patch, memory_order_relaxed) == P_UNTRIED) && D_KIND(d) != D_COUNTING)
     offer_patch(m, ret, D_KIND(d) == D_POOL ? D_POOL_OF(d) : -1);
-  if (CH_LIKELY(D_KIND(d) == D_POOL)) return D_SIZE_OF(d) == size ? D_POOL_OF(d) : -1;
+  if (CH_LIKELY(D_KIND(d) == D_POOL)) {
+    bool hit = D_SIZE_OF(d) == size;
+    if (CH_UNLIKELY(--ch_mo_sample_in < 0)) sample(m, ret, hit);
+    return hit ? D_POOL_OF(d) : -1;
+  }
   if (D_KIND(d) == D_NEXT) return -1;
   return monitor_count(m, size);
 }

@@ -139,10 +139,10 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t s
 
 /* The same for an MO call site decided for good (ch_direct_site_malloc,
  * ch_direct_next_malloc). */
-void *ch_direct_site_malloc(size_t size, unsigned group);
+void *ch_direct_site_malloc_from(size_t size, unsigned group, uintptr_t ret);
 void *ch_direct_next_malloc(size_t size);
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_site_new(size_t n, unsigned group) {
-  void *p = ch_direct_site_malloc(n, group);
+  void *p = ch_direct_site_malloc_from(n, group, (uintptr_t)__builtin_return_address(0));
   return CH_LIKELY(p != NULL) ? p : ch_new_entry(n);
 }
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_next_new(size_t n) {

@@ -194,6 +194,7 @@ static void put_mo(struct out *o) {
   field_u(o, "sites_mixed", k->sites_mixed, true);
   field_u(o, "sites_shared", k->sites_shared, true);
   field_u(o, "sites_patched", atomic_load(&k->sites_patched), true);
+  field_u(o, "sites_demoted", k->sites_demoted, true);
   field_u(o, "pools", ch_online_pools(), true);
   field_u(o, "pools_refused", k->pools_refused, true);
   field_u(o, "table_full", k->table_full, true);

@@ -167,3 +167,32 @@ def test_more_valid_sites_than_groups(tmp_path):
         assert site[k]["size"] == 32 and sizes[site[k]["pool"]] == 32   # shared, and size-consistent
     for k in range(70, 80):
         assert site[k]["size"] == 32 + 16 * (k - 69) and site[k]["pool"] == -1
+
+
+@pytest.mark.parametrize("patch", ["1", "0"], ids=["patched", "monitored"])
+def test_a_pooled_site_whose_sizes_drift_goes_to_the_next_allocator(tmp_path, patch):
+    """driftsite's xmalloc asks for 48 bytes 200 times (valid when hot: a
+    pool), then for eight sizes in turn: once sampled requests show most of
+    them missing the pool's size, the site is demoted for good, patched or
+    not, and its later requests go to the next allocator."""
+    n = 100000
+    stats = mo_run(tmp_path, [PROGRAMS / "driftsite", n], patch=patch)
+    mo = stats["mo"]
+    assert (mo["sites_pooled"], mo["sites_demoted"], mo["pools"]) == (1, 1, 1)
+    assert mo["sites_patched"] == (1 if patch == "1" else 0)
+    ident = stats["identification"]
+    assert ident["mo"] + ident["mo_next"] >= 200 + n
+    # Pooled: the hot window's remaining 150 requests of 48 bytes and, until
+    # the demotion, one in eight; after it, none (a pool that kept the site
+    # would have taken 12,500 of the drifting requests).
+    pooled = {g["name"]: g["allocations"] for g in stats["groups"]}["mo-0"]
+    assert pooled == ident["mo"] and 150 < pooled < 150 + 1000
+    # The pooled objects were freed back into the pool after the demotion.
+    assert all(g["live_bytes"] == 0 for g in stats["groups"])
+
+
+def test_a_pooled_site_that_mostly_hits_keeps_its_pool(tmp_path):
+    """late_site's N/10 requests of another size after N of its own are
+    sampled too, and are too few to demote it."""
+    stats = mo_run(tmp_path, [SIZESITES, N])
+    assert stats["mo"]["sites_demoted"] == 0
