@@ -104,10 +104,16 @@ static void put_stub(uint8_t *r, size_t at, const char *t, const struct ch_stub_
   ch_patch_put_stub(r, at, t, l, slots + 8 * (size_t)k);
 }
 
-static uint8_t *region_for(const struct ch_module *m) {
+/* m's region, or NULL: none made yet. */
+static uint8_t *region_of(const struct ch_module *m) {
   for (unsigned i = 0; i < nregions; i++)
     if (regions[i].m == m) return regions[i].stubs;
-  if (nregions == MAX_REGIONS) return NULL;
+  return NULL;
+}
+
+static uint8_t *region_for(const struct ch_module *m) {
+  uint8_t *found = region_of(m);
+  if (found || nregions == MAX_REGIONS) return found;
   size_t page = ch_page_size(), code = NSTUBS * STUB_SIZE, slots = code, eh = slots + 8 * K_KINDS;
   size_t size = (eh + 128 + page - 1) & ~(page - 1);
   uint8_t *r = ch_patch_map_near(m->lo, m->hi, size);
@@ -254,11 +260,9 @@ int ch_direct_repatch_next(uintptr_t ret) {
   if (!ch_direct_enabled) return 0;
   ch_in_runtime++;
   const struct ch_module *m = ch_module_for(ret);
-  uint8_t *r = NULL;
   int done = 0;
   if (m && ch_patch_trylock()) {
-    for (unsigned i = 0; i < nregions; i++)
-      if (regions[i].m == m) r = regions[i].stubs;
+    uint8_t *r = region_of(m);
     int32_t disp;
     memcpy(&disp, (const void *)(ret - 4), 4);
     uintptr_t at = ret + (intptr_t)disp - (uintptr_t)r;

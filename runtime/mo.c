@@ -76,6 +76,17 @@ static inline size_t slot_of(uintptr_t ret) {
   return (size_t)((ret * 0x9e3779b97f4a7c15ull) >> (64 - TABLE_BITS));
 }
 
+/* The site's monitor, or NULL: none yet. */
+static inline struct monitor *monitor_of(uintptr_t ret) {
+  size_t h = slot_of(ret);
+  for (unsigned i = 0; i < TABLE_PROBES; i++) {
+    struct monitor *e = &table[(h + i) & (TABLE_SIZE - 1)];
+    uintptr_t r = atomic_load_explicit(&e->ret, memory_order_acquire);
+    if (CH_LIKELY(r == ret)) return e;
+    if (!r) break;
+  }
+  return NULL;
+}
 /* The site's monitor, inserted if new; NULL when the table is full. */
 static CH_NOINLINE struct monitor *monitor_insert(uintptr_t ret) {
   struct monitor *m = NULL;
@@ -148,16 +159,6 @@ static CH_NOINLINE void decide(struct monitor *m) {
  * then does (its call is patched again, to the next allocator's stub). Its
  * pooled objects stay where they are until freed. */
 #define DEMOTE_MIN 16
-static struct monitor *monitor_of(uintptr_t ret) {
-  size_t h = slot_of(ret);
-  for (unsigned i = 0; i < TABLE_PROBES; i++) {
-    struct monitor *e = &table[(h + i) & (TABLE_SIZE - 1)];
-    uintptr_t r = atomic_load_explicit(&e->ret, memory_order_acquire);
-    if (r == ret) return e;
-    if (!r) break;
-  }
-  return NULL;
-}
 CH_TLS int ch_mo_sample_in = CH_MO_SAMPLE_GAP;
 static CH_NOINLINE void sample(struct monitor *m, uintptr_t ret, bool hit) {
   ch_mo_sample_in = CH_MO_SAMPLE_GAP;
@@ -207,14 +208,7 @@ static CH_NOINLINE void offer_patch(struct monitor *m, uintptr_t ret, int pool) 
 }
 
 int ch_mo_identify(size_t size, uintptr_t ret) {
-  size_t h = slot_of(ret);
-  struct monitor *m = NULL;
-  for (unsigned i = 0; i < TABLE_PROBES; i++) {
-    struct monitor *e = &table[(h + i) & (TABLE_SIZE - 1)];
-    uintptr_t r = atomic_load_explicit(&e->ret, memory_order_acquire);
-    if (CH_LIKELY(r == ret)) { m = e; break; }
-    if (!r) break;
-  }
+  struct monitor *m = monitor_of(ret);
   if (CH_UNLIKELY(!m)) {
     if (atomic_load_explicit(refused_slot(ret), memory_order_relaxed) == ret || !(m = monitor_insert(ret))) return -1;
   }
