@@ -12,8 +12,9 @@ import os
 
 import pytest
 
-from conftest import COHORT, JEMALLOC, ROOT, run
+from conftest import BUILD, COHORT, JEMALLOC, ROOT, cohort_env, run
 from cohort import workloads
+from cohort.handplan import call_sites, write_plan
 
 NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render"]
 
@@ -177,8 +178,6 @@ def test_allocbench_stream_spreads_one_request_stream_over_groups(tmp_path):
     """allocbench stream makes the same requests whatever G, and a plan that
     names G of its functions' call sites spreads them evenly over G groups;
     allocbench groups does the same with sizes of each function's own."""
-    from cohort.handplan import call_sites, write_plan
-    from conftest import BUILD, cohort_env
     binary = BUILD / "workloads" / "allocbench"
     sizes = {}
     for g in (1, 4):
