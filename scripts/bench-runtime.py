@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.handplan import call_sites, write_plan  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, clean_environment, script_arguments  # noqa: E402
+from cohort.bench import CACHEGRIND_GEOMETRY, clean_environment, script_arguments, spread  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "allocbench"
@@ -139,9 +139,8 @@ def show(title, got, base, unit="ns/op"):
     print(f"\n{title}")
     b = statistics.median(got[base])
     for k, v in got.items():
-        q = statistics.quantiles(v, n=4)
-        m = statistics.median(v)
-        print(f"  {k:<28} median {m:7.2f} {unit}  (p25 {q[0]:6.2f}, p75 {q[2]:6.2f})  x{m / b:5.3f}")
+        lo, m, hi = spread(v)
+        print(f"  {k:<28} median {m:7.2f} {unit}  (p25 {lo:6.2f}, p75 {hi:6.2f})  x{m / b:5.3f}")
 
 
 def main():
@@ -192,25 +191,24 @@ def main():
     # allocator's misses) grow with G; "stream" makes the same requests
     # whatever G, so that only the spread over groups changes.
     if "groups" in SECTIONS:
-        names = ("glibc", "jemalloc", "cohort groups")
+        allocators = ("glibc", "jemalloc", "cohort groups")
         for test, sizes in (("groups", "three sizes per function, 16..256 B"),
                             ("stream", "the same requests whatever G: 16, 96 or 176 B")):
             counts = {}
             for g in GROUP_COUNTS:
                 run = [BIN, test, 10_000_000, g]
-                plan_env = environment(plan=groups_plan(g))
+                envs = dict(zip(allocators, (plain, jem_plain, environment(plan=groups_plan(g)))))
                 show(f"allocbench {test}: churn over {g} group(s) in rotation, {sizes}, window of 1024",
-                     measure({"glibc": (run, plain), "jemalloc": (run, jem_plain), "cohort groups": (run, plan_env)}),
-                     "glibc")
-                for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort groups", plan_env)):
+                     measure({name: (run, env) for name, env in envs.items()}), "glibc")
+                for name, env in envs.items():
                     counts[(g, name)] = per_pair(lambda n: [BIN, test, n, g], env, 200_000)
             print(f"\ncachegrind, allocbench {test}, per malloc+free pair (loop included), "
                   "D1 32 KiB 8-way, LL 1 MiB 16-way")
-            print(f"  {'groups':>6}  " + "  ".join(f"{n:>24}" for n in names))
-            print(f"  {'':>6}  " + "  ".join(f"{'instr':>11} {'D1 misses':>12}" for _ in range(3)))
+            print(f"  {'groups':>6}  " + "  ".join(f"{name:>24}" for name in allocators))
+            print(f"  {'':>6}  " + "  ".join(f"{'instr':>11} {'D1 misses':>12}" for _ in allocators))
             for g in GROUP_COUNTS:
-                print(f"  {g:>6}  " + "  ".join(f"{counts[(g, n)][0]:11.1f} {counts[(g, n)][1]:12.3f}"
-                                                for n in names))
+                print(f"  {g:>6}  " + "  ".join(f"{counts[(g, name)][0]:11.1f} {counts[(g, name)][1]:12.3f}"
+                                                for name in allocators))
 
     if "deep" in SECTIONS:
         p = plans()
