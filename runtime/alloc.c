@@ -97,6 +97,21 @@ static CH_NOINLINE void *dpa_framed(size_t size) {
   return CH_KEEP_FRAME(ch_dpa_malloc(size, ENTRY_FRAME()));
 }
 
+/* DPA's lane for a hinted request: a trusted hint's pool needs no frame;
+ * anything else goes on to the framed path, a tail call, so that it finds
+ * the stack malloc was called with. */
+static CH_NOINLINE void *dpa_hinted_flush(size_t size, int g) {
+  ch_identify_flush_due();
+  return ch_group_malloc_or_next((unsigned)g, size);
+}
+static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
+  enum ch_path how;
+  int g = ch_dpa_trusted(size, &how);
+  if (CH_UNLIKELY(g < 0)) return dpa_framed(size);
+  if (CH_UNLIKELY(!ch_identify_count_path(how))) return dpa_hinted_flush(size, g);
+  return ch_group_malloc_or_next((unsigned)g, size);
+}
+
 /* Everything but the fast lane: the all and random controls need no frame
  * either; under a plan, a tail call to malloc_framed. */
 static CH_NOINLINE void *malloc_rest(size_t size) {
@@ -125,7 +140,7 @@ CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
   struct ch_group_heap *gh = ch_lane(size);
   if (CH_LIKELY(gh != NULL)) return lane_malloc(gh, size);
   if (ch_site_lane) return ch_site_malloc(size, (uintptr_t)__builtin_return_address(0));   /* MO: no frame needed */
-  if (ch_chain_lane) return dpa_framed(size);
+  if (ch_chain_lane) return ch_dpa_hint | ch_dpa_prefix_hint ? dpa_hinted(size) : dpa_framed(size);
   return malloc_rest(size);
 }
 

@@ -57,7 +57,29 @@ struct hint_chain {
   int32_t off[HINT_FRAMES - 1];   /* of pc[1..n) */
   int32_t pool;
   uint8_t n;                      /* 0: no fixed places, never hinted */
+  uint8_t trust;                  /* TRUST_* */
+  uint8_t held;                   /* checks in a row that held, while TRUST_CHECKING */
 } __attribute__((aligned(64)));
+/* Trusted hints. Checking a hint against the stack costs more than the
+ * rest of an allocation: the frame it starts from, the chain's return
+ * addresses (calc 150 under dpa: 998 M instructions in dpa.c for 13 M
+ * allocations). What an allocation needs is its pool, not its chain, so a
+ * group's hint is checked by the pool its allocation goes to: the hint's
+ * group's when the stack holds its chain, otherwise the pool of whichever
+ * group the stack does hold. A hint whose allocations went to its pool
+ * TRUST_AFTER times in a row is trusted: malloc and operator new take that
+ * pool with no frame and no check (ch_dpa_trusted), and check once in
+ * CHECK_GAP of the thread's trusted allocations; a check that finds another
+ * pool, or none, sends the hint back to being checked every time. So a call
+ * that ends the chains of several groups of one pool (an interpreter's
+ * constructor called from many places, whose temporaries all go to the
+ * churn pool) names that pool at the cost of one load, and the price of
+ * trust is an object placed in the wrong pool now and then until the next
+ * check: a place, never a wrong answer. */
+enum { TRUST_CHECKING, TRUST_YES };
+#define TRUST_AFTER 64
+#define CHECK_GAP 64
+static CH_TLS int32_t check_in = CHECK_GAP;
 static struct hint_chain *hint_chains;
 /* Prefix hints. A call that ends the chains of several groups names the
  * first of them decided; where it does, the call one frame in may name the
@@ -174,7 +196,7 @@ static uint32_t decide(const uintptr_t *pcs, const bool *sys, const int32_t *off
   bool extend = !end && more && depth + 1 < FRAMES_MAX &&
                 (sys[depth] || (napp < CH_DPA_CHAIN_MAX && is_wrapper(pcs[depth])));
   int32_t next_off = extend ? offs[depth + 1] : 0;
-  uint32_t v = !extend ? og_new(pcs, sys, end ? NULL : offs, end ? depth : depth + 1, size)
+  uint32_t v = !extend ? og_new(pcs, sys, offs, end ? depth : depth + 1, size)
              : (uint32_t)next_off << 8 | V_EXTEND;
   *at = parent ? ch_trie_add(parent, pc, v) : NULL;
   if (!*at) atomic_fetch_add(&ch_dpa_counts.table_full, 1);
@@ -545,32 +567,121 @@ static CH_NOINLINE uint32_t walk(size_t size, const uintptr_t *fp) {
   return v;
 }
 
+/* A check of hint c, a group's (its pool fixed) or a prefix's (learnt: the
+ * pool its last allocation went to): an allocation made while it was set
+ * went to pool g. Threads may race on the count and on a prefix's pool,
+ * which only delays or hastens trust. */
+static CH_NOINLINE void hint_checked(struct hint_chain *c, int g, bool learn) {
+  if (check_in < 0) check_in = CHECK_GAP;
+  uint8_t t = __atomic_load_n(&c->trust, __ATOMIC_RELAXED);
+  if (g < 0 || g != __atomic_load_n(&c->pool, __ATOMIC_RELAXED)) {
+    if (learn) __atomic_store_n(&c->pool, g, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->held, 0, __ATOMIC_RELAXED);
+    if (t == TRUST_YES && __atomic_exchange_n(&c->trust, TRUST_CHECKING, __ATOMIC_RELAXED) == TRUST_YES)
+      atomic_fetch_add_explicit(&ch_dpa_counts.hints_distrusted, 1, memory_order_relaxed);
+    return;
+  }
+  uint8_t held = __atomic_load_n(&c->held, __ATOMIC_RELAXED);
+  if (t != TRUST_CHECKING) return;
+  if (held + 1 < TRUST_AFTER) { __atomic_store_n(&c->held, held + 1, __ATOMIC_RELAXED); return; }
+  uint8_t expect = TRUST_CHECKING;
+  if (__atomic_compare_exchange_n(&c->trust, &expect, TRUST_YES, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&c->held, 0, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ch_dpa_counts.hints_trusted, 1, memory_order_relaxed);
+  }
+}
+static inline void hint_check(struct hint_chain *c, int g, bool learn) {
+  if (CH_UNLIKELY(g != __atomic_load_n(&c->pool, __ATOMIC_RELAXED)) || CH_UNLIKELY(check_in < 0)) {
+    hint_checked(c, g, learn);
+  } else if (__atomic_load_n(&c->trust, __ATOMIC_RELAXED) == TRUST_CHECKING) {   /* held once more, inline: most checks are of this kind */
+    uint8_t held = __atomic_load_n(&c->held, __ATOMIC_RELAXED);
+    if (CH_UNLIKELY(held + 1 >= TRUST_AFTER)) hint_checked(c, g, learn);
+    else __atomic_store_n(&c->held, held + 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* malloc's and operator new's lane for a trusted hint (a hint of the
+ * thread's is set): the pool of its group's hint if trusted, else of its
+ * prefix's, the hints taken, *how the path; -1: the framed path decides,
+ * the hints left to it (none trusted, no pool, a request DPA does not
+ * pool, a check or a sample due). */
+static inline bool trusted(const struct hint_chain *c) {
+  return __atomic_load_n(&c->trust, __ATOMIC_RELAXED) == TRUST_YES;
+}
+int ch_dpa_trusted(size_t size, enum ch_path *how) {
+  uint32_t h = ch_dpa_hint, ph = ch_dpa_prefix_hint;
+  const struct hint_chain *c = h ? &hint_chains[h - 1] : NULL;
+  *how = CH_PATH_DPA_HINTED;
+  if (!c || !trusted(c)) {
+    c = ph ? &prefix_hints[ph - 1].way[0] : NULL;
+    *how = CH_PATH_DPA_PREFIX;
+    if (!c || !trusted(c)) return -1;
+  }
+  if (size > ch_max_size || ch_in_runtime) return -1;
+  int pool = __atomic_load_n(&c->pool, __ATOMIC_RELAXED);
+  if (CH_LIKELY(pool >= 0) && CH_LIKELY(--check_in >= 0) && CH_LIKELY(sample_in > 0)) {
+    sample_in--;
+    ch_dpa_hint = 0;
+    ch_dpa_prefix_hint = 0;
+    return pool;
+  }
+  return -1;
+}
+
+/* A group whose hint is patched was found without it MISSED_OFFER times:
+ * the hint was gone by the time the allocation came (the hinted call
+ * allocated before, or its callee called it again and returned, as a
+ * recursive builder does). The call one frame in may tell the chain's
+ * prefix at the time it is needed: offer it. */
+#define MISSED_OFFER 64
+static CH_NOINLINE void hint_missed(unsigned og) {
+  struct ch_dpa_live *o = &ch_dpa_live[og];
+  if (atomic_fetch_add_explicit(&o->missed, 1, memory_order_relaxed) + 1 != MISSED_OFFER) return;
+  ch_in_runtime++;   /* registering the stubs' unwind table may allocate */
+  prefix_offer(&hint_chains[og]);
+  ch_in_runtime--;
+}
+
 static inline __attribute__((always_inline)) int identify(size_t size, const uintptr_t *fp, enum ch_path *how) {
-  uint32_t h = ch_dpa_hint, v = V_EMPTY;
+  uint32_t h = ch_dpa_hint, ph = ch_dpa_prefix_hint, v = V_EMPTY;
+  struct hint_chain *gc = NULL;   /* the hints set, checked by the pool the allocation goes to */
+  struct hint_chain *pc = ph ? &prefix_hints[ph - 1].way[0] : NULL;
+  unsigned og;
+  int g;
   if (h) {
     ch_dpa_hint = 0;
-    const struct hint_chain *c = &hint_chains[h - 1];
-    if (CH_LIKELY(chain_here(c, fp))) {
+    gc = &hint_chains[h - 1];
+    if (CH_LIKELY(chain_here(gc, fp))) {
       ch_dpa_prefix_hint = 0;
       *how = CH_PATH_DPA_HINTED;
-      if (CH_UNLIKELY(--sample_in < 0)) return sample_due(h - 1, c->pool);
-      return c->pool;
+      og = h - 1;
+      g = gc->pool;
+      goto found;
     }
   }
-  if ((h = ch_dpa_prefix_hint) != 0) {
+  if (ph) {
     ch_dpa_prefix_hint = 0;
-    v = prefix_chain(h - 1, fp);
+    v = prefix_chain(ph - 1, fp);
     if (KIND(v) == V_OG) *how = CH_PATH_DPA_PREFIX;
   }
   if (KIND(v) == V_EMPTY) v = short_chain(fp);
-  if (CH_UNLIKELY(KIND(v) != V_OG) && KIND(v = walk(size, fp)) != V_OG) return -1;
-  unsigned og = OG_OF(v);
+  if (CH_UNLIKELY(KIND(v) != V_OG) && KIND(v = walk(size, fp)) != V_OG) {
+    if (gc) hint_checked(gc, -1, false);
+    if (pc) hint_checked(pc, -1, true);
+    return -1;
+  }
+  og = OG_OF(v);
   struct ch_dpa_live *o = &ch_dpa_live[og];
-  int g = atomic_load_explicit(&o->pool, memory_order_acquire);
+  g = atomic_load_explicit(&o->pool, memory_order_acquire);
   if (CH_UNLIKELY(g < 0)) g = g == CH_DPA_COUNTING ? og_count(og, size) : -1;
-  if (CH_UNLIKELY(atomic_load_explicit(&o->hint, memory_order_relaxed) == CH_HINT_UNTRIED) &&
-      atomic_load_explicit(&o->pool, memory_order_acquire) != CH_DPA_COUNTING)
+  uint8_t hint = atomic_load_explicit(&o->hint, memory_order_relaxed);
+  if (CH_UNLIKELY(hint == CH_HINT_UNTRIED) && atomic_load_explicit(&o->pool, memory_order_acquire) != CH_DPA_COUNTING)
     hint_offer(og);
+  else if (CH_UNLIKELY(hint == CH_HINT_PATCHED) && *how == CH_PATH_DPA)
+    hint_missed(og);
+found:
+  if (CH_UNLIKELY(gc != NULL)) hint_check(gc, g, false);
+  if (CH_UNLIKELY(pc != NULL)) hint_check(pc, g, true);
   if (CH_UNLIKELY(--sample_in < 0)) return sample_due(og, g);
   return g;
 }

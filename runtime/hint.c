@@ -13,8 +13,11 @@
  * and dpa.c checks it against the stack (the chain's return addresses at
  * their fixed places), so a hint that the callee did not follow to the
  * allocator, or that a signal handler's allocation found first, costs the
- * ordinary probes and never a wrong group: a stack that holds the chain's
- * return addresses at those places is that chain, whatever set the hint.
+ * ordinary probes: a stack that holds the chain's return addresses at those
+ * places is that chain, whatever set the hint. A hint whose allocations
+ * keep going to its pool comes to be trusted, and is then checked once in
+ * 64 allocations only (dpa.c): a hint found wrong in between places an
+ * object in the wrong pool, never more.
  *
  * Stubs come in blocks of one page, one stub per group index, written whole
  * when the block is made and executable from then on; each stub jumps

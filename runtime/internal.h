@@ -901,6 +901,7 @@ struct ch_dpa_og {
 struct ch_dpa_live {
   _Atomic int32_t pool;   /* a Cohort group, or CH_DPA_COUNTING / NO_POOL / CHURN */
   _Atomic uint8_t hint;   /* CH_HINT_*: its outermost call, patched to name it */
+  _Atomic uint16_t missed;   /* allocations found by probing while the hint was patched */
 };
 struct ch_dpa_counts {
   atomic_ulong verdicts[CH_WRAP_VERDICTS];  /* call sites analysed, by verdict */
@@ -908,6 +909,7 @@ struct ch_dpa_counts {
   atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
   atomic_ulong unripe;   /* allocations before their caller had made min_objects */
   atomic_ulong hints_patched, hints_left;
+  atomic_ulong hints_trusted, hints_distrusted;   /* hints taken unchecked; trusted once, then a check failed */
   atomic_ulong prefix_hints;   /* calls patched to name a chain's prefix */
   atomic_ulong pools_demoted;   /* found to hold churn: their groups went to the churn pool */
 };
@@ -921,6 +923,9 @@ void ch_dpa_init(void);
  * call, hint.c). */
 int ch_dpa_identify(size_t size, const uintptr_t *fp, enum ch_path *how);
 void *ch_dpa_malloc_sampled(size_t size);
+/* The thread's hint is set: its group's pool if the hint is trusted, taken
+ * with no frame and no check; -1: the framed path decides. */
+int ch_dpa_trusted(size_t size, enum ch_path *how);
 int ch_dpa_unsample(void);
 /* The path counted for DPA's verdict g on an allocation, found by how: a
  * sample counts as the group it was drawn from. */

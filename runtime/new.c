@@ -77,6 +77,17 @@ static CH_NOINLINE void *new_lane_rest(struct ch_group_heap *gh, size_t n) {
   void *p = ch_group_lane_general(gh, n);
   return CH_LIKELY(p != NULL) ? p : new_rest(n);
 }
+/* DPA, the thread's hint set: a trusted hint's pool (see malloc). */
+static CH_NOINLINE __attribute__((flatten)) void *new_hinted(size_t n) {
+  enum ch_path how;
+  int g = ch_dpa_trusted(n, &how);
+  if (CH_LIKELY(g >= 0)) {
+    if (CH_UNLIKELY(!ch_identify_count_path(how))) ch_identify_flush_due();
+    void *p = ch_group_malloc_or_next((unsigned)g, n);
+    if (CH_LIKELY(p != NULL)) return p;
+  }
+  return new_rest(n);   /* the framed path; after a failure, the new_handler */
+}
 /* MO: the call site is the return address. */
 static CH_NOINLINE void *new_site(size_t n, uintptr_t ret) {
   void *p = ch_site_malloc(n, ret);
@@ -93,6 +104,7 @@ static inline void *new_lane(size_t n, uintptr_t ret) {
     return new_lane_rest(gh, n);
   }
   if (ch_site_lane) return new_site(n, ret);
+  if (ch_chain_lane && (ch_dpa_hint | ch_dpa_prefix_hint)) return new_hinted(n);
   return new_rest(n);
 }
 CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znwm(size_t n) {

@@ -81,6 +81,55 @@ def test_hints_name_the_group_at_the_outermost_call(tmp_path):
     assert unpatched["dpa"]["pools"] == stats["dpa"]["pools"]
 
 
+def test_trusted_hints_place_as_checked_hints_do(tmp_path):
+    """A hint whose allocations keep going to its pool is trusted: malloc
+    takes its pool with no stack check but now and then. Where every hinted
+    call allocates its own chain, trusting changes no object's place."""
+    argv = [WORKLOADS / "wrapped", 20000, 100000]
+    _, stats = dpa_run(tmp_path, argv)
+    assert stats["dpa"]["hints_trusted"] == 3 and stats["dpa"]["hints_distrusted"] == 0
+    _, unpatched = dpa_run(tmp_path, argv, patch=0)
+    assert unpatched["dpa"]["hints_trusted"] == 0
+    placed = lambda s: sorted((g["name"], g["allocations"]) for g in s["groups"])
+    assert placed(stats) == placed(unpatched)
+
+
+def test_a_trusted_hint_found_wrong_is_checked_again(tmp_path):
+    """trusthint: A's hint is trusted, then its call stops allocating on
+    every other round, and the hint it left is found by an allocation of B's,
+    which no hint names. The next check finds B's pool and ends the trust,
+    which never comes back (every other check fails): at most one gap of
+    unchecked allocations, 64, went to A's pool."""
+    binary = BUILD / "tests" / "programs" / "trusthint"
+    count = 100000
+    _, stats = dpa_run(tmp_path, [binary, count])
+    assert stats["dpa"]["hints_trusted"] == 1 and stats["dpa"]["hints_distrusted"] == 1
+    pool_of = {c["size"]: c["pool"] for c in stats["dpa"]["chains"]}
+    made = {g["id"]: g["allocations"] for g in stats["groups"]}
+    a_total, b_total = count + count // 2, 2 * count
+    assert made[pool_of[16]] <= a_total - 100 + 64
+    assert made[pool_of[48]] >= b_total - 200 - 64
+    assert made[pool_of[16]] + made[pool_of[48]] + stats["identification"]["dpa_below"] == a_total + b_total
+
+
+def test_a_recursive_builder_gets_its_prefix_named(tmp_path):
+    """patients: step() calls itself before it makes its entry, so the hint
+    that its recursive call set is gone by the time the entry is made, and
+    the chain was found by probing. After 64 such misses the call one frame
+    in (step's call of new_entry) is patched to name the chain's prefix,
+    whose allocations all go to one pool: the prefix is trusted, and almost
+    nothing is probed any more."""
+    argv = [WORKLOADS / "patients", *inputs("patients")["train"]]
+    _, stats = dpa_run(tmp_path, argv)
+    ident = stats["identification"]
+    total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+    assert stats["dpa"]["prefix_hints"] >= 1 and stats["dpa"]["hints_trusted"] >= 1
+    assert ident["dpa_prefix"] > 0.3 * total
+    assert ident["dpa"] < 0.01 * total
+    _, unpatched = dpa_run(tmp_path, argv, patch=0)
+    assert unpatched["identification"]["dpa"] > 0.9 * total
+
+
 def test_prefix_hints_where_no_call_tells_the_group(tmp_path):
     """Six groups, each a pair of calls: make() allocates at two places and
     build() calls it at three. The chains' outermost call, which ends all
