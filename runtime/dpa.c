@@ -75,7 +75,9 @@ struct hint_chain {
  * constructor called from many places, whose temporaries all go to the
  * churn pool) names that pool at the cost of one load, and the price of
  * trust is an object placed in the wrong pool now and then until the next
- * check: a place, never a wrong answer. */
+ * check: a place, never a wrong answer. A prefix hint is trusted alike, its
+ * pool learnt (the pool of the last allocation made while it was set), its
+ * state in its first way's line. */
 enum { TRUST_CHECKING, TRUST_YES };
 #define TRUST_AFTER 64
 #define CHECK_GAP 64
