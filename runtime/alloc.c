@@ -97,18 +97,20 @@ static CH_NOINLINE void *dpa_framed(size_t size) {
   return CH_KEEP_FRAME(ch_dpa_malloc(size, ENTRY_FRAME()));
 }
 
+/* A group's allocation whose path count made the counts due: flushed first. */
+static CH_NOINLINE void *group_malloc_flush(size_t size, unsigned group) {
+  ch_identify_flush_due();
+  return ch_group_malloc_or_next(group, size);
+}
+
 /* DPA's lane for a hinted request: a trusted hint's pool needs no frame;
  * anything else goes on to the framed path, a tail call, so that it finds
  * the stack malloc was called with. */
-static CH_NOINLINE void *dpa_hinted_flush(size_t size, int g) {
-  ch_identify_flush_due();
-  return ch_group_malloc_or_next((unsigned)g, size);
-}
 static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
   enum ch_path how;
   int g = ch_dpa_trusted(size, &how);
   if (CH_UNLIKELY(g < 0)) return dpa_framed(size);
-  if (CH_UNLIKELY(!ch_identify_count_path(how))) return dpa_hinted_flush(size, g);
+  if (CH_UNLIKELY(!ch_identify_count_path(how))) return group_malloc_flush(size, (unsigned)g);
   return ch_group_malloc_or_next((unsigned)g, size);
 }
 
@@ -155,13 +157,9 @@ extern __typeof__(malloc) ch_malloc_entry __attribute__((alias("malloc"), visibi
  * allocator's fast path, and nothing to decide. The stub jumped here, so the
  * stack is that of a plain call to malloc, and anything unusual (a large
  * request, a plan disabled since) is malloc's own business: a tail call. */
-static CH_NOINLINE void *direct_malloc_flush(size_t size, unsigned group) {
-  ch_identify_flush_due();
-  return ch_group_malloc_or_next(group, size);
-}
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned group) {
   if (CH_LIKELY(size <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_malloc_flush(size, group);
+    if (CH_UNLIKELY(!ch_identify_count_direct())) return group_malloc_flush(size, group);
     return ch_group_malloc_or_next(group, size);
   }
   return ch_malloc_entry(size);

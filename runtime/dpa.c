@@ -679,8 +679,9 @@ static inline __attribute__((always_inline)) int identify(size_t size, const uin
   uint8_t hint = atomic_load_explicit(&o->hint, memory_order_relaxed);
   if (CH_UNLIKELY(hint == CH_HINT_UNTRIED) && atomic_load_explicit(&o->pool, memory_order_acquire) != CH_DPA_COUNTING)
     hint_offer(og);
-  else if (CH_UNLIKELY(hint == CH_HINT_PATCHED) && *how == CH_PATH_DPA)
-    hint_missed(og);
+  else if (CH_UNLIKELY(hint == CH_HINT_PATCHED) && *how == CH_PATH_DPA &&
+           atomic_load_explicit(&o->missed, memory_order_relaxed) < MISSED_OFFER)
+    hint_missed(og);   /* counted up to the offer, and no further */
 found:
   if (CH_UNLIKELY(gc != NULL)) hint_check(gc, g, false);
   if (CH_UNLIKELY(pc != NULL)) hint_check(pc, g, true);
