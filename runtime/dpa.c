@@ -80,8 +80,8 @@ struct hint_chain {
  * state in its first way's line. */
 enum { TRUST_CHECKING, TRUST_YES };
 #define TRUST_AFTER 64
-#define CHECK_GAP 64
-static CH_TLS int32_t check_in = CHECK_GAP;
+#define CHECK_GAP CH_DPA_CHECK_GAP
+#define check_in (ch_thread.dpa_check_in)
 static struct hint_chain *hint_chains;
 /* Prefix hints. A call that ends the chains of several groups names the
  * first of them decided; where it does, the call one frame in may name the
@@ -396,7 +396,7 @@ static CH_NOINLINE int og_count(unsigned og, size_t size) {
 #define SAMPLE_GAP_MAX 65536
 #define SAMPLE_STEP 512
 static _Atomic int32_t sample_gap = SAMPLE_GAP_MIN;
-static CH_TLS int32_t sample_in;
+#define sample_in (ch_thread.dpa_sample_in)
 static CH_TLS int sampled_group;
 static CH_TLS unsigned sampled_og;
 

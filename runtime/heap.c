@@ -31,7 +31,8 @@
 /* The thread's heap, and the fast paths' view of it: the same, except in
  * the checked mode, where my_heap stays NULL so that every allocation and
  * free leaves its fast path for the slow one, which hands it to check.c. */
-static CH_TLS struct ch_heap *own_heap, *my_heap;
+#define own_heap (ch_thread.own_heap)
+#define my_heap (ch_thread.my_heap)
 /* The heap this thread left idle when it started another thread, and the
  * life word it left it with ("A thread that starts another", below). */
 static CH_TLS struct ch_heap *idle_heap;
@@ -847,7 +848,6 @@ void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, 
 
 /* Armed, the control group's line of the thread's own heap; never in the
  * checked mode, whose my_heap stays NULL. */
-CH_TLS struct ch_group_heap *ch_control_gh;
 void ch_heap_arm_control(void) {
   ch_control_gh = !my_heap ? NULL
                   : ch_control_spread ? (struct ch_group_heap *)((uintptr_t)&my_heap->g[0] | 1)

@@ -31,7 +31,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-CH_TLS uint32_t ch_dpa_hint, ch_dpa_prefix_hint;
 bool ch_hint_enabled;
 
 __asm__(

@@ -39,10 +39,9 @@ static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
  * allocations (and when the thread exits or statistics are written), so an
  * allocation pays neither for a contended atomic nor, often, for the cache
  * lines of the shared counters. */
-static CH_TLS uint32_t tcount[CH_PATH_COUNT];
+#define tcount (ch_thread.path_count)
 static CH_TLS uint32_t tjoined;
 atomic_ulong ch_walks_joined;
-CH_TLS uint64_t ch_random_state;
 _Atomic uint64_t ch_random_threads;
 
 /* How many frames identification walked past the innermost application
@@ -56,7 +55,8 @@ const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3",
 /* tbudget: allocations a thread may count before its counts are flushed; 0
  * in a new thread, whose first count registers it. tbudget_base: its value
  * after the last flush. */
-static CH_TLS int32_t tbudget, tbudget_base;
+#define tbudget (ch_thread.count_budget)
+static CH_TLS int32_t tbudget_base;
 /* The path of allocations counted by the budget alone: direct sites under a
  * plan, every small allocation on the frameless path (ch_identify_control):
  * the all and random controls, and a plan with nothing but its rest pool. */
@@ -265,7 +265,6 @@ static inline int random_group(void) {
 _Atomic bool ch_identify_controls;
 size_t ch_control_limit;
 unsigned ch_control_group, ch_control_spread;
-CH_TLS uint32_t ch_control_count;   /* counted on budget_path when the counts are flushed */
 /* The lane may be armed for a thread once its counts will be flushed at its
  * exit (tregistered); the entry points arm it. It ignores ch_in_runtime: that
  * guards stack walks, and the lane walks nothing; the heap code it enters

@@ -27,7 +27,10 @@ void *ch_direct_next_malloc(size_t size);
 void *ch_direct_next_new(size_t size);
 
 atomic_int ch_init_state;
-CH_TLS int ch_in_runtime;
+CH_TLS struct ch_thread ch_thread = {
+  .dpa_check_in = CH_DPA_CHECK_GAP,
+  .mo_sample_in = CH_MO_SAMPLE_GAP,
+};
 
 static void atfork_prepare(void) {
   ch_modules_atfork_prepare();

@@ -303,7 +303,7 @@ void *ch_group_malloc(unsigned group, size_t size);   /* align 16, not zeroed */
  * 64-aligned), the mark that says "draw a group" at the cost of one test of
  * a value the lane has loaded anyway. The entry points arm it (when
  * ch_identify_lane_ready); the heap's teardown disarms. */
-extern CH_TLS struct ch_group_heap *ch_control_gh;
+/* ch_control_gh: in the thread block (struct ch_thread). */
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
 void ch_heap_arm_control(void);
 /* Hand this thread's batch of frees into other threads' chunks to their
@@ -573,6 +573,36 @@ enum ch_path {
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
+
+/* The thread's hot state, in one TLS block. In a shared library each
+ * variable of its own costs an entry point a load of its offset from the
+ * GOT (initial-exec); the fields of one block share that load, so that a
+ * lane that tests the hints, counts its path and takes the thread's heap
+ * pays it once. Each field belongs to the file named, which alone writes it
+ * (the stubs of hint.c write the hints at their offsets). */
+struct ch_thread {
+  int in_runtime;                   /* init.c: >0 while the runtime itself is allocating */
+  uint32_t dpa_hint;                /* hint.c: a DPA group's index + 1, set by its stub; 0: none */
+  uint32_t dpa_prefix_hint;         /* hint.c: a prefix hint's index + 1 (dpa.c); 0: none */
+  int32_t dpa_check_in;             /* dpa.c: trusted allocations until a hint is checked again */
+  int32_t dpa_sample_in;            /* dpa.c: allocations until the next shape-graph sample */
+  int mo_sample_in;                 /* mo.c: pooled sites' requests until the next sample */
+  int32_t count_budget;             /* identify.c: allocations until the path counts are flushed */
+  uint32_t control_count;           /* identify.c: the lane's allocations, counted at the flush */
+  struct ch_group_heap *control_gh; /* heap.c: the lane's armed heap line (ch_lane) */
+  struct ch_heap *my_heap;          /* heap.c: the fast paths' heap (NULL in the checked mode) */
+  struct ch_heap *own_heap;         /* heap.c: the thread's heap */
+  uint64_t random_state;            /* identify.c: the random control's draws */
+  uint32_t path_count[CH_PATH_COUNT];   /* identify.c: allocations by path, not yet flushed */
+};
+extern CH_TLS struct ch_thread ch_thread;
+#define ch_in_runtime (ch_thread.in_runtime)
+#define ch_dpa_hint (ch_thread.dpa_hint)
+#define ch_dpa_prefix_hint (ch_thread.dpa_prefix_hint)
+#define ch_mo_sample_in (ch_thread.mo_sample_in)
+#define ch_control_count (ch_thread.control_count)
+#define ch_control_gh (ch_thread.control_gh)
+#define ch_random_state (ch_thread.random_state)
 #define CH_FRAME_BUCKETS 7
 extern const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS];
 extern atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
@@ -606,8 +636,8 @@ extern size_t ch_control_limit;
 extern unsigned ch_control_group;
 /* The random control's number of groups, 0 under every other mode. */
 extern unsigned ch_control_spread;
-/* The random control's draw: one of ch_control_spread groups. */
-extern CH_TLS uint64_t ch_random_state;
+/* The random control's draw: one of ch_control_spread groups, from
+ * ch_random_state (the thread block). */
 /* Threads that have drawn: a thread's first state is the seed plus its
  * place in that order times an odd constant (never 0: bit 0 is set). Not an
  * address, so that COHORT_SEED gives the same draws run after run, with
@@ -623,7 +653,6 @@ static inline unsigned ch_random_group(void) {
   ch_random_state = x;
   return (unsigned)(((x >> 32) * ch_control_spread) >> 32);
 }
-extern CH_TLS uint32_t ch_control_count;
 void ch_identify_controls_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
 /* For the entry points: the heap line the lane serves a request of n bytes
@@ -834,7 +863,6 @@ void ch_ensure_init(void);
  * threads' chunks) goes out now: before a statistics write that is not in a
  * signal handler. */
 void ch_flush_thread(void);
-extern CH_TLS int ch_in_runtime;   /* >0 while the runtime itself is allocating */
 
 
 /* ---------------------------------------------------------- wrapper.c */
@@ -883,6 +911,7 @@ struct ch_trie_node *ch_trie_add(struct ch_trie_node *parent, uintptr_t pc, uint
 /* -------------------------------------------------------------- dpa.c */
 #define CH_DPA_MAX_OGS 4096
 #define CH_DPA_PREFIX_HINTS 1024   /* hints that name a chain's prefix (dpa.c): ids from CH_DPA_MAX_OGS on */
+#define CH_DPA_CHECK_GAP 64       /* a trusted hint is checked again once in this many allocations (dpa.c) */
 #define CH_DPA_CHAIN_MAX 8      /* application frames in a chain (dpa.c); a group keeps each */
 #define CH_DPA_COUNTING (-1)   /* a group's pool while it counts towards the threshold */
 #define CH_DPA_NO_POOL (-2)    /* none: every Cohort group was taken */
@@ -942,8 +971,7 @@ int ch_dpa_churn_pool(void);   /* the pool that groups of churn share; -1: none 
 /* A DPA group's hint: CH_HINT_UNTRIED until its chain is decided (or for
  * good, if no hint can be patched for it: CH_HINT_NONE). */
 enum { CH_HINT_UNTRIED, CH_HINT_BUSY, CH_HINT_PATCHED, CH_HINT_LEFT, CH_HINT_NONE, CH_HINT_RETRY };
-extern CH_TLS uint32_t ch_dpa_hint;   /* a group's index + 1, set by its stub; 0: none */
-extern CH_TLS uint32_t ch_dpa_prefix_hint;   /* a prefix hint's index + 1 (dpa.c), set by its stub; 0: none */
+/* ch_dpa_hint, ch_dpa_prefix_hint: in the thread block. */
 extern bool ch_hint_enabled;
 void ch_hint_init(void);   /* when patching is allowed (COHORT_PATCH) and a decoder exists */
 /* Patch the call returning to ret to set hint og (a group's index, or
@@ -968,7 +996,6 @@ bool ch_mo_site(unsigned i, struct ch_mo_site *out);
  * pooled sites' is sampled, whichever site makes it, so that each site is
  * sampled as often as it allocates: ch_mo_sample_in counts down to it. */
 #define CH_MO_SAMPLE_GAP 64
-extern CH_TLS int ch_mo_sample_in;
 void ch_mo_sample(uintptr_t ret, bool hit);
 void ch_mo_atfork_child(void);
 

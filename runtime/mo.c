@@ -159,7 +159,6 @@ static CH_NOINLINE void decide(struct monitor *m) {
  * then does (its call is patched again, to the next allocator's stub). Its
  * pooled objects stay where they are until freed. */
 #define DEMOTE_MIN 16
-CH_TLS int ch_mo_sample_in = CH_MO_SAMPLE_GAP;
 static CH_NOINLINE void sample(struct monitor *m, uintptr_t ret, bool hit) {
   ch_mo_sample_in = CH_MO_SAMPLE_GAP;
   if (hit) { atomic_fetch_add_explicit(&m->hits, 1, memory_order_relaxed); return; }
