@@ -108,7 +108,7 @@ static CH_NOINLINE void *group_malloc_flush(size_t size, unsigned group) {
  * the stack malloc was called with. */
 static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
   enum ch_path how;
-  int g = ch_dpa_trusted(size, &how);
+  int g = ch_dpa_trusted(size, CH_LANE_FRAME(), &how);
   if (CH_UNLIKELY(g < 0)) return dpa_framed(size);
   if (CH_UNLIKELY(!ch_identify_count_path(how))) return group_malloc_flush(size, (unsigned)g);
   return ch_group_malloc_or_next((unsigned)g, size);

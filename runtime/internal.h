@@ -33,6 +33,11 @@
  * that is handed it goes through CH_KEEP_FRAME, so the compiler cannot turn
  * it into a sibling call that pops the frame first. */
 #define CH_ENTRY_FRAME() ((const uintptr_t *)__builtin_frame_address(0))
+/* Where the entry point's frame would be, for a lane that the entry point
+ * reached by a tail call and that keeps no frame: two words below its CFA,
+ * the return address at [1]. Only the return address and the stack above
+ * it may be read through it; [0] is not a saved %rbp. */
+#define CH_LANE_FRAME() ((const uintptr_t *)__builtin_dwarf_cfa() - 2)
 #define CH_KEEP_FRAME(call) __extension__({ __typeof__(call) r_ = (call); \
                                              __asm__ volatile("" ::: "memory"); r_; })
 
@@ -940,6 +945,7 @@ struct ch_dpa_counts {
   atomic_ulong hints_patched, hints_left;
   atomic_ulong hints_trusted, hints_distrusted;   /* hints taken unchecked; trusted once, then a check failed */
   atomic_ulong prefix_hints;   /* calls patched to name a chain's prefix */
+  atomic_ulong prefix_memos;   /* groups written to a prefix hint's memo */
   atomic_ulong pools_demoted;   /* found to hold churn: their groups went to the churn pool */
 };
 extern struct ch_dpa_counts ch_dpa_counts;
@@ -952,9 +958,10 @@ void ch_dpa_init(void);
  * call, hint.c). */
 int ch_dpa_identify(size_t size, const uintptr_t *fp, enum ch_path *how);
 void *ch_dpa_malloc_sampled(size_t size);
-/* The thread's hint is set: its group's pool if the hint is trusted, taken
- * with no frame and no check; -1: the framed path decides. */
-int ch_dpa_trusted(size_t size, enum ch_path *how);
+/* The thread's hint is set: the pool of a trusted hint, taken with no
+ * check, or of the group that a prefix hint's memo finds on the stack at fp
+ * (CH_LANE_FRAME); -1: the framed path decides. */
+int ch_dpa_trusted(size_t size, const uintptr_t *fp, enum ch_path *how);
 int ch_dpa_unsample(void);
 /* The path counted for DPA's verdict g on an allocation, found by how: a
  * sample counts as the group it was drawn from. */

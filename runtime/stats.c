@@ -145,6 +145,7 @@ static void put_dpa(struct out *o) {
   field_u(o, "hints_left", atomic_load(&k->hints_left), true);
   field_u(o, "hints_trusted", atomic_load(&k->hints_trusted), true);
   field_u(o, "hints_distrusted", atomic_load(&k->hints_distrusted), true);
+  field_u(o, "prefix_memos", atomic_load(&k->prefix_memos), true);
   field_u(o, "prefix_hints", atomic_load(&k->prefix_hints), true);
   field_u(o, "pools_demoted", atomic_load(&k->pools_demoted), true);
   field_i(o, "churn_pool", ch_dpa_churn_pool(), true);

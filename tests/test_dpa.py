@@ -130,6 +130,28 @@ def test_a_recursive_builder_gets_its_prefix_named(tmp_path):
     assert unpatched["identification"]["dpa"] > 0.9 * total
 
 
+def test_a_recursive_evaluator_finds_its_group_in_the_prefix_memo(tmp_path):
+    """receval: eval() makes its node after its recursive calls, so the hint
+    of the call that asked is gone, and that call tells the group: kept (the
+    first recursive call), churned (the second) or main's. The prefix up to
+    eval's call of make() is named instead, and is never trusted (its
+    allocations go to two pools in turn); its memo holds the three groups
+    one frame beyond it, and the allocations through it are placed exactly
+    as probing alone places them."""
+    argv = [BUILD / "tests" / "programs" / "receval", 400, 8]
+    _, stats = dpa_run(tmp_path, argv)
+    ident = stats["identification"]
+    total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+    assert total == 400 * 511
+    assert stats["dpa"]["object_groups"] == 3
+    assert stats["dpa"]["prefix_hints"] == 1 and stats["dpa"]["prefix_memos"] == 3
+    assert ident["dpa_prefix"] > 0.45 * total and ident["dpa"] < 0.01 * total
+    _, unpatched = dpa_run(tmp_path, argv, patch=0)
+    assert unpatched["dpa"]["prefix_memos"] == 0
+    placed = lambda s: sorted((g["name"], g["allocations"]) for g in s["groups"])
+    assert placed(stats) == placed(unpatched)
+
+
 def test_prefix_hints_where_no_call_tells_the_group(tmp_path):
     """Six groups, each a pair of calls: make() allocates at two places and
     build() calls it at three. The chains' outermost call, which ends all

@@ -1,0 +1,61 @@
+/* A recursive evaluator's allocation, whose group its caller's call tells
+ * (tests/test_dpa.py). eval() makes its node through make() and xalloc(),
+ * after its two recursive calls have returned, and returns it: the chain
+ * runs through eval's call of make() to the call of eval that asked. The
+ * first recursive call's node is kept in its parent; the second's is freed
+ * at once, with its subtree. So the chain's last frame tells whether the
+ * node lives or churns, and the hint that call set has been taken by the
+ * allocations below it by the time the node is made: only the prefix up to
+ * eval's call of make() can be named, and the group is one of several
+ * beyond it. Usage: receval ROUNDS DEPTH; prints a checksum. */
+#include <stdio.h>
+#include <stdlib.h>
+
+struct node { struct node *kid; long v; };
+
+static __attribute__((noipa)) void *xalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) abort();
+  return p;
+}
+
+static __attribute__((noipa)) struct node *make(long v, struct node *kid) {
+  struct node *n = xalloc(sizeof *n);
+  n->v = v;
+  n->kid = kid;
+  return n;
+}
+
+static long drop(struct node *n) {
+  long s = 0;
+  while (n) {
+    struct node *kid = n->kid;
+    s += n->v;
+    free(n);
+    n = kid;
+  }
+  return s;
+}
+
+static long dropped;
+
+/* noipa, and no sibling call: each call of eval keeps its own frame and
+ * return address, as an interpreter's evaluator does. */
+static __attribute__((noipa, optimize("no-optimize-sibling-calls"))) struct node *eval(int depth) {
+  struct node *kept = NULL;
+  if (depth > 0) {
+    kept = eval(depth - 1);            /* lives in this node */
+    dropped += drop(eval(depth - 1));  /* churns */
+  }
+  struct node *n = make(depth, kept);
+  __asm__ volatile("" ::: "memory");
+  return n;
+}
+
+int main(int argc, char **argv) {
+  long rounds = argc > 1 ? atol(argv[1]) : 2000, sum = 0;
+  int depth = argc > 2 ? atoi(argv[2]) : 8;
+  for (long r = 0; r < rounds; r++) sum += drop(eval(depth));
+  printf("%ld %ld\n", sum, dropped);
+  return 0;
+}
