@@ -83,6 +83,12 @@ enum { TRUST_CHECKING, TRUST_YES };
 #define CHECK_GAP CH_DPA_CHECK_GAP
 #define check_in (ch_thread.dpa_check_in)
 static struct hint_chain *hint_chains;
+/* The lane's view of each hint (a group's, then CH_DPA_MAX_OGS prefix
+ * hints'): its pool + 1 while it is trusted, else 0. One word, so that a
+ * trusted allocation reads neither the hint's line nor its pool apart;
+ * written whenever the trust or the pool changes, and again at each check
+ * that holds, which mends a word that a race left stale. */
+static _Atomic uint32_t *trust_words;
 /* Prefix hints. A call that ends the chains of several groups names the
  * first of them decided; where it does, the call one frame in may name the
  * chain's prefix up to it (prefix_offer): an interpreter's evaluator calls
@@ -127,7 +133,8 @@ void ch_dpa_init(void) {
   prefix_hints = ch_os_reserve(sizeof *prefix_hints * CH_DPA_PREFIX_HINTS);
   prefix_nodes = ch_os_reserve(sizeof *prefix_nodes * CH_DPA_PREFIX_HINTS);
   prefix_memo = ch_os_reserve(sizeof *prefix_memo * CH_DPA_PREFIX_HINTS);
-  if (!ch_trie_init() || !ch_dpa_ogs || !ch_dpa_live || !sites || !hint_chains || !prefix_hints || !prefix_nodes ||
+  trust_words = ch_os_reserve(sizeof *trust_words * (CH_DPA_MAX_OGS + CH_DPA_PREFIX_HINTS));
+  if (!trust_words || !ch_trie_init() || !ch_dpa_ogs || !ch_dpa_live || !sites || !hint_chains || !prefix_hints || !prefix_nodes ||
       !prefix_memo) {
     ch_warn("COHORT_POLICY=dpa: no memory for its tables; grouping is off");
     ch_opt.mode = CH_MODE_OFF;
@@ -278,10 +285,23 @@ static CH_NOINLINE uint32_t chain_group(const uintptr_t *fp, size_t size) {
   return n ? step(&at, pcs, sys, offs, n, END_PC, napp, false, size) : V_NONE;
 }
 
+/* Hint c's word for the lane, and the word from its trust and pool now. */
+static inline _Atomic uint32_t *word_of(const struct hint_chain *c) {
+  return c >= hint_chains && c < hint_chains + CH_DPA_MAX_OGS
+             ? &trust_words[c - hint_chains]
+             : &trust_words[CH_DPA_MAX_OGS + ((const struct prefix_hint *)c - prefix_hints)];
+}
+static void publish(const struct hint_chain *c) {
+  int pool = __atomic_load_n(&c->pool, __ATOMIC_RELAXED);
+  bool yes = __atomic_load_n(&c->trust, __ATOMIC_RELAXED) == TRUST_YES;
+  atomic_store_explicit(word_of(c), yes && pool >= 0 ? (uint32_t)pool + 1 : 0, memory_order_relaxed);
+}
+
 /* A group's pool from now on, and its hint's (a merge, a demotion). */
 void ch_dpa_set_pool(unsigned og, int pool) {
   atomic_store_explicit(&ch_dpa_live[og].pool, pool, memory_order_release);
   __atomic_store_n(&hint_chains[og].pool, pool >= 0 ? pool : -1, __ATOMIC_RELAXED);
+  publish(&hint_chains[og]);
 }
 
 /* ------------------------------------------------------------------ churn */
@@ -595,22 +615,28 @@ static CH_NOINLINE uint32_t walk(size_t size, const uintptr_t *fp) {
  * went to pool g. Threads may race on the count and on a prefix's pool,
  * which only delays or hastens trust. */
 static CH_NOINLINE void hint_checked(struct hint_chain *c, int g, bool learn) {
-  if (check_in < 0) check_in = CHECK_GAP;
+  bool periodic = check_in < 0;   /* the lane's check, due */
+  if (periodic) check_in = CHECK_GAP;
   uint8_t t = __atomic_load_n(&c->trust, __ATOMIC_RELAXED);
   if (g < 0 || g != __atomic_load_n(&c->pool, __ATOMIC_RELAXED)) {
     if (learn) __atomic_store_n(&c->pool, g, __ATOMIC_RELAXED);
     __atomic_store_n(&c->held, 0, __ATOMIC_RELAXED);
     if (t == TRUST_YES && __atomic_exchange_n(&c->trust, TRUST_CHECKING, __ATOMIC_RELAXED) == TRUST_YES)
       atomic_fetch_add_explicit(&ch_dpa_counts.hints_distrusted, 1, memory_order_relaxed);
+    /* An untrusted hint's word is 0, unless a thread that trusted it wrote
+     * its word after another ended the trust: the lane then takes the word,
+     * and its next check, due within CHECK_GAP, mends it. */
+    if (t == TRUST_YES || periodic) publish(c);
     return;
   }
   uint8_t held = __atomic_load_n(&c->held, __ATOMIC_RELAXED);
-  if (t != TRUST_CHECKING) return;
+  if (t != TRUST_CHECKING) { publish(c); return; }
   if (held + 1 < TRUST_AFTER) { __atomic_store_n(&c->held, held + 1, __ATOMIC_RELAXED); return; }
   uint8_t expect = TRUST_CHECKING;
   if (__atomic_compare_exchange_n(&c->trust, &expect, TRUST_YES, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     __atomic_store_n(&c->held, 0, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&ch_dpa_counts.hints_trusted, 1, memory_order_relaxed);
+    publish(c);
   }
 }
 static inline void hint_check(struct hint_chain *c, int g, bool learn) {
@@ -662,31 +688,27 @@ static CH_NOINLINE int memo_lane(unsigned i, const uintptr_t *fp) {
  * hints are taken, *how is the path; -1: the framed path decides, the
  * hints left to it (none holds, no pool, a request DPA does not pool, a
  * check or a sample due). */
-static inline bool trusted(const struct hint_chain *c) {
-  return __atomic_load_n(&c->trust, __ATOMIC_RELAXED) == TRUST_YES;
-}
 int ch_dpa_trusted(size_t size, const uintptr_t *fp, enum ch_path *how) {
   uint32_t h = ch_dpa_hint, ph = ch_dpa_prefix_hint;
-  const struct hint_chain *c = h ? &hint_chains[h - 1] : NULL;
+  uint32_t w = h ? atomic_load_explicit(&trust_words[h - 1], memory_order_relaxed) : 0;
   *how = CH_PATH_DPA_HINTED;
-  if (!c || !trusted(c)) {
-    struct hint_chain *p = ph ? &prefix_hints[ph - 1].way[0] : NULL;
+  if (!w) {
+    if (!ph) return -1;
     *how = CH_PATH_DPA_PREFIX;
-    if (!p) return -1;
-    if (!trusted(p)) {
+    w = atomic_load_explicit(&trust_words[CH_DPA_MAX_OGS + ph - 1], memory_order_relaxed);
+    if (!w) {
       if (h || size > ch_max_size || ch_in_runtime || sample_in <= 0) return -1;
       int g = memo_lane(ph - 1, fp);
       if (g < 0) return -1;
       sample_in--;
       ch_dpa_prefix_hint = 0;
-      hint_check(p, g, true);
+      hint_check(&prefix_hints[ph - 1].way[0], g, true);
       return g;
     }
-    c = p;
   }
   if (size > ch_max_size || ch_in_runtime) return -1;
-  int pool = __atomic_load_n(&c->pool, __ATOMIC_RELAXED);
-  if (CH_LIKELY(pool >= 0) && CH_LIKELY(--check_in >= 0) && CH_LIKELY(sample_in > 0)) {
+  int pool = (int)w - 1;
+  if (CH_LIKELY(--check_in >= 0) && CH_LIKELY(sample_in > 0)) {
     sample_in--;
     ch_dpa_hint = 0;
     ch_dpa_prefix_hint = 0;
