@@ -103,15 +103,27 @@ static CH_NOINLINE void *group_malloc_flush(size_t size, unsigned group) {
   return ch_group_malloc_or_next(group, size);
 }
 
-/* DPA's lane for a hinted request: a trusted hint's pool needs no frame;
- * anything else goes on to the framed path, a tail call, so that it finds
- * the stack malloc was called with. */
-static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
+/* DPA's lanes for a hinted request, each reached by a tail call, so that
+ * the stack is the one malloc was called with. A trusted hint's pool needs
+ * no frame and no stack: the pool's line of the thread's heap, and the
+ * controls' allocation, a tail call too, so that the lane saves no
+ * register. Else a prefix hint's memo reads the stack (dpa_memo), and
+ * anything else goes on to the framed path. */
+static void *lane_malloc(struct ch_group_heap *gh, size_t size);
+static CH_NOINLINE __attribute__((flatten)) void *dpa_memo(size_t size) {
   enum ch_path how;
-  int g = ch_dpa_trusted(size, CH_LANE_FRAME(), &how);
+  int g = ch_dpa_memo(size, CH_LANE_FRAME(), &how);
   if (CH_UNLIKELY(g < 0)) return dpa_framed(size);
   if (CH_UNLIKELY(!ch_identify_count_path(how))) return group_malloc_flush(size, (unsigned)g);
   return ch_group_malloc_or_next((unsigned)g, size);
+}
+static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
+  enum ch_path how;
+  int g = ch_dpa_trusted(size, &how);
+  if (CH_UNLIKELY(g < 0)) return dpa_memo(size);
+  struct ch_heap *h = ch_thread.my_heap;
+  if (CH_UNLIKELY(!ch_identify_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
+  return lane_malloc(&h->g[g], size);
 }
 
 /* Everything but the fast lane: the all and random controls need no frame

@@ -680,16 +680,29 @@ static CH_NOINLINE int memo_lane(unsigned i, const uintptr_t *fp) {
   return g;
 }
 
-/* malloc's and operator new's lane for a hinted request (a hint of the
- * thread's is set), which keeps no frame: fp is where the entry point's
- * frame would be (CH_LANE_FRAME). The pool of its group's hint if trusted,
- * else of its prefix's; else, if a prefix hint is set, of the group its
- * memo finds on the stack, the hints checked as the framed path checks
- * them. The
- * hints are taken, *how is the path; -1: the framed path decides, the
- * hints left to it (none holds, no pool, a request DPA does not pool, a
- * check or a sample due). */
-int ch_dpa_trusted(size_t size, const uintptr_t *fp, enum ch_path *how) {
+/* malloc's and operator new's lanes for a hinted request (a hint of the
+ * thread's is set), which keep no frame. ch_dpa_trusted: the pool of its
+ * group's hint if trusted, else of its prefix's. ch_dpa_memo, when neither
+ * is: the pool of the group that the prefix hint's memo finds on the stack
+ * at fp (where the entry point's frame would be: CH_LANE_FRAME), the hints
+ * checked as the framed path checks them. The hints are taken, *how is the
+ * path; -1: the next lane or the framed path decides, the hints left to it
+ * (none holds, no pool, a request DPA does not pool, a check or a sample
+ * due). */
+int ch_dpa_memo(size_t size, const uintptr_t *fp, enum ch_path *how) {
+  uint32_t h = ch_dpa_hint, ph = ch_dpa_prefix_hint;
+  if (!ph || size > ch_max_size || ch_in_runtime || sample_in <= 0) return -1;
+  int g = memo_lane(ph - 1, fp);
+  if (g < 0) return -1;
+  *how = CH_PATH_DPA_PREFIX;
+  sample_in--;
+  ch_dpa_hint = 0;
+  ch_dpa_prefix_hint = 0;
+  if (h) hint_check(&hint_chains[h - 1], g, false);
+  hint_check(&prefix_hints[ph - 1].way[0], g, true);
+  return g;
+}
+int ch_dpa_trusted(size_t size, enum ch_path *how) {
   uint32_t h = ch_dpa_hint, ph = ch_dpa_prefix_hint;
   uint32_t w = h ? atomic_load_explicit(&trust_words[h - 1], memory_order_relaxed) : 0;
   *how = CH_PATH_DPA_HINTED;
@@ -697,20 +710,11 @@ int ch_dpa_trusted(size_t size, const uintptr_t *fp, enum ch_path *how) {
     if (!ph) return -1;
     *how = CH_PATH_DPA_PREFIX;
     w = atomic_load_explicit(&trust_words[CH_DPA_MAX_OGS + ph - 1], memory_order_relaxed);
-    if (!w) {   /* the memo's group, its hints checked as identify checks them */
-      if (size > ch_max_size || ch_in_runtime || sample_in <= 0) return -1;
-      int g = memo_lane(ph - 1, fp);
-      if (g < 0) return -1;
-      sample_in--;
-      ch_dpa_hint = 0;
-      ch_dpa_prefix_hint = 0;
-      if (h) hint_check(&hint_chains[h - 1], g, false);
-      hint_check(&prefix_hints[ph - 1].way[0], g, true);
-      return g;
-    }
+    if (!w) return -1;
   }
   if (size > ch_max_size || ch_in_runtime) return -1;
   int pool = (int)w - 1;
+  if (pool < 0) __builtin_unreachable();   /* a word is a pool + 1, or 0 */
   if (CH_LIKELY(--check_in >= 0) && CH_LIKELY(sample_in > 0)) {
     sample_in--;
     ch_dpa_hint = 0;

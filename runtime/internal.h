@@ -961,7 +961,8 @@ void *ch_dpa_malloc_sampled(size_t size);
 /* The thread's hint is set: the pool of a trusted hint, taken with no
  * check, or of the group that a prefix hint's memo finds on the stack at fp
  * (CH_LANE_FRAME); -1: the framed path decides. */
-int ch_dpa_trusted(size_t size, const uintptr_t *fp, enum ch_path *how);
+int ch_dpa_trusted(size_t size, enum ch_path *how);
+int ch_dpa_memo(size_t size, const uintptr_t *fp, enum ch_path *how);
 int ch_dpa_unsample(void);
 /* The path counted for DPA's verdict g on an allocation, found by how: a
  * sample counts as the group it was drawn from. */

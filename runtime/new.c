@@ -80,7 +80,8 @@ static CH_NOINLINE void *new_lane_rest(struct ch_group_heap *gh, size_t n) {
 /* DPA, the thread's hint set: a trusted hint's pool (see malloc). */
 static CH_NOINLINE __attribute__((flatten)) void *new_hinted(size_t n) {
   enum ch_path how;
-  int g = ch_dpa_trusted(n, CH_LANE_FRAME(), &how);
+  int g = ch_dpa_trusted(n, &how);
+  if (g < 0) g = ch_dpa_memo(n, CH_LANE_FRAME(), &how);
   if (CH_LIKELY(g >= 0)) {
     if (CH_UNLIKELY(!ch_identify_count_path(how))) ch_identify_flush_due();
     void *p = ch_group_malloc_or_next((unsigned)g, n);
