@@ -114,8 +114,9 @@ static CH_NOINLINE __attribute__((flatten)) void *dpa_memo(size_t size) {
   enum ch_path how;
   int g = ch_dpa_memo(size, CH_LANE_FRAME(), &how);
   if (CH_UNLIKELY(g < 0)) return dpa_framed(size);
-  if (CH_UNLIKELY(!ch_identify_count_path(how))) return group_malloc_flush(size, (unsigned)g);
-  return ch_group_malloc_or_next((unsigned)g, size);
+  struct ch_heap *h = ch_thread.my_heap;
+  if (CH_UNLIKELY(!ch_identify_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
+  return lane_malloc(&h->g[g], size);
 }
 static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
   enum ch_path how;

@@ -668,7 +668,7 @@ static inline void memo_offer(unsigned i, unsigned og) {
 /* The lane's prefix hint i, not trusted, when no group's hint is set: the
  * pool of the group its memo names for the stack's next return address;
  * -1: the framed path decides. */
-static CH_NOINLINE int memo_lane(unsigned i, const uintptr_t *fp) {
+static inline __attribute__((always_inline)) int memo_lane(unsigned i, const uintptr_t *fp) {
   const struct hint_chain *p = &prefix_hints[i].way[0];
   if (!chain_here(p, fp)) return -1;
   uintptr_t pc = *(const uintptr_t *)((const char *)fp + p->off[p->n - 1]);
