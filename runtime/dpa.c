@@ -488,11 +488,18 @@ static inline uint32_t short_chain(const uintptr_t *fp) {
   return descend(atomic_load_explicit(&ch_trie_root.kids, memory_order_acquire), fp[1], fp);
 }
 
+static inline uintptr_t stack_at(const uintptr_t *fp, int32_t off) {
+  return *(const uintptr_t *)((const char *)fp + off);
+}
 /* Does the stack hold chain c? Each read is safe as the short chain's are. */
 static inline bool chain_here(const struct hint_chain *c, const uintptr_t *fp) {
+  _Static_assert(HINT_FRAMES == 5, "chain_here checks up to five frames");
+  unsigned n = c->n;   /* unrolled, inner frames first: each read is safe once those match */
   if (fp[1] != c->pc[0]) return false;
-  for (unsigned k = 1; k < c->n; k++)
-    if (*(const uintptr_t *)((const char *)fp + c->off[k - 1]) != c->pc[k]) return false;
+  if (n > 1 && stack_at(fp, c->off[0]) != c->pc[1]) return false;
+  if (n > 2 && stack_at(fp, c->off[1]) != c->pc[2]) return false;
+  if (n > 3 && stack_at(fp, c->off[2]) != c->pc[3]) return false;
+  if (n > 4 && stack_at(fp, c->off[3]) != c->pc[4]) return false;
   return true;
 }
 
