@@ -648,6 +648,14 @@ static CH_NOINLINE void hint_checked(struct hint_chain *c, int g, bool learn) {
 }
 static inline void hint_check(struct hint_chain *c, int g, bool learn) {
   if (CH_UNLIKELY(g != __atomic_load_n(&c->pool, __ATOMIC_RELAXED)) || CH_UNLIKELY(check_in < 0)) {
+    if (check_in >= 0 && __atomic_load_n(&c->trust, __ATOMIC_RELAXED) == TRUST_CHECKING) {
+      /* An untrusted hint that did not hold, inline (a prefix's pool learnt
+       * anew): hint_checked's first case. A prefix whose allocations go to
+       * two pools in turn comes here at every turn. */
+      if (learn) __atomic_store_n(&c->pool, g, __ATOMIC_RELAXED);
+      __atomic_store_n(&c->held, 0, __ATOMIC_RELAXED);
+      return;
+    }
     hint_checked(c, g, learn);
   } else if (__atomic_load_n(&c->trust, __ATOMIC_RELAXED) == TRUST_CHECKING) {   /* held once more, inline: most checks are of this kind */
     uint8_t held = __atomic_load_n(&c->held, __ATOMIC_RELAXED);
