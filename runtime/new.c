@@ -104,8 +104,8 @@ static inline void *new_lane(size_t n, uintptr_t ret) {
     if (CH_LIKELY(p != NULL)) return p;
     return new_lane_rest(gh, n);
   }
+  if (ch_chain_lane && (ch_dpa_hint | ch_dpa_prefix_hint)) return new_hinted(n);   /* DPA before MO, as in malloc */
   if (ch_site_lane) return new_site(n, ret);
-  if (ch_chain_lane && (ch_dpa_hint | ch_dpa_prefix_hint)) return new_hinted(n);
   return new_rest(n);
 }
 CH_EXPORT CH_NOINLINE __attribute__((flatten)) void *_Znwm(size_t n) {
