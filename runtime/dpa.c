@@ -680,9 +680,9 @@ static inline void memo_offer(unsigned i, unsigned og) {
   }
 }
 
-/* The lane's prefix hint i, not trusted, when no group's hint is set: the
- * pool of the group its memo names for the stack's next return address;
- * -1: the framed path decides. */
+/* The lane's prefix hint i, not trusted (and a group's hint, if set, not
+ * trusted either): the pool of the group its memo names for the stack's
+ * next return address; -1: the framed path decides. */
 static inline __attribute__((always_inline)) int memo_lane(unsigned i, const uintptr_t *fp) {
   const struct hint_chain *p = &prefix_hints[i].way[0];
   if (!chain_here(p, fp)) return -1;
