@@ -110,21 +110,23 @@ static CH_NOINLINE void *group_malloc_flush(size_t size, unsigned group) {
  * register. Else a prefix hint's memo reads the stack (dpa_memo), and
  * anything else goes on to the framed path. */
 static void *lane_malloc(struct ch_group_heap *gh, size_t size);
+/* Both lanes' end: pool g, found by how, counted and allocated. */
+static inline __attribute__((always_inline)) void *dpa_lane_malloc(size_t size, int g, enum ch_path how) {
+  struct ch_heap *h = ch_thread.my_heap;
+  if (CH_UNLIKELY(!ch_identify_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
+  return lane_malloc(&h->g[g], size);
+}
 static CH_NOINLINE __attribute__((flatten)) void *dpa_memo(size_t size) {
   enum ch_path how;
   int g = ch_dpa_memo(size, CH_LANE_FRAME(), &how);
   if (CH_UNLIKELY(g < 0)) return dpa_framed(size);
-  struct ch_heap *h = ch_thread.my_heap;
-  if (CH_UNLIKELY(!ch_identify_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
-  return lane_malloc(&h->g[g], size);
+  return dpa_lane_malloc(size, g, how);
 }
 static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
   enum ch_path how;
   int g = ch_dpa_trusted(size, &how);
   if (CH_UNLIKELY(g < 0)) return dpa_memo(size);
-  struct ch_heap *h = ch_thread.my_heap;
-  if (CH_UNLIKELY(!ch_identify_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
-  return lane_malloc(&h->g[g], size);
+  return dpa_lane_malloc(size, g, how);
 }
 
 /* Everything but the fast lane: the all and random controls need no frame

@@ -77,7 +77,8 @@ static CH_NOINLINE void *new_lane_rest(struct ch_group_heap *gh, size_t n) {
   void *p = ch_group_lane_general(gh, n);
   return CH_LIKELY(p != NULL) ? p : new_rest(n);
 }
-/* DPA, the thread's hint set: a trusted hint's pool (see malloc). */
+/* DPA, the thread's hint set: a trusted hint's pool, else a prefix
+ * memo's (see malloc). */
 static CH_NOINLINE __attribute__((flatten)) void *new_hinted(size_t n) {
   enum ch_path how;
   int g = ch_dpa_trusted(n, &how);
