@@ -137,8 +137,9 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
     walks read over a third more lines). Returns (groups, merges): the
     groups in order of formation (a merged group takes the place of its
     first part), and per merge (node, partner's node, whether the partner
-    was a kept group, the weight between them, the group's internal and
-    outside weight before)."""
+    was a kept group, the weight between them, the unit's internal and
+    outside weight before, and "merged" for a kept group's merge or
+    "joined" for a unit that joined a kept group, _absorb)."""
     adj = _adjacency(edges, accesses)
     grouped = {n for g in groups for n in g.members}
     units = list(groups) + [Group(members=[n], weight=adj.get(n, {}).get(n, 0), score=0.0, kept=False,
@@ -197,12 +198,60 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
         merged = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
                        kept=weight >= total_accesses * group_threshold,
                        history=u.history + [(v.members[0], "merged")] + v.history[1:])
-        merges.append((u.members[0], v.members[0], v.kept, links[j], inside, outside))
+        merges.append((u.members[0], v.members[0], v.kept, links[j], inside, outside, "merged"))
         first, last = min(i, j), max(i, j)
         units[first] = merged
         del units[last]
         stuck = {k if k < last else k - 1 for k in stuck if k not in (i, j)}
-    return [u for u in units if id(u) not in free], merges
+    absorbed = _absorb(units, edges, adj, split, dilution, max_members, total_accesses, group_threshold, nbytes)
+    return [u for u in units if id(u) not in free], merges + absorbed
+
+
+def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, group_threshold, nbytes):
+    """The other side of consolidation: a unit that is not a kept group (a
+    node the density score left out, or a group under the threshold) whose
+    objects are used with one kept group's at least as much as with each
+    other joins that group, under the same size limit and dilution test; the
+    strongest link first, until none is left. Density keeps out a node
+    whose loop is light against a large group's, however much of its use is
+    with that group (xform's element nodes of the result tree, made by copy
+    and by the text rule, each used with the text nodes that value-of and
+    count make 5 to 12 times as much as with themselves, went to the rest
+    pool). Changes `units` in place; returns the merges as consolidate's."""
+    absorbed = []
+    while True:
+        owner = {n: j for j, v in enumerate(units) for n in v.members}
+        best = None
+        for j, v in enumerate(units):
+            if v.kept:
+                continue
+            links = {}
+            for x in v.members:
+                for y, w in adj.get(x, {}).items():
+                    i = owner.get(y)
+                    if i is not None and i != j and units[i].kept:
+                        links[i] = links.get(i, 0) + w
+            if not links:
+                continue
+            link, _, i = max((w, -i, i) for i, w in links.items())
+            inside, outside = split(v)
+            u = units[i]
+            if (link < inside or len(u.members) + len(v.members) > max_members
+                    or (nbytes is not None and link < dilution(u, v, split(u)[0]))):
+                continue
+            if best is None or link > best[0]:
+                best = (link, j, i, inside, outside)
+        if best is None:
+            return absorbed
+        link, j, i, inside, outside = best
+        u, v = units[i], units[j]
+        members = u.members + v.members
+        weight, loops = internal(edges, members)
+        units[i] = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
+                         kept=weight >= total_accesses * group_threshold,
+                         history=u.history + [(v.members[0], "absorbed")] + v.history[1:])
+        del units[j]
+        absorbed.append((v.members[0], u.members[0], True, link, inside, outside, "joined"))
 
 
 def from_profile(profile):

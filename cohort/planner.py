@@ -395,7 +395,11 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
              f"{'group around context' if kept_partner else 'ungrouped context'} {members[p][0]}: its objects are "
              f"used with objects outside it ({outside:.0f} affinitive accesses, {link:.0f} of them with "
              f"those) at least as much as with each other ({inside:.0f}), so on its own it would not pay"
-             for n, p, kept_partner, link, inside, outside in merges]
+             if kind == "merged" else
+             f"context {members[n][0]} joined the group around context {members[p][0]}: its objects are used "
+             f"with that group's ({link:.0f} affinitive accesses) at least as much as with each other "
+             f"({inside:.0f}), which kept it out of HALO's groups"
+             for n, p, kept_partner, link, inside, outside, kind in merges]
     return formed, notes
 
 

@@ -639,3 +639,25 @@ def test_consolidation_weighs_what_a_merge_dilutes(link, merged):
     assert ([0, 1] in members) == merged
     if not merged:
         assert members == [[0]]
+
+
+@pytest.mark.parametrize("allocations,joined", [(1_000, True), (40_000, False)])
+def test_a_node_used_mostly_with_a_group_joins_it(allocations, joined):
+    """Two structures walked together (a heavy group) and a third kind of
+    object whose loop is light but which is used with both far more than
+    with itself: HALO's density keeps it out of the group, and on its own it
+    is under the threshold, so it went to the rest pool. It joins the group,
+    unless its bytes would dilute the group more than its link brings."""
+    from cohort.planner import make_plan
+    profile = shape_profile([(0, [1, 10], 20_000, 1_500_000), (1, [2, 11], 20_000, 1_500_000),
+                             (2, [3, 12], allocations, 400_000)],
+                            [(0, 0, 1_000_000), (1, 1, 1_000_000), (0, 1, 1_500_000), (0, 2, 300_000),
+                             (1, 2, 300_000), (2, 2, 5_000)], 4_000_000)
+    plan = make_plan(profile)
+    members = [sorted(g.members) for g in plan.groups]
+    assert members == ([[0, 1, 2]] if joined else [[0, 1]])
+    note = [n for n in plan.notes if "joined" in n]
+    assert bool(note) == joined
+    if joined:
+        assert note[0].startswith("context 2 joined the group around context ")
+        assert "(600000 affinitive accesses)" in note[0] and "(5000)" in note[0]
