@@ -177,7 +177,9 @@ extern __typeof__(malloc) ch_malloc_entry __attribute__((alias("malloc"), visibi
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned group) {
   if (CH_LIKELY(size <= ch_direct_max)) {
     if (CH_UNLIKELY(!ch_identify_count_direct())) return group_malloc_flush(size, group);
-    return ch_group_malloc_or_next(group, size);
+    void *p = ch_group_take(group, size);   /* then nothing but tail calls: no register saved */
+    if (CH_LIKELY(p != NULL)) return p;
+    return ch_group_rest_or_next(group, size);
   }
   return ch_malloc_entry(size);
 }

@@ -931,8 +931,23 @@ void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
 void *ch_group_take_lane(struct ch_group_heap *gh, size_t size) {
   return fast_take(gh, 0, ch_block_size(size), false);
 }
+/* ch_group_malloc_or_next in two halves, for the patched sites' entries
+ * (ch_direct_malloc, ch_direct_new), so that they end in tail calls and save
+ * no register: the fast path alone (NULL: it found nothing), and the rest. */
+void *ch_group_take(unsigned group, size_t size) {
+  struct ch_heap *h = my_heap;
+  if (CH_UNLIKELY(!h)) return NULL;
+  return fast_take(&h->g[group], group, ch_block_size(size), true);
+}
 #pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
+CH_NOINLINE void *ch_group_rest_or_next(unsigned group, size_t size) {
+  struct ch_heap *h = my_heap;
+  size_t n = ch_block_size(size);
+  if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, true, false);
+  if (on_lines(group, n)) return alloc_lines(h, group, n, size, true);
+  return alloc_general_or_next(h, group, n, size);
+}
 
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
   if (align <= CH_MIN_ALIGN && !zero) return group_malloc(group, size, false, true);

@@ -329,7 +329,11 @@ __attribute__((always_inline)) void *ch_group_malloc_lane(struct ch_group_heap *
 /* Its two halves, for operator new, which must test what the second
  * returns: the fast path alone (NULL: it found nothing), and the rest. */
 __attribute__((always_inline)) void *ch_group_take_lane(struct ch_group_heap *gh, size_t size);
+/* The same two halves for a group, its line placement included (the
+ * patched sites' entries). */
+__attribute__((always_inline)) void *ch_group_take(unsigned group, size_t size);
 #pragma GCC diagnostic pop
+void *ch_group_rest_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void *ch_group_lane_general(struct ch_group_heap *gh, size_t size);
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */

@@ -127,11 +127,19 @@ static CH_NOINLINE void *direct_new_slow(size_t n, unsigned group) {
   void *p = ch_group_malloc_or_next(group, n);
   return p ? p : ch_new_entry(n);
 }
+/* The fast path found nothing: the rest of the group allocator, then
+ * operator new itself. */
+static CH_NOINLINE void *direct_new_rest(size_t n, unsigned group) {
+  void *p = ch_group_rest_or_next(group, n);
+  return p ? p : ch_new_entry(n);
+}
+/* Nothing but tail calls after the fast path, so that it saves no register. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group) {
   if (CH_LIKELY(n <= ch_direct_max)) {
     if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_new_slow(n, group);
-    void *p = ch_group_malloc_or_next(group, n);
+    void *p = ch_group_take(group, n);
     if (CH_LIKELY(p != NULL)) return p;
+    return direct_new_rest(n, group);
   }
   return ch_new_entry(n);
 }
