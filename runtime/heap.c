@@ -1181,11 +1181,11 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p
 
 /* The owner's free of a block of an exact bin's size, not in a bin. */
 static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, struct ch_chunk *c, void *p,
-                                                             size_t b) {
+                                                             size_t b, uint64_t key) {
   uint32_t size = (uint32_t)(b + 1) * CH_GRANULE;
   uint64_t *blk = p;
   blk[0] = (uint64_t)(uintptr_t)c->bins[b];
-  blk[1] = c->key;
+  blk[1] = key;
   c->bins[b] = p;
   c->binmask |= (uint64_t)1 << b;
   note_free(h, c, size);
@@ -1220,14 +1220,15 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
   /* Each does not return; tail calls keep this path frameless. */
   if (CH_UNLIKELY(!(from & 1))) { free_invalid(p); return; }
   if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) { free_invalid(p); return; }
-  uint64_t later = from >> 1;
-  size_t b = (size_t)__builtin_ctzll(later);   /* exact bin b */
-  /* No later start within 63 granules: a large block, or the bump pointer's mark. */
-  if (CH_UNLIKELY(!later || b >= NEXACT || holds_key(c, p))) {
+  /* Exact bin b, or NEXACT: no later start within NEXACT granules (a larger
+   * block, or the bump pointer's mark). */
+  size_t b = (size_t)__builtin_ctzll((from >> 1) | (uint64_t)1 << NEXACT);
+  uint64_t key = c->key;   /* read once: the block's stores below could alias it */
+  if (CH_UNLIKELY(b >= NEXACT || ((const uint64_t *)p)[1] == key)) {
     free_rest(h, c, p, g, starts);
     return;
   }
-  free_exact(h, c, p, b);
+  free_exact(h, c, p, b, key);
 }
 uint32_t ch_group_chunk_live(const void *p) { return ch_chunk_of(p)->live_bytes; }
 void ch_group_free(void *p) { group_free(ch_chunk_of(p), p, my_heap, false); }
