@@ -217,7 +217,9 @@ def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, gro
     with that group (xform's element nodes of the result tree, made by copy
     and by the text rule, each used with the text nodes that value-of and
     count make 5 to 12 times as much as with themselves, went to the rest
-    pool). Changes `units` in place; returns the merges as consolidate's."""
+    pool). A group that took a unit is marked merged, as one consolidated
+    above, so that the planner prices its wider selectors as stack walks.
+    Changes `units` in place; returns the merges as consolidate's."""
     absorbed = []
     while True:
         owner = {n: j for j, v in enumerate(units) for n in v.members}
@@ -249,7 +251,7 @@ def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, gro
         weight, loops = internal(edges, members)
         units[i] = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
                          kept=weight >= total_accesses * group_threshold,
-                         history=u.history + [(v.members[0], "absorbed")] + v.history[1:])
+                         history=u.history + [(v.members[0], "merged")] + v.history[1:])
         del units[j]
         absorbed.append((v.members[0], u.members[0], True, link, inside, outside, "joined"))
 
