@@ -693,19 +693,14 @@ static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_
  * tree's nodes, 64 bytes, and their child vectors in one group: 30% of the
  * group's allocations, and 27% more instructions for the whole program).
  *
- * A line-sized block of a group that places them on lines, with the bump
- * pointer off a line: the gap before the next line (16, 32 or 48 bytes) goes
- * to its exact bin, where the group's small requests take it, and the block
- * starts on the line; or NULL (no room below the high-water mark). */
-static void *bump_on_line(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) {
-  char *p = c->bump, *a = (char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
-  if (a > c->hwm || (size_t)(c->hwm - a) < n) return NULL;
-  bin_push(c, p, (size_t)(a - p));   /* p's start bit is the bump pointer's mark */
-  set_start(c, a);
-  mark_bump(c, a + n);
-  __atomic_store_n(&c->bump, a + n, __ATOMIC_RELEASE);
-  note_alloc(gh, c, n);
-  return a;
+ * bump_take's block below the high-water mark, counted; or NULL. For a
+ * line-sized block of a group that places them on lines, with the bump
+ * pointer off a line, the first: aligned to 64, the gap (16, 32 or 48
+ * bytes) goes to its exact bin, where the group's small requests take it. */
+static void *bump_counted(struct ch_group_heap *gh, struct ch_chunk *c, size_t n, size_t align) {
+  void *p = bump_take(c, n, align, false);
+  if (p) note_alloc(gh, c, n);
+  return p;
 }
 /* A request of an exact bin's size that the current chunk cur can serve
  * only by splitting nothing: cur is full, its free bytes holes of other
@@ -727,18 +722,10 @@ static void *spill_take(struct ch_group_heap *gh, struct ch_chunk *cur, size_t n
       if (cur->bins[b]) return NULL;
       cur->binmask &= ~((uint64_t)1 << b);
     }
-  char *p;
-  void **bin = &c->bins[n / CH_GRANULE - 1];
-  if ((p = *bin)) {
-    *bin = *(void **)p;
-    ((uint64_t *)p)[1] = 0;
-  } else {
-    p = c->bump;
-    if (line && ((uintptr_t)p & 63)) return bump_on_line(gh, c, n);
-    if ((size_t)(c->hwm - p) < n) return NULL;
-    mark_bump(c, p + n);
-    __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
-  }
+  unsigned b = (unsigned)(n / CH_GRANULE - 1);
+  if (!c->bins[b]) return bump_counted(gh, c, n, line ? 64 : CH_MIN_ALIGN);
+  void *p = bin_pop(c, b);
+  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
   note_alloc(gh, c, n);
   return p;
 }
@@ -765,7 +752,7 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   void *p;
   if (cur && !zero && n <= EXACT_MAX) {   /* the first look (above) */
     bool line = on_lines(group, n);
-    if (line && align == 64 && ((uintptr_t)cur->bump & 63) && (p = bump_on_line(gh, cur, n))) return p;
+    if (line && align == 64 && ((uintptr_t)cur->bump & 63) && (p = bump_counted(gh, cur, n, 64))) return p;
     if ((align <= CH_MIN_ALIGN || (line && align == 64)) && (p = spill_take(gh, cur, n, line))) return p;
   }
   if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, false, false))) return p;
@@ -889,17 +876,24 @@ done:
   return p;
 }
 
-/* A plain request: the fast path, else the general one. or_next: fall back
- * to the next allocator instead of returning NULL. */
+/* What the fast path left of a plain request of n bytes (size asked): no
+ * heap yet (or the checked mode), a line-sized block, the general path.
+ * or_next: fall back to the next allocator instead of returning NULL. */
+static inline __attribute__((always_inline)) void *group_malloc_rest(struct ch_heap *h, unsigned group, size_t n,
+                                                                    size_t size, bool or_next, bool raw) {
+  if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
+  if (on_lines(group, n)) return alloc_lines(h, group, n, size, or_next);   /* whatever it finds, on a line */
+  if (or_next) return alloc_general_or_next(h, group, n, size);
+  return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
+}
+/* A plain request: the fast path, else the rest. */
 static inline __attribute__((always_inline)) void *group_malloc_in(struct ch_heap *h, unsigned group,
                                                                   size_t size, bool or_next, bool raw) {
   size_t n = ch_block_size(size);
   if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
   void *p = fast_take(&h->g[group], group, n, true);
   if (CH_LIKELY(p != NULL)) return p;
-  if (on_lines(group, n)) return alloc_lines(h, group, n, size, or_next);   /* whatever it finds, on a line */
-  if (or_next) return alloc_general_or_next(h, group, n, size);
-  return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
+  return group_malloc_rest(h, group, n, size, or_next, raw);
 }
 static inline __attribute__((always_inline)) void *group_malloc(unsigned group, size_t size, bool or_next,
                                                                bool raw) {
@@ -942,11 +936,7 @@ void *ch_group_take(unsigned group, size_t size) {
 #pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
 CH_NOINLINE void *ch_group_rest_or_next(unsigned group, size_t size) {
-  struct ch_heap *h = my_heap;
-  size_t n = ch_block_size(size);
-  if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, true, false);
-  if (on_lines(group, n)) return alloc_lines(h, group, n, size, true);
-  return alloc_general_or_next(h, group, n, size);
+  return group_malloc_rest(my_heap, group, ch_block_size(size), size, true, false);
 }
 
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
