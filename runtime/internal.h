@@ -249,11 +249,15 @@ struct ch_region {
 };
 extern struct ch_region ch_region;
 static inline bool ch_in_region(const void *p) { return (uintptr_t)p - ch_region.base < ch_region.size; }
+/* The live chunk at offset off (below ch_region.size) of the region, or NULL. */
+static inline struct ch_chunk *ch_region_chunk_at(uintptr_t off) {
+  return __atomic_load_n(&ch_region.table[off >> ch_region.shift], __ATOMIC_RELAXED);
+}
 /* The live chunk p lies in, or NULL. */
 static inline struct ch_chunk *ch_chunk_lookup(const void *p) {
   uintptr_t off = (uintptr_t)p - ch_region.base;
   if (off >= ch_region.size) return NULL;
-  return __atomic_load_n(&ch_region.table[off >> ch_region.shift], __ATOMIC_RELAXED);
+  return ch_region_chunk_at(off);
 }
 static inline bool ch_owns(const void *p) { return ch_chunk_lookup(p) != NULL; }
 void ch_chunks_init(void);
