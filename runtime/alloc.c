@@ -82,7 +82,7 @@ static CH_NOINLINE __attribute__((flatten)) void free_ours(struct ch_chunk *c, v
  * objects from before the preload). */
 CH_EXPORT void free(void *p) {
   uintptr_t off = (uintptr_t)p - ch_region.base;
-  if (CH_LIKELY(off >= ch_region.size)) { ch_next.free(p); return; }
+  if (off >= ch_region.size) { ch_next.free(p); return; }
   struct ch_chunk *c = ch_region_chunk_at(off);
   if (CH_UNLIKELY(c == NULL)) ch_dead_chunk_free(p);   /* a dead chunk's: misuse */
   free_ours(c, p);
