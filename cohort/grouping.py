@@ -166,7 +166,10 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
             return 0.0
         return u_inside * bv / (bu + bv) + split(v)[0] * bu / (bu + bv)
 
-    free = {id(u) for u in units[len(groups):]}
+    # The singletons by identity, held so that no group made below can
+    # take the address (the id) of one that a merge let go.
+    singletons = units[len(groups):]
+    free = {id(u) for u in singletons}
     merges, stuck = [], set()
     while True:
         bad = []
