@@ -182,13 +182,7 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
             break
         _, _, i, inside, outside = max(bad)
         u = units[i]
-        links = {}
-        owner = {n: j for j, v in enumerate(units) for n in v.members}
-        for x in u.members:
-            for y, w in adj.get(x, {}).items():
-                j = owner.get(y)
-                if j is not None and j != i:
-                    links[j] = links.get(j, 0) + w
+        links = _links(units, i, adj)
         fits = [(w, -j, j) for j, w in links.items() if len(u.members) + len(units[j].members) <= max_members
                 and (nbytes is None or w >= dilution(u, units[j], inside))]
         if not fits:
@@ -196,11 +190,7 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
             continue
         j = max(fits)[2]
         v = units[j]
-        members = u.members + v.members
-        weight, loops = internal(edges, members)
-        merged = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
-                       kept=weight >= total_accesses * group_threshold,
-                       history=u.history + [(v.members[0], "merged")] + v.history[1:])
+        merged = _merged(u, v, edges, total_accesses, group_threshold)
         merges.append((u.members[0], v.members[0], v.kept, links[j], inside, outside, "merged"))
         first, last = min(i, j), max(i, j)
         units[first] = merged
@@ -208,6 +198,34 @@ def consolidate(groups, accesses, edges, total_accesses, max_members=16, group_t
         stuck = {k if k < last else k - 1 for k in stuck if k not in (i, j)}
     absorbed = _absorb(units, edges, adj, split, dilution, max_members, total_accesses, group_threshold, nbytes)
     return [u for u in units if id(u) not in free], merges + absorbed
+
+
+def _owners(units):
+    """Each node's unit, by index."""
+    return {n: j for j, v in enumerate(units) for n in v.members}
+
+
+def _links(units, i, adj, owner=None):
+    """The affinity weight between unit i and each other unit it touches,
+    by index (owner: _owners(units), if made already)."""
+    owner = _owners(units) if owner is None else owner
+    links = {}
+    for x in units[i].members:
+        for y, w in adj.get(x, {}).items():
+            j = owner.get(y)
+            if j is not None and j != i:
+                links[j] = links.get(j, 0) + w
+    return links
+
+
+def _merged(u, v, edges, total_accesses, group_threshold):
+    """Units u and v as one group, u first: kept if its weight reaches the
+    threshold, its history saying that v merged into it."""
+    members = u.members + v.members
+    weight, loops = internal(edges, members)
+    return Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
+                 kept=weight >= total_accesses * group_threshold,
+                 history=u.history + [(v.members[0], "merged")] + v.history[1:])
 
 
 def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, group_threshold, nbytes):
@@ -225,17 +243,12 @@ def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, gro
     Changes `units` in place; returns the merges as consolidate's."""
     absorbed = []
     while True:
-        owner = {n: j for j, v in enumerate(units) for n in v.members}
+        owner = _owners(units)
         best = None
         for j, v in enumerate(units):
             if v.kept:
                 continue
-            links = {}
-            for x in v.members:
-                for y, w in adj.get(x, {}).items():
-                    i = owner.get(y)
-                    if i is not None and i != j and units[i].kept:
-                        links[i] = links.get(i, 0) + w
+            links = {i: w for i, w in _links(units, j, adj, owner).items() if units[i].kept}
             if not links:
                 continue
             link, _, i = max((w, -i, i) for i, w in links.items())
@@ -250,11 +263,7 @@ def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, gro
             return absorbed
         link, j, i, inside, outside = best
         u, v = units[i], units[j]
-        members = u.members + v.members
-        weight, loops = internal(edges, members)
-        units[i] = Group(members=members, weight=weight, score=_density(weight, loops, len(members)),
-                         kept=weight >= total_accesses * group_threshold,
-                         history=u.history + [(v.members[0], "merged")] + v.history[1:])
+        units[i] = _merged(u, v, edges, total_accesses, group_threshold)
         del units[j]
         absorbed.append((v.members[0], u.members[0], True, link, inside, outside, "joined"))
 
