@@ -46,6 +46,11 @@ def chains(stats, binary):
     return [(c, [name_of(syms, f["offset"]) for f in c["frames"]]) for c in stats["dpa"]["chains"]]
 
 
+def placements(stats):
+    """Each pool's name and how many objects it received."""
+    return sorted((g["name"], g["allocations"]) for g in stats["groups"])
+
+
 def test_wrapped_two_level_wrapper(tmp_path):
     """safe_malloc -> xalloc -> malloc: safe_malloc is a tail call (no frame of
     its own), xalloc a wrapper; each chain ends at the caller that links the
@@ -90,8 +95,7 @@ def test_trusted_hints_place_as_checked_hints_do(tmp_path):
     assert stats["dpa"]["hints_trusted"] == 3 and stats["dpa"]["hints_distrusted"] == 0
     _, unpatched = dpa_run(tmp_path, argv, patch=0)
     assert unpatched["dpa"]["hints_trusted"] == 0
-    placed = lambda s: sorted((g["name"], g["allocations"]) for g in s["groups"])
-    assert placed(stats) == placed(unpatched)
+    assert placements(stats) == placements(unpatched)
 
 
 def test_a_trusted_hint_found_wrong_is_checked_again(tmp_path):
@@ -148,8 +152,7 @@ def test_a_recursive_evaluator_finds_its_group_in_the_prefix_memo(tmp_path):
     assert ident["dpa_prefix"] > 0.45 * total and ident["dpa"] < 0.01 * total
     _, unpatched = dpa_run(tmp_path, argv, patch=0)
     assert unpatched["dpa"]["prefix_memos"] == 0
-    placed = lambda s: sorted((g["name"], g["allocations"]) for g in s["groups"])
-    assert placed(stats) == placed(unpatched)
+    assert placements(stats) == placements(unpatched)
 
 
 def test_prefix_hints_where_no_call_tells_the_group(tmp_path):
