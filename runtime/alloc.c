@@ -133,9 +133,13 @@ static CH_NOINLINE __attribute__((flatten)) void *dpa_hinted(size_t size) {
   return dpa_lane_malloc(size, g, how);
 }
 
-/* Everything but the fast lane: the all and random controls need no frame
- * either; under a plan, a tail call to malloc_framed. */
+/* Everything but the fast lane: pass-through (or not yet resolved) first,
+ * since a child process that a planned program starts runs all of its
+ * allocations this way; the all and random controls need no frame either
+ * (controls are never on without identification); under a plan, a tail
+ * call to malloc_framed. */
 static CH_NOINLINE void *malloc_rest(size_t size) {
+  if (!ch_identify_active) return ch_next.malloc(size);
   if (ch_identify_controls) {
     int g = ch_identify_control(size);
     if (CH_LIKELY(g >= 0)) {
@@ -143,7 +147,6 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
       return ch_group_malloc_or_next((unsigned)g, size);
     }
   }
-  if (!ch_identify_active) return ch_next.malloc(size);   /* pass-through, or not yet resolved */
   return malloc_framed(size);
 }
 
