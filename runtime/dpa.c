@@ -684,8 +684,8 @@ static inline void memo_offer(unsigned i, unsigned og) {
   for (unsigned j = 0; j < k; j++)
     if (c->pc[j] != p->pc[j]) return;
   uintptr_t pc = c->pc[k];
-  uint64_t e = (pc & MEMO_PC) | (uint64_t)(og + 1) << 48;
-  if (pc != (pc & MEMO_PC)) return;
+  if (pc > MEMO_PC) return;   /* a word holds 48 bits of address */
+  uint64_t e = pc | (uint64_t)(og + 1) << 48;
   for (unsigned j = 0, h = memo_hash(pc); j < PREFIX_MEMO; j++) {
     _Atomic uint64_t *s = &prefix_memo[i][(h + j) % PREFIX_MEMO];
     uint64_t was = 0;

@@ -967,9 +967,11 @@ void ch_dpa_init(void);
 int ch_dpa_identify(size_t size, const uintptr_t *fp, enum ch_path *how);
 void *ch_dpa_malloc_sampled(size_t size);
 /* The thread's hint is set: the pool of a trusted hint, taken with no
- * check, or of the group that a prefix hint's memo finds on the stack at fp
- * (CH_LANE_FRAME); -1: the framed path decides. */
+ * check; -1: ch_dpa_memo or the framed path decides. */
 int ch_dpa_trusted(size_t size, enum ch_path *how);
+/* No hint of the thread's is trusted: the pool of the group that its prefix
+ * hint's memo finds on the stack at fp (CH_LANE_FRAME), the hints checked;
+ * -1: the framed path decides. */
 int ch_dpa_memo(size_t size, const uintptr_t *fp, enum ch_path *how);
 int ch_dpa_unsample(void);
 /* The path counted for DPA's verdict g on an allocation, found by how: a
