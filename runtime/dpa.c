@@ -184,7 +184,8 @@ static bool is_wrapper(uintptr_t pc) {
   }
   atomic_fetch_add_explicit(&ch_dpa_counts.verdicts[v], 1, memory_order_relaxed);
   static const char *const said[CH_WRAP_VERDICTS] = {
-    "not a wrapper", "a wrapper", "not followed", "not decoded", "too large", "no code found"};
+    "not a wrapper", "a wrapper", "not followed", "not decoded", "too large", "no code found",
+    "a wrapper that calls itself: the chain stops there"};
   ch_info("dpa: call site %s+%#lx: %s", m ? m->path : "?", (unsigned long)(m ? pc - m->bias : pc), said[v]);
   if (s) s->verdict = (uint8_t)(v + 1);
   return v == CH_WRAP_YES;

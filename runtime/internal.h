@@ -880,8 +880,9 @@ void ch_flush_thread(void);
 
 /* ---------------------------------------------------------- wrapper.c */
 /* Verdicts on a call site's function: is it an allocation wrapper? */
+/* CH_WRAP_RECURSIVE: a wrapper that calls itself, whose chains stop at it. */
 enum { CH_WRAP_NO, CH_WRAP_YES, CH_WRAP_UNFOLLOWED, CH_WRAP_UNDECODED, CH_WRAP_TOO_LARGE, CH_WRAP_NO_CODE,
-       CH_WRAP_VERDICTS };
+       CH_WRAP_RECURSIVE, CH_WRAP_VERDICTS };
 /* The function [start, end) and the return address ret of a call in it
  * that returned a new object (at_call: the unwind rule at the call, or
  * NULL): a CH_WRAP_* verdict. Not thread-safe (dpa.c

@@ -128,7 +128,7 @@ static void put_prefetch(struct out *o) {
 #define DPA_CHAINS_LISTED 512
 static void put_dpa(struct out *o) {
   static const char *const verdict_names[CH_WRAP_VERDICTS] = {
-    "no", "yes", "unfollowed", "undecoded", "too_large", "no_code"};
+    "no", "yes", "unfollowed", "undecoded", "too_large", "no_code", "recursive"};
   const struct ch_dpa_counts *k = &ch_dpa_counts;
   unsigned n = atomic_load(&ch_dpa_nogs), lengths[CH_DPA_CHAIN_MAX + 1] = {0};
   for (unsigned i = 0; i < n; i++) lengths[ch_dpa_ogs[i].length <= CH_DPA_CHAIN_MAX ? ch_dpa_ogs[i].length : 0]++;

@@ -117,13 +117,13 @@ def test_a_trusted_hint_found_wrong_is_checked_again(tmp_path):
 
 
 def test_a_recursive_builder_gets_its_prefix_named(tmp_path):
-    """patients: step() calls itself before it makes its entry, so the hint
-    that its recursive call set is gone by the time the entry is made, and
-    the chain was found by probing. After 64 such misses the call one frame
-    in (step's call of new_entry) is patched to name the chain's prefix,
-    whose allocations all go to one pool: the prefix is trusted, and almost
-    nothing is probed any more."""
-    argv = [WORKLOADS / "patients", *inputs("patients")["train"]]
+    """recbuild: step() calls itself (through a pointer) before it makes its
+    entry, so the hint that its recursive call set is gone by the time the
+    entry is made, and the chain was found by probing. After 64 such misses
+    the call one frame in (step's call of new_entry) is patched to name the
+    chain's prefix: the prefix is trusted, and almost nothing is probed any
+    more. (patients' step calls itself directly: its chains stop at it.)"""
+    argv = [BUILD / "tests" / "programs" / "recbuild", 300, 8]
     _, stats = dpa_run(tmp_path, argv)
     ident = stats["identification"]
     total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
@@ -135,14 +135,14 @@ def test_a_recursive_builder_gets_its_prefix_named(tmp_path):
 
 
 def test_a_recursive_evaluator_finds_its_group_in_the_prefix_memo(tmp_path):
-    """receval: eval() makes its node after its recursive calls, so the hint
-    of the call that asked is gone, and that call tells the group: kept (the
-    first recursive call), churned (the second) or main's. The prefix up to
-    eval's call of make() is named instead, and is never trusted (its
-    allocations go to two pools in turn); its memo holds the three groups
-    one frame beyond it, and the allocations through it are placed exactly
-    as probing alone places them."""
-    argv = [BUILD / "tests" / "programs" / "receval", 400, 8]
+    """receval, recursing through a pointer: eval() makes its node after its
+    recursive calls, so the hint of the call that asked is gone, and that
+    call tells the group: kept (the first recursive call), churned (the
+    second) or main's. The prefix up to eval's call of make() is named
+    instead, and is never trusted (its allocations go to two pools in turn);
+    its memo holds the three groups one frame beyond it, and the allocations
+    through it are placed exactly as probing alone places them."""
+    argv = [BUILD / "tests" / "programs" / "receval", 400, 8, "indirect"]
     _, stats = dpa_run(tmp_path, argv)
     ident = stats["identification"]
     total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
@@ -153,6 +153,24 @@ def test_a_recursive_evaluator_finds_its_group_in_the_prefix_memo(tmp_path):
     _, unpatched = dpa_run(tmp_path, argv, patch=0)
     assert unpatched["dpa"]["prefix_memos"] == 0
     assert placements(stats) == placements(unpatched)
+
+
+def test_a_wrapper_that_calls_itself_ends_its_chains(tmp_path):
+    """receval, recursing directly: eval() returns the node it makes, so it
+    is a wrapper, and it calls its own entry, so the frames beyond it are its
+    recursion's call sites. Its chains stop at it: one group, whose hint at
+    eval's call of make() names it, so nearly every allocation is hinted and
+    none needs the prefix or a probe."""
+    binary = BUILD / "tests" / "programs" / "receval"
+    _, stats = dpa_run(tmp_path, [binary, 400, 8])
+    assert stats["dpa"]["wrapper_verdicts"]["recursive"] == 1
+    named = chains(stats, binary)
+    assert [f for _, f in named] == [["xalloc", "make", "eval"]]
+    ident = stats["identification"]
+    total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+    assert total == 400 * 511
+    assert ident["dpa_hinted"] > 0.99 * total and ident["dpa_prefix"] == 0
+    assert stats["dpa"]["prefix_hints"] == 0
 
 
 def test_prefix_hints_where_no_call_tells_the_group(tmp_path):
@@ -214,14 +232,17 @@ def test_interpreter_wrappers(tmp_path):
     assert stats["dpa"]["merges"]["type1"] >= 1
 
 
-def test_recursive_builder_merges(tmp_path):
-    """A recursive tree builder allocates from one site reached through two
-    recursive calls: two chains of one size whose objects point at each
-    other, merged into one pool (type I)."""
-    _, stats = dpa_run(tmp_path, [workload_binary("bintree"), *inputs("bintree")["train"]])
-    assert stats["dpa"]["merges"]["type1"] >= 1
-    pools = {c["pool"] for c in stats["dpa"]["chains"] if c["pool"] >= 0}
-    assert len(pools) < len([c for c in stats["dpa"]["chains"] if c["pool"] >= 0])
+def test_a_recursive_builder_is_one_group(tmp_path):
+    """bintree's builder makes a node, links its two subtrees into it and
+    returns it: a wrapper that calls itself. Its chains stop at it, so the
+    tree is one group whatever the recursive call that asked for a node
+    (before, each of the two recursive calls had a group of its own, and
+    the storage shape graph merged them into one pool again)."""
+    binary = workload_binary("bintree")
+    _, stats = dpa_run(tmp_path, [binary, *inputs("bintree")["train"]])
+    assert stats["dpa"]["wrapper_verdicts"]["recursive"] >= 1
+    named = chains(stats, binary)
+    assert [f for c, f in named if c["size"] == 32] == [["build"]]
 
 
 def test_threshold_keeps_small_groups_out(tmp_path):

@@ -7,7 +7,12 @@
  * node lives or churns, and the hint that call set has been taken by the
  * allocations below it by the time the node is made: only the prefix up to
  * eval's call of make() can be named, and the group is one of several
- * beyond it. Usage: receval ROUNDS DEPTH; prints a checksum. */
+ * beyond it. With a third argument, "indirect", eval_indirect runs instead:
+ * the same, but it calls itself through a pointer, as an interpreter's
+ * dispatch table does, and the wrapper analysis sees no call of its own
+ * entry, so that its chains run on as described. eval, which calls itself
+ * directly, is a wrapper that calls itself: its chains stop at it (one
+ * group). Usage: receval ROUNDS DEPTH [indirect]; prints a checksum. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -52,10 +57,24 @@ static __attribute__((noipa, optimize("no-optimize-sibling-calls"))) struct node
   return n;
 }
 
+static struct node *eval_indirect(int depth);
+static struct node *(*volatile recurse)(int) = eval_indirect;   /* a pointer the compiler cannot see through */
+static __attribute__((noipa, optimize("no-optimize-sibling-calls"))) struct node *eval_indirect(int depth) {
+  struct node *kept = NULL;
+  if (depth > 0) {
+    kept = recurse(depth - 1);
+    dropped += drop(recurse(depth - 1));
+  }
+  struct node *n = make(depth, kept);
+  __asm__ volatile("" ::: "memory");
+  return n;
+}
+
 int main(int argc, char **argv) {
   long rounds = argc > 1 ? atol(argv[1]) : 2000, sum = 0;
   int depth = argc > 2 ? atoi(argv[2]) : 8;
-  for (long r = 0; r < rounds; r++) sum += drop(eval(depth));
+  struct node *(*top)(int) = argc > 3 && argv[3][0] == 'i' ? eval_indirect : eval;
+  for (long r = 0; r < rounds; r++) sum += drop(top(depth));
   printf("%ld %ld\n", sum, dropped);
   return 0;
 }
