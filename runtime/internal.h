@@ -879,8 +879,9 @@ void ch_flush_thread(void);
 
 
 /* ---------------------------------------------------------- wrapper.c */
-/* Verdicts on a call site's function: is it an allocation wrapper? */
-/* CH_WRAP_RECURSIVE: a wrapper that calls itself, whose chains stop at it. */
+/* Verdicts on a call site's function: is it an allocation wrapper?
+ * CH_WRAP_RECURSIVE: it would be, but it calls its own entry, and its
+ * chains stop at it as at a function that is none. */
 enum { CH_WRAP_NO, CH_WRAP_YES, CH_WRAP_UNFOLLOWED, CH_WRAP_UNDECODED, CH_WRAP_TOO_LARGE, CH_WRAP_NO_CODE,
        CH_WRAP_RECURSIVE, CH_WRAP_VERDICTS };
 /* The function [start, end) and the return address ret of a call in it

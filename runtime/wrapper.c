@@ -20,7 +20,8 @@
  * the analysis cannot follow (an indirect jump while the pointer is live, an
  * unknown stack pointer, code it cannot decode, a function too large) makes
  * the answer "not a wrapper": a shorter chain is never wrong, only less
- * precise. Nothing here allocates. */
+ * precise. A wrapper that calls its own entry gets a verdict of its own,
+ * which ends the chain too (calls_itself). Nothing here allocates. */
 #define _GNU_SOURCE
 #include "internal.h"
 
