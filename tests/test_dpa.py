@@ -121,8 +121,9 @@ def test_a_recursive_builder_gets_its_prefix_named(tmp_path):
     entry, so the hint that its recursive call set is gone by the time the
     entry is made, and the chain was found by probing. After 64 such misses
     the call one frame in (step's call of new_entry) is patched to name the
-    chain's prefix: the prefix is trusted, and almost nothing is probed any
-    more. (patients' step calls itself directly: its chains stop at it.)"""
+    chain's prefix, and almost nothing is probed any more: the allocations
+    take one trie step from the prefix's node. (patients' step calls itself
+    directly: its chains stop at it.)"""
     argv = [BUILD / "tests" / "programs" / "recbuild", 300, 8]
     _, stats = dpa_run(tmp_path, argv)
     ident = stats["identification"]
