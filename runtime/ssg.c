@@ -122,8 +122,7 @@ static void scan(const struct pending *s) {
   unsigned npools = ch_online_pools();
   for (size_t i = 0; i < n / 8; i++) {
     const void *w = (const void *)words[i];
-    if (!ch_in_region(w)) continue;
-    struct ch_chunk *c = ch_chunk_lookup(w);
+    struct ch_chunk *c = ch_chunk_lookup(w);   /* NULL outside the region too */
     if (!c) continue;
     unsigned g = c->group;
     if (g >= npools) continue;
