@@ -160,8 +160,8 @@ struct ch_chunk {
   char *hwm;                          /* page boundary above every byte ever handed out:
                                          below it pages may be resident and dirty, above
                                          it they are zero */
-  uint64_t binmask;                   /* bit b: bins[b] may hold blocks (exact bins are
-                                         cleared lazily) */
+  uint64_t binmask;                   /* bit b: mixed bin bins[b] holds blocks (no bits
+                                         for the exact bins: heap.c) */
   uint64_t key;                       /* in the second word of every block in a bin, never
                                          in a live one; new whenever the chunk starts over,
                                          so keys left in memory above the bump pointer are
@@ -342,7 +342,9 @@ void *ch_group_lane_general(struct ch_group_heap *gh, size_t size);
 void *ch_group_malloc_or_next(unsigned group, size_t size);   /* never NULL but where both fail */
 void ch_group_free(void *p);                       /* p is ours (ch_owns) */
 void ch_group_free_in(struct ch_chunk *c, void *p);   /* c: ch_chunk_lookup(p) */
-_Noreturn void ch_dead_chunk_free(const void *p);  /* p in the region, in no live chunk */
+/* p in the region, in no live chunk: stops the program; not _Noreturn, so
+ * that free reaches it by a tail call and needs no frame */
+void ch_dead_chunk_free(const void *p);
 size_t ch_group_usable(const void *p);             /* p is ours */
 uint32_t ch_group_chunk_live(const void *p);       /* live bytes of p's chunk, as its owner sees them */
 /* The lines a group's common allocation and free touch besides the block:
