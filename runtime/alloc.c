@@ -162,7 +162,7 @@ static CH_NOINLINE __attribute__((flatten)) void *lane_malloc(struct ch_group_he
  * (DPA's, MO's) do not pay for the group allocation's. */
 CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
   struct ch_group_heap *gh = ch_lane(size);
-  if (CH_LIKELY(gh != NULL)) return lane_malloc(gh, size);
+  if (CH_LIKELY(gh != NULL)) return ch_group_malloc_lane(gh, size);
   /* DPA before MO: MO's decided sites reach their pool or the next
    * allocator from their own stubs, and DPA's every allocation comes here. */
   if (ch_chain_lane) return ch_dpa_hint | ch_dpa_prefix_hint ? dpa_hinted(size) : dpa_framed(size);

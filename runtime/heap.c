@@ -876,6 +876,16 @@ done:
   if (CH_UNLIKELY(live > c->high)) return report_rise_then(gh, c, p);
   return p;
 }
+/* fast_take for a request of size bytes: an exact bin's block size is
+ * size - 1 rounded, which drops ch_block_size's 16-byte floor (a compare
+ * and a conditional move); size 0 wraps round and takes ch_block_size's
+ * way. */
+static inline __attribute__((always_inline)) void *fast_take_request(struct ch_group_heap *gh, unsigned group,
+                                                                     size_t size, bool lines) {
+  size_t m = size - 1;
+  return fast_take(gh, group, m < EXACT_MAX ? (m & ~(size_t)(CH_GRANULE - 1)) + CH_GRANULE : ch_block_size(size),
+                   lines);
+}
 
 /* What the fast path left of a plain request of n bytes (size asked): no
  * heap yet (or the checked mode), a line-sized block, the general path.
@@ -924,7 +934,7 @@ void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
   return ch_group_lane_general(gh, size);
 }
 void *ch_group_take_lane(struct ch_group_heap *gh, size_t size) {
-  return fast_take(gh, 0, ch_block_size(size), false);
+  return fast_take_request(gh, 0, size, false);
 }
 /* ch_group_malloc_or_next in two halves, for the patched sites' entries
  * (ch_direct_malloc, ch_direct_new), so that they end in tail calls and save
@@ -932,7 +942,7 @@ void *ch_group_take_lane(struct ch_group_heap *gh, size_t size) {
 void *ch_group_take(unsigned group, size_t size) {
   struct ch_heap *h = my_heap;
   if (CH_UNLIKELY(!h)) return NULL;
-  return fast_take(&h->g[group], group, ch_block_size(size), true);
+  return fast_take_request(&h->g[group], group, size, true);
 }
 #pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
@@ -1157,6 +1167,10 @@ static CH_NOINLINE void free_invalid(const void *p) {
   ch_invalid_pointer(ch_group_block_state(p) == CH_BLOCK_FREE ? "free(): double free detected"
                                                               : "free(): invalid pointer", p);
 }
+/* A function of its own, so that the compiler keeps the two tests of the
+ * free path apart: two tests and branches, where one merged branch took
+ * seven instructions. */
+static CH_NOINLINE void free_misaligned(const void *p) { ch_invalid_pointer("free(): invalid pointer", p); }
 
 /* The owner's free of a block the fast path did not finish: its size needs
  * a scan of the start bits, it goes to a mixed bin, or it carries the key
@@ -1205,11 +1219,13 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
   uint64_t starts = load_word(w);
   /* The start bits from p's granule on, 64 of them across two words (the
    * pad makes the last word's successor readable), so a block that ends in
-   * the next word, a quarter of them, takes no other branch. */
-  uint64_t from = shift_right_pair(starts, load_word(w + 1), (unsigned)(g & 63));
+   * the next word, a quarter of them, takes no other branch. shrd takes
+   * its count modulo 64, and chunks are aligned far beyond 1 KiB, so p's
+   * own bits 4-9 are g & 63. */
+  uint64_t from = shift_right_pair(starts, load_word(w + 1), (unsigned)((uintptr_t)p / CH_GRANULE));
   /* Each does not return; tail calls keep this path frameless. */
   if (CH_UNLIKELY(!(from & 1))) { free_invalid(p); return; }
-  if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) { free_invalid(p); return; }
+  if (CH_UNLIKELY((uintptr_t)p & (CH_MIN_ALIGN - 1))) { free_misaligned(p); return; }
   /* Exact bin b, or NEXACT: no later start within NEXACT granules (a larger
    * block, or the bump pointer's mark). */
   size_t b = (size_t)__builtin_ctzll((from >> 1) | (uint64_t)1 << NEXACT);
