@@ -149,6 +149,7 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
   c->bump = c->data;
   c->end = (char *)ch_chunk_base(c) + ch_chunk_size;
   c->hwm = hwm ? hwm : c->data;
+  c->starts_bias = (uintptr_t)ch_chunk_starts(c) - (ch_chunk_base(c) >> CH_STARTS_WORD_SHIFT) * sizeof(uint64_t);
   set_table(c, true);
   atomic_fetch_add(&ch_gstats[group].chunks, 1);
   unsigned long n = atomic_load(&ch_gstats[group].chunks);

@@ -151,7 +151,7 @@ static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t
 /* The start bits' word of p in c, and its freed bits' word: from the header
  * the caller holds, not one worked out again from p and its colour. */
 static inline uint64_t *starts_word(const struct ch_chunk *c, const void *p) {
-  return bitwords_at(chunk_bits(c), granule(p));
+  return (uint64_t *)c->starts_bias + ((uintptr_t)p >> CH_STARTS_WORD_SHIFT);
 }
 static inline uint64_t *freed_word(const struct ch_chunk *c, const void *p) {
   return (uint64_t *)((char *)starts_word(c, p) - ch_chunk_starts_bytes);
@@ -1175,10 +1175,9 @@ static CH_NOINLINE void free_misaligned(const void *p) { ch_invalid_pointer("fre
 /* The owner's free of a block the fast path did not finish: its size needs
  * a scan of the start bits, it goes to a mixed bin, or it carries the key
  * (a double free, unless the program planted it). */
-static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p, size_t g,
-                                  uint64_t starts) {
+static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p) {
   if ((char *)p >= c->bump) free_invalid(p);   /* the bump pointer's mark */
-  size_t size = owner_block_size(c, g, starts);
+  size_t size = owner_block_size(c, granule(p), load_word(starts_word(c, p)));
   if (holds_key(c, p) && (freed_bit(c, p) || in_bin(c, p, size)))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, p, size);
@@ -1214,8 +1213,7 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
 }
 /* The owner's free (h owns c). */
 static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h) {
-  size_t g = granule(p);
-  const uint64_t *w = bitwords_at(chunk_bits(c), g);
+  const uint64_t *w = starts_word(c, p);
   uint64_t starts = load_word(w);
   /* The start bits from p's granule on, 64 of them across two words (the
    * pad makes the last word's successor readable), so a block that ends in
@@ -1231,7 +1229,7 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
   size_t b = (size_t)__builtin_ctzll((from >> 1) | (uint64_t)1 << NEXACT);
   uint64_t key = c->key;   /* read once: the block's stores below could alias it */
   if (CH_UNLIKELY(b >= NEXACT || ((const uint64_t *)p)[1] == key)) {
-    free_rest(h, c, p, g, starts);
+    free_rest(h, c, p);
     return;
   }
   free_exact(h, c, p, b, key);

@@ -160,8 +160,8 @@ struct ch_chunk {
   char *hwm;                          /* page boundary above every byte ever handed out:
                                          below it pages may be resident and dirty, above
                                          it they are zero */
-  uint64_t binmask;                   /* bit b: mixed bin bins[b] holds blocks (no bits
-                                         for the exact bins: heap.c) */
+  uintptr_t starts_bias;              /* p's word of start bits is this + (p >> 10) * 8
+                                         (heap.c): no mask, no colour on the free path */
   uint64_t key;                       /* in the second word of every block in a bin, never
                                          in a live one; new whenever the chunk starts over,
                                          so keys left in memory above the bump pointer are
@@ -191,6 +191,8 @@ struct ch_chunk {
   uint32_t coalesced_at;              /* `freed` at the last coalescing */
   uint32_t told;                      /* live_bytes as last added to the group's statistics */
   uint64_t spare_since;               /* a spare: when it became one (chunk.c) */
+  uint64_t binmask;                   /* bit b: mixed bin bins[b] holds blocks (no bits
+                                         for the exact bins: heap.c) */
   /* Lines 3-10 (from a line boundary). */
   _Alignas(64) void *bins[CH_NBINS];  /* free blocks, singly linked through their first word */
 } __attribute__((aligned(64)));
@@ -210,6 +212,10 @@ extern size_t ch_pool_max;              /* the largest block any chunk holds; 0:
  * after the last word of start bits reads as "no block starts here", so the
  * free path may read any start-bit word's successor. */
 #define CH_STARTS_PAD 64
+/* One word of start bits covers 64 granules: 1 KiB of chunk, from a
+ * multiple of 1 KiB. */
+#define CH_STARTS_WORD_SHIFT 10
+_Static_assert(((size_t)1 << CH_STARTS_WORD_SHIFT) == 64 * CH_GRANULE, "a word of start bits is 64 granules");
 static inline uint64_t *ch_chunk_starts(const struct ch_chunk *c) {
   return (uint64_t *)((char *)c - CH_STARTS_PAD - ch_chunk_starts_bytes);
 }
