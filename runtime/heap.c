@@ -241,7 +241,7 @@ static size_t block_size(const struct ch_chunk *c, const void *p) {
  * exceptions: 272..304 bytes go to the first mixed bin (the bin below is an
  * exact one), and the last bin is open-ended. binmask says which mixed
  * bins may hold anything, so finding a fit is a bit scan. It has no bits
- * for the exact bins, whose heads are read instead (bins_in): the free
+ * for the exact bins, whose heads are read instead (next_bin): the free
  * path pushes on an exact bin and the allocation path pops one without a
  * write to the mask (three instructions a free, measured below in
  * docs/runtime.md), and only the slow paths pay the reads. */
@@ -279,18 +279,22 @@ static inline void *bin_pop(struct ch_chunk *c, unsigned b) {
   if (!next && b >= NEXACT) c->binmask &= ~((uint64_t)1 << b);
   return p;
 }
-/* The bins among first..last that hold anything: the mixed ones' bits of
- * binmask and the exact ones' heads, read (off the fast paths). */
-static uint64_t bins_in(const struct ch_chunk *c, unsigned first, unsigned last) {
-  uint64_t range = (last < 63 ? ((uint64_t)2 << last) - 1 : ~(uint64_t)0) >> first << first;
-  uint64_t m = c->binmask & range;
-  for (uint64_t e = range & EXACT_BITS; e; e &= e - 1) {
-    unsigned b = (unsigned)__builtin_ctzll(e);
-    if (c->bins[b]) m |= (uint64_t)1 << b;
-  }
-  return m;
+/* The first bin from b to last (below CH_NBINS) that holds anything, or
+ * last + 1: the exact ones' heads read one by one, stopping at the first
+ * that holds a block, then the mixed ones' bits of binmask (off the fast
+ * paths). */
+static unsigned next_bin(const struct ch_chunk *c, unsigned b, unsigned last) {
+  for (; b < NEXACT && b <= last; b++)
+    if (c->bins[b]) return b;
+  if (b > last) return last + 1;
+  uint64_t m = c->binmask >> b << b;
+  if (last < CH_NBINS - 1) m &= ((uint64_t)2 << last) - 1;
+  return m ? (unsigned)__builtin_ctzll(m) : last + 1;
 }
-static inline bool any_bin(const struct ch_chunk *c) { return c->binmask || bins_in(c, 0, NEXACT - 1); }
+static inline bool any_bin_in(const struct ch_chunk *c, unsigned first, unsigned last) {
+  return next_bin(c, first, last) <= last;
+}
+static inline bool any_bin(const struct ch_chunk *c) { return c->binmask || any_bin_in(c, 0, NEXACT - 1); }
 static inline size_t bin_block_size(unsigned b, const void *p) {
   return b < NEXACT ? (b + 1) * CH_GRANULE : ((const size_t *)p)[2];
 }
@@ -522,8 +526,7 @@ static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
 /* Pop a block of at least n bytes from a non-empty bin in first..last,
  * splitting off a tail worth keeping. */
 static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned last, size_t *bsize) {
-  for (uint64_t m = bins_in(c, first, last); m; m &= m - 1) {
-    unsigned b = (unsigned)__builtin_ctzll(m);
+  for (unsigned b = next_bin(c, first, last); b <= last; b = b < last ? next_bin(c, b + 1, last) : last + 1) {
     size_t size = bin_block_size(b, c->bins[b]);
     if (size < n) continue;   /* only the first mixed bin and the last can hold these */
     void *p = bin_pop(c, b);
@@ -725,7 +728,7 @@ static void *bump_counted(struct ch_group_heap *gh, struct ch_chunk *c, size_t n
 static void *spill_take(struct ch_group_heap *gh, struct ch_chunk *cur, size_t n, bool line) {
   struct ch_chunk *c = gh->spill;
   if (!c || gh->avail || (size_t)(cur->end - cur->bump) >= n || free_bytes(cur) < AVAIL_MIN) return NULL;
-  if (!line && bins_in(cur, (unsigned)(n / CH_GRANULE - 1), CH_NBINS - 1)) return NULL;
+  if (!line && any_bin_in(cur, (unsigned)(n / CH_GRANULE - 1), CH_NBINS - 1)) return NULL;
   unsigned b = (unsigned)(n / CH_GRANULE - 1);
   if (!c->bins[b]) return bump_counted(gh, c, n, line ? 64 : CH_MIN_ALIGN);
   void *p = bin_pop(c, b);
@@ -768,7 +771,7 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   if (align <= CH_MIN_ALIGN) {
     unsigned b = bin_of(n);
     for (c = gh->avail; c; c = c->wait_next) {
-      if (!bins_in(c, b, b + 3 < CH_NBINS ? b + 3 : CH_NBINS - 1)) continue;
+      if (!any_bin_in(c, b, b + 3 < CH_NBINS ? b + 3 : CH_NBINS - 1)) continue;
       if ((p = chunk_alloc(gh, c, group, n, align, zero, req, false, false))) {
         wait_del(gh, c);
         make_current(gh, c);
