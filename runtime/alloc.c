@@ -150,16 +150,19 @@ static CH_NOINLINE void *malloc_rest(size_t size) {
   return malloc_framed(size);
 }
 
-/* The lane's group allocation, flattened: one function, no call inside
+/* DPA's lanes' group allocation, flattened: one function, no call inside
  * (7 instructions a malloc+free pair in allocbench churn under all, against
- * a call). */
+ * a call). malloc's own lane inlines the same allocation, as operator new's
+ * does (new.c). */
 static CH_NOINLINE __attribute__((flatten)) void *lane_malloc(struct ch_group_heap *gh, size_t size) {
   return ch_group_malloc_lane(gh, size);
 }
 
-/* Never inlined: ch_direct_malloc's tail call must stay a jump. Nothing but
- * tail calls, so that malloc saves no register: the lanes that take none
- * (DPA's, MO's) do not pay for the group allocation's. */
+/* Never inlined: ch_direct_malloc's tail call must stay a jump. The lane's
+ * group allocation is inline (its fast path returns, everything else is a
+ * tail call); every other way out is a tail call, so that malloc saves no
+ * register: the lanes that take none (DPA's, MO's) do not pay for the group
+ * allocation's. */
 CH_EXPORT CH_NOINLINE void *malloc(size_t size) {
   struct ch_group_heap *gh = ch_lane(size);
   if (CH_LIKELY(gh != NULL)) return ch_group_malloc_lane(gh, size);

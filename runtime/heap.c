@@ -853,7 +853,7 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
   if (CH_UNLIKELY(!c)) return NULL;
   char *p;
   if (CH_LIKELY(n <= EXACT_MAX)) {
-    void **bin = &c->bins[n / CH_GRANULE - 1];
+    void **bin = &c->bins[(n - 1) / CH_GRANULE];
     if ((p = *bin)) {
       void *next = *(void **)p;
       *bin = next;
@@ -878,16 +878,6 @@ done:
   uint32_t live = c->live_bytes += (uint32_t)n;
   if (CH_UNLIKELY(live > c->high)) return report_rise_then(gh, c, p);
   return p;
-}
-/* fast_take for a request of size bytes: an exact bin's block size is
- * size - 1 rounded, which drops ch_block_size's 16-byte floor (a compare
- * and a conditional move); size 0 wraps round and takes ch_block_size's
- * way. */
-static inline __attribute__((always_inline)) void *fast_take_request(struct ch_group_heap *gh, unsigned group,
-                                                                     size_t size, bool lines) {
-  size_t m = size - 1;
-  return fast_take(gh, group, m < EXACT_MAX ? (m & ~(size_t)(CH_GRANULE - 1)) + CH_GRANULE : ch_block_size(size),
-                   lines);
 }
 
 /* What the fast path left of a plain request of n bytes (size asked): no
@@ -937,7 +927,7 @@ void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
   return ch_group_lane_general(gh, size);
 }
 void *ch_group_take_lane(struct ch_group_heap *gh, size_t size) {
-  return fast_take_request(gh, 0, size, false);
+  return fast_take(gh, 0, ch_block_size(size), false);
 }
 /* ch_group_malloc_or_next in two halves, for the patched sites' entries
  * (ch_direct_malloc, ch_direct_new), so that they end in tail calls and save
@@ -945,7 +935,7 @@ void *ch_group_take_lane(struct ch_group_heap *gh, size_t size) {
 void *ch_group_take(unsigned group, size_t size) {
   struct ch_heap *h = my_heap;
   if (CH_UNLIKELY(!h)) return NULL;
-  return fast_take_request(&h->g[group], group, size, true);
+  return fast_take(&h->g[group], group, ch_block_size(size), true);
 }
 #pragma GCC diagnostic pop
 void *ch_group_malloc_or_next(unsigned group, size_t size) { return group_malloc(group, size, true, false); }
