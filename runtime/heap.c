@@ -279,8 +279,8 @@ static inline void *bin_pop(struct ch_chunk *c, unsigned b) {
   if (!next && b >= NEXACT) c->binmask &= ~((uint64_t)1 << b);
   return p;
 }
-/* The first bin from b to last (below CH_NBINS) that holds anything, or
- * last + 1: the exact ones' heads read one by one, stopping at the first
+/* The first bin from b to last (last below CH_NBINS; b may be last + 1)
+ * that holds anything, or last + 1: the exact ones' heads read one by one, stopping at the first
  * that holds a block, then the mixed ones' bits of binmask (off the fast
  * paths). */
 static unsigned next_bin(const struct ch_chunk *c, unsigned b, unsigned last) {
@@ -526,7 +526,7 @@ static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
 /* Pop a block of at least n bytes from a non-empty bin in first..last,
  * splitting off a tail worth keeping. */
 static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned last, size_t *bsize) {
-  for (unsigned b = next_bin(c, first, last); b <= last; b = b < last ? next_bin(c, b + 1, last) : last + 1) {
+  for (unsigned b = next_bin(c, first, last); b <= last; b = next_bin(c, b + 1, last)) {
     size_t size = bin_block_size(b, c->bins[b]);
     if (size < n) continue;   /* only the first mixed bin and the last can hold these */
     void *p = bin_pop(c, b);
