@@ -51,6 +51,11 @@ def placements(stats):
     return sorted((g["name"], g["allocations"]) for g in stats["groups"])
 
 
+def dpa_allocations(ident):
+    """The allocations DPA decided, by any of its paths."""
+    return ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+
+
 def test_wrapped_two_level_wrapper(tmp_path):
     """safe_malloc -> xalloc -> malloc: safe_malloc is a tail call (no frame of
     its own), xalloc a wrapper; each chain ends at the caller that links the
@@ -127,7 +132,7 @@ def test_a_recursive_builder_gets_its_prefix_named(tmp_path):
     argv = [BUILD / "tests" / "programs" / "recbuild", 300, 8]
     _, stats = dpa_run(tmp_path, argv)
     ident = stats["identification"]
-    total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+    total = dpa_allocations(ident)
     assert stats["dpa"]["prefix_hints"] >= 1 and stats["dpa"]["hints_trusted"] >= 1
     assert ident["dpa_prefix"] > 0.3 * total
     assert ident["dpa"] < 0.01 * total
@@ -146,7 +151,7 @@ def test_a_recursive_evaluator_finds_its_group_in_the_prefix_memo(tmp_path):
     argv = [BUILD / "tests" / "programs" / "receval", 400, 8, "indirect"]
     _, stats = dpa_run(tmp_path, argv)
     ident = stats["identification"]
-    total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+    total = dpa_allocations(ident)
     assert total == 400 * 511
     assert stats["dpa"]["object_groups"] == 3
     assert stats["dpa"]["prefix_hints"] == 1 and stats["dpa"]["prefix_memos"] == 3
@@ -168,7 +173,7 @@ def test_a_wrapper_that_calls_itself_ends_its_chains(tmp_path):
     named = chains(stats, binary)
     assert [f for _, f in named] == [["xalloc", "make", "eval"]]
     ident = stats["identification"]
-    total = ident["dpa"] + ident["dpa_hinted"] + ident["dpa_prefix"] + ident["dpa_below"]
+    total = dpa_allocations(ident)
     assert total == 400 * 511
     assert ident["dpa_hinted"] > 0.99 * total and ident["dpa_prefix"] == 0
     assert stats["dpa"]["prefix_hints"] == 0
