@@ -301,12 +301,22 @@ struct ch_group_heap {
   struct ch_chunk *spill;      /* requests the current chunk has room but no fit for (heap.c) */
   uint64_t pool_word;          /* a pool's line (pool.c): its descriptor word, 0 once destroyed */
 } __attribute__((aligned(64)));
+/* Frees into another thread's chunks, handed over together (heap.c). */
+#define CH_REMOTE_BATCH 32
+struct ch_batch {
+  void *link;              /* first word: a delayed list's link, or a free batch's */
+  struct ch_heap *home;    /* whose batch it is */
+  unsigned n;
+  void *block[CH_REMOTE_BATCH];
+} __attribute__((aligned(64)));
 struct ch_heap {
   struct ch_group_heap g[CH_MAX_GROUPS];   /* first: the heap's address is 64-aligned */
   struct ch_heap *all_next;           /* every heap ever made (never freed) */
   struct ch_heap *free_next;          /* heaps of exited threads, ready for reuse */
   pthread_t thread;
   _Atomic(void *) delayed;            /* blocks other threads freed into our chunks */
+  struct ch_batch *batches;           /* ours to fill, for the heap's thread alone */
+  _Atomic(struct ch_batch *) batches_back;   /* ours, drained by other heaps */
   _Atomic uint64_t life;              /* the heap's owner and its state: epoch << 2 | HEAP_*
                                          (heap.c, "A thread that starts another") */
   atomic_uint idle_frees;             /* other threads' frees into it while idle */
@@ -335,6 +345,7 @@ void ch_heap_flush_remote(void);
  * freeing a batch's worth into it to take it over (heap.c). */
 void ch_heap_thread_started(void);
 extern atomic_ulong ch_heaps_handed_on;   /* idle heaps a freeing thread took over */
+extern atomic_ulong ch_remote_batches;    /* struct ch_batch made (heap.c) */
 /* or_next. The entry points' whole fast lane, defined in heap.c and inlined
  * into malloc and operator new at link time: without always_inline, operator
  * new called it (an inlining limit). GCC warns that an always_inline

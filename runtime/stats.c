@@ -308,6 +308,7 @@ int ch_stats_write(const char *path) {
   field_u(o, "spares_reused", atomic_load(&ch_spares_reused), true);
   field_u(o, "chunks_purged", atomic_load(&ch_chunks_purged), true);
   field_u(o, "heaps_handed_on", atomic_load(&ch_heaps_handed_on), true);
+  field_u(o, "remote_batches", atomic_load(&ch_remote_batches), true);
   field_u(o, "unwind_cache_misses", atomic_load(&ch_unwind_slow), true);
   field_u(o, "walks_joined", atomic_load(&ch_walks_joined), false);
   put(o, ",\n  \"identification\": {");

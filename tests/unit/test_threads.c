@@ -70,6 +70,38 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* A producer and a consumer in step: the producer makes HANDOFF blocks, the
+ * consumer frees them all, HANDOFF_ROUNDS times. The consumer's frees reach
+ * the producer in batches, which come back to the consumer once drained. */
+#define HANDOFF 20000
+#define HANDOFF_ROUNDS 40
+static pthread_barrier_t step;
+static uint64_t *handed[HANDOFF];
+static void *producer(void *arg) {
+  (void)arg;
+  for (int r = 0; r < HANDOFF_ROUNDS; r++) {
+    for (int i = 0; i < HANDOFF; i++) {
+      handed[i] = malloc(16 + 16 * (size_t)(i % 5));
+      handed[i][0] = (uint64_t)i * 31 + (uint64_t)r;
+    }
+    pthread_barrier_wait(&step);   /* the consumer's turn */
+    pthread_barrier_wait(&step);   /* all freed */
+  }
+  return NULL;
+}
+static void *consumer(void *arg) {
+  (void)arg;
+  for (int r = 0; r < HANDOFF_ROUNDS; r++) {
+    pthread_barrier_wait(&step);
+    for (int i = 0; i < HANDOFF; i++) {
+      if (handed[i][0] != (uint64_t)i * 31 + (uint64_t)r) bad++;
+      free(handed[i]);
+    }
+    pthread_barrier_wait(&step);
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   int grouped = check_init();
   pthread_t t[THREADS];
@@ -78,6 +110,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   }
   while (qlen) { check_obj(queue[qlen - 1]); free(queue[--qlen]); }
+  pthread_barrier_init(&step, NULL, 2);
+  pthread_create(&t[0], NULL, producer, NULL);
+  pthread_create(&t[1], NULL, consumer, NULL);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   CHECK(bad == 0);
   if (grouped && argc > 1) {
     write_stats(argv[1]);
@@ -86,6 +122,12 @@ int main(int argc, char **argv) {
     long live = stat_value(argv[1], "live_bytes");
     CHECK(live >= 0 && live <= 4096);
     CHECK(stat_value(argv[1], "allocations") > THREADS * ROUNDS);
+    /* The handoff alone sent HANDOFF * HANDOFF_ROUNDS / 32 = 25,000 batches:
+     * they were drained and used again, not made anew. A round's frees all
+     * wait (HANDOFF / 32 batches) until the producer next drains, so some
+     * rounds' worth may exist at once, and the first phase's few too. */
+    long batches = stat_value(argv[1], "remote_batches");
+    CHECK(batches > 0 && batches <= 4 * HANDOFF / 32 + THREADS * 64);
   }
   return check_done("test_threads");
 }
