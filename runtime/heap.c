@@ -588,7 +588,9 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
   char *old_hwm = c->hwm;
   void *p = any_bins ? bins_take(c, n, b, n <= EXACT_MAX ? b : b + 3, &bsize) : NULL;
   bool fresh = false;
-  if (!p) fresh = (p = bump_take(c, n, align, fresh_ok)) != NULL;
+  /* A line-sized block of a group that places them on lines starts on a
+   * line where it is bumped; from the bins it takes what the bins hold. */
+  if (!p) fresh = (p = bump_take(c, n, align < 64 && on_lines(group, n) ? 64 : align, fresh_ok)) != NULL;
   /* Above 256 bytes the first look covered the next three classes already. */
   if (!p && any_bins && (split_any || n <= EXACT_MAX))
     p = bins_take(c, n, b, split_any ? CH_NBINS - 1 : b + 3, &bsize);
@@ -767,7 +769,7 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   void *p;
   if (cur && !zero && n <= EXACT_MAX) {   /* the first look (above) */
     bool line = on_lines(group, n);
-    if (line && align == 64 && ((uintptr_t)cur->bump & 63) && (p = bump_counted(gh, cur, n, 64))) return p;
+    if (line && align <= 64 && ((uintptr_t)cur->bump & 63) && (p = bump_counted(gh, cur, n, 64))) return p;
     if ((align <= CH_MIN_ALIGN || (line && align == 64)) && (p = spill_take(gh, cur, n, line))) return p;
   }
   if (cur && (p = chunk_alloc(gh, cur, group, n, align, zero, req, false, false))) return p;
@@ -843,13 +845,6 @@ static CH_NOINLINE void *alloc_no_heap(unsigned group, size_t n, size_t size, bo
   return p || !or_next ? p : ch_next.malloc(size);
 }
 
-/* A line-sized block of a group that places them on lines (on_lines): the
- * general path, aligned to a line; the gap before it goes to the bins. */
-static CH_NOINLINE void *alloc_lines(struct ch_heap *h, unsigned group, size_t n, size_t size, bool or_next) {
-  void *p = alloc_general(h, group, n, 64, false, size);
-  return p || !or_next ? p : ch_next.malloc(size);
-}
-
 /* The fast path: a block of n bytes from gh's current chunk, an exact bin's
  * or else the bump pointer's when no nearby bin could serve; or NULL: the
  * general path. lines: the group may place line-sized blocks on lines (the
@@ -894,7 +889,6 @@ done:
 static inline __attribute__((always_inline)) void *group_malloc_rest(struct ch_heap *h, unsigned group, size_t n,
                                                                     size_t size, bool or_next, bool raw) {
   if (CH_UNLIKELY(!h)) return alloc_no_heap(group, n, size, or_next, raw);
-  if (on_lines(group, n)) return alloc_lines(h, group, n, size, or_next);   /* whatever it finds, on a line */
   if (or_next) return alloc_general_or_next(h, group, n, size);
   return alloc_general(h, group, n, CH_MIN_ALIGN, false, size);
 }
