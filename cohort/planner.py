@@ -382,6 +382,36 @@ def require_streams(profile, what):
                           f"optimize --policy hds)")
 
 
+def set_aside_large(profile, accesses, edges, members):
+    """Affinity between small objects and large ones (a mean size over
+    REST_MAX), taken out of `edges` before HALO groups: notes. A large
+    object beside a small one shares a line with it at most, so the
+    affinity buys little, and in the small objects' pool it spreads them
+    apart: a walk over them then touches a line and often a page for each,
+    the layout the group was to end (`mixed`: a list of 48-byte nodes, each
+    with its 2-4 KiB buffer, docs/planner.md). Large objects may still be
+    grouped with each other."""
+    contexts = profile["contexts"]
+
+    def mean_size(n):
+        allocations = sum(contexts[c]["allocations"] for c in members[n])
+        return sum(contexts[c].get("bytes", 0) for c in members[n]) / allocations if allocations else 0
+
+    large = {n for n in accesses if mean_size(n) > REST_MAX}
+    notes = []
+    for n in sorted(large, key=lambda n: -accesses[n]):
+        cut = [(k, w) for k, w in edges.items() if n in k and k[0] != k[1] and (k[0] in large) != (k[1] in large)]
+        if not cut:
+            continue
+        for k, _ in cut:
+            del edges[k]
+        notes.append(f"context {members[n][0]} (objects of {mean_size(n):.0f} bytes on average) kept out of "
+                     f"the groups of smaller objects: {sum(w for _, w in cut)} affinitive accesses with them "
+                     f"set aside, since an object over {REST_MAX} bytes shares at most a line with its "
+                     f"neighbour and would spread theirs apart")
+    return notes
+
+
 def halo_groups(profile, accesses, edges, total, members, min_weight, max_members, tolerance,
                 group_threshold):
     """HALO's grouping (Figure 6) and our consolidation of it: (formed
@@ -504,8 +534,10 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         if policy in dsgraph.APA_POLICIES:
             formed, notes = apa_groups(profile, policy, accesses, edges, members)
         else:
+            large_notes = set_aside_large(profile, accesses, edges, members)
             formed, notes = halo_groups(profile, accesses, edges, total, members, min_weight, max_members,
                                         tolerance, group_threshold)
+            notes = large_notes + notes
         for g in formed:   # from graph nodes (families) to their contexts
             g.nodes = g.members
             g.members = [c for n in g.nodes for c in members[n]]

@@ -538,6 +538,37 @@ def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dr
     agrees_with_runtime(plan, profile, tmp_path / "singletons")
 
 
+def test_large_objects_are_kept_out_of_the_groups_of_small_ones(tmp_path):
+    """A list of small nodes, each with a large buffer that the walks read
+    after the node: HALO's affinity would put the buffers in the nodes'
+    group (the buffers are what the nodes are used with), which spreads the
+    nodes a buffer apart. The affinity between objects over 256 bytes and
+    smaller ones is set aside, with a note: the nodes and their index form
+    the group, and the buffers, on their own, stay with the next allocator.
+    Large objects used with each other may still form a group."""
+    from cohort.planner import make_plan
+    ctxs = [(0, [1, 9], 2000, 900000), (1, [2, 9], 2000, 1000000), (2, [3, 9], 2000, 3000000)]
+    edges = [(0, 0, 40000), (0, 1, 120000), (0, 2, 150000), (1, 1, 45000), (2, 2, 1000)]
+    profile = shape_profile(ctxs, edges, 5_000_000)
+    profile["contexts"][2].update(min_size=2048, max_size=4032, bytes=2000 * 3000)
+    plan = make_plan(profile)
+    assert [sorted(g.members) for g in plan.groups] == [[0, 1]]
+    assert plan.worth[0].outside == 0
+    assert plan.predicted[2] is None
+    note = [n for n in plan.notes if "kept out of the groups of smaller objects" in n]
+    assert len(note) == 1 and note[0].startswith("context 2 (objects of 3000 bytes on average)"), plan.notes
+    assert "150000 affinitive accesses" in note[0]
+    agrees_with_runtime(plan, profile, tmp_path)
+
+    # two kinds of large objects used with each other still group
+    edges = [(0, 0, 40000), (0, 1, 120000), (1, 1, 45000), (2, 3, 200000), (2, 2, 50000), (0, 2, 9000)]
+    profile = shape_profile(ctxs + [(3, [4, 9], 2000, 1000000)], edges, 6_000_000)
+    for c in (2, 3):
+        profile["contexts"][c].update(min_size=1024, max_size=1024, bytes=2000 * 1024)
+    plan = make_plan(profile)
+    assert sorted(sorted(g.members) for g in plan.groups) == [[0, 1], [2, 3]]
+
+
 def test_max_size_is_kept_within_the_runtime_limits():
     from cohort.planner import make_plan
     profile = shape_profile([(0, [1], 10, 3)], [], 1000)
