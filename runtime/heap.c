@@ -7,7 +7,7 @@
  * pin an otherwise empty chunk. Only the owning thread touches a chunk's
  * bins and counts; another thread's free sets the block's freed bit
  * atomically and pushes the block onto the owning heap's delayed list (in
- * batches, from a thread with a heap), which the owner drains. Heaps are
+ * batches), which the owner drains. Heaps are
  * never freed (an exited thread's heap waits for reuse), so that push can
  * never land in freed memory. Chunks of exited
  * threads become orphans, handled under a lock until a heap adopts them: the
@@ -1005,9 +1005,10 @@ static void free_remote(struct ch_heap *owner, void *p) { push_remote(owner, p);
  * producer's blocks otherwise pays one on the producer's list for each. At
  * most CH_REMOTE_BATCH blocks wait, all for one heap; the batch goes when it is
  * full, when a block for another heap comes, and when the thread exits
- * (heap_thread_exit). A thread without a heap has no exit hook to send it,
- * so its frees go one at a time. A block in a batch is on its way back like
- * any other: its freed bit is set, so freeing it again is a double free.
+ * (heap_thread_exit, or batch_thread_exit for a thread without a heap, a
+ * consumer that only frees, which sets that hook at its first batch). A
+ * block in a batch is on its way back like any other: its freed bit is set,
+ * so freeing it again is a double free.
  * The batch is an array of pointers (struct ch_batch), not a list through
  * the blocks: the owner fetches its blocks ahead of their turn instead of
  * waiting for each link, another core's last write, to arrive (`prodcons
@@ -1015,38 +1016,56 @@ static void free_remote(struct ch_heap *owner, void *p) { push_remote(owner, p);
  * random:4 1.064 -> 0.744; docs/runtime.md, "Batches as arrays"). */
 static CH_TLS struct remote_batch {
   struct ch_heap *owner;
-  struct ch_batch *b;   /* being filled, for owner */
+  struct ch_batch *b;       /* being filled, for owner */
+  struct ch_batch *spare;   /* without a heap: batches to fill */
+  bool hooked;              /* without a heap: batch_thread_exit is set */
+  bool exiting;             /* past an exit hook: frees go one at a time */
 } rbatch;
 
 /* A batch comes from its sender's heap and goes back there once drained,
  * to the list other threads push onto; the heap's thread takes that list
- * whole when its own runs out, so no pop races another. Batches are never
- * freed, as heaps are not. */
-static struct ch_batch *batch_get(struct ch_heap *h) {
-  struct ch_batch *b = h->batches;
-  if (!b) b = atomic_exchange_explicit(&h->batches_back, NULL, memory_order_acquire);
+ * whole when its own runs out, so no pop races another. Threads without a
+ * heap share one such list. Batches are never freed, as heaps are not. */
+static _Atomic(struct ch_batch *) heapless_batches;
+static pthread_key_t batch_key;
+static bool batch_key_ok;
+static struct ch_batch *batch_take(struct ch_batch **spare, _Atomic(struct ch_batch *) *back) {
+  struct ch_batch *b = *spare;
+  if (!b) b = atomic_exchange_explicit(back, NULL, memory_order_acquire);
   if (!b) {
     enum { SLAB = 64 };
     char *m = ch_meta_alloc(SLAB * sizeof *b + 64);
     if (!m) return NULL;
     struct ch_batch *s = (struct ch_batch *)(((uintptr_t)m + 63) & ~(uintptr_t)63);
     for (unsigned i = 0; i < SLAB; i++) {
-      s[i].home = h;
+      s[i].home = back;
       s[i].link = i + 1 < SLAB ? &s[i + 1] : NULL;
     }
     atomic_fetch_add_explicit(&ch_remote_batches, SLAB, memory_order_relaxed);
     b = s;
   }
-  h->batches = b->link;
+  *spare = b->link;
   b->n = 0;
   return b;
 }
 static void batch_put(struct ch_batch *b) {
-  struct ch_heap *h = b->home;
-  struct ch_batch *old = atomic_load_explicit(&h->batches_back, memory_order_relaxed);
+  _Atomic(struct ch_batch *) *home = b->home;
+  struct ch_batch *old = atomic_load_explicit(home, memory_order_relaxed);
   do b->link = old;
-  while (!atomic_compare_exchange_weak_explicit(&h->batches_back, &old, b, memory_order_release,
-                                                memory_order_relaxed));
+  while (!atomic_compare_exchange_weak_explicit(home, &old, b, memory_order_release, memory_order_relaxed));
+}
+/* A batch for this thread to fill, or NULL (frees go one at a time). */
+static struct ch_batch *batch_get(void) {
+  struct ch_heap *h = own_heap;
+  if (h) return batch_take(&h->batches, &h->batches_back);
+  if (!rbatch.hooked) {
+    if (!batch_key_ok) return NULL;
+    ch_in_runtime++;     /* pthread_setspecific may calloc its second-level table */
+    rbatch.hooked = pthread_setspecific(batch_key, &rbatch) == 0;
+    ch_in_runtime--;
+    if (!rbatch.hooked) return NULL;
+  }
+  return batch_take(&rbatch.spare, &heapless_batches);
 }
 
 /* Also from the statistics writers, never from a signal handler: it may
@@ -1063,7 +1082,7 @@ static void free_remote_batched(struct ch_heap *owner, void *p) {
   if (r->owner != owner || !r->b) {
     ch_heap_flush_remote();
     r->owner = owner;
-    if (!(r->b = batch_get(own_heap))) { free_remote(owner, p); return; }
+    if (!(r->b = batch_get())) { free_remote(owner, p); return; }
   }
   struct ch_batch *b = r->b;
   b->block[b->n] = p;
@@ -1173,7 +1192,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   ((uint64_t *)p)[1] = c->key;
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(own_heap, c, p);
-  else if (own_heap && !pool) free_remote_batched(owner, p);
+  else if (!pool && !rbatch.exiting) free_remote_batched(owner, p);
   else free_remote(owner, p);
 }
 
@@ -1533,10 +1552,27 @@ static void heap_take_over(struct ch_heap *h, uint64_t life) {
   ch_in_runtime--;
 }
 
+/* A thread's exit hooks send its batch: nothing would after them. Frees
+ * the thread makes later (other keys' destructors) go one at a time, so
+ * that none waits in a batch no hook is left to send. */
+static void batch_thread_exit(void *arg) {
+  (void)arg;
+  ch_in_runtime++;
+  rbatch.exiting = true;
+  ch_heap_flush_remote();
+  while (rbatch.spare) {   /* the spare batches go back to the shared list */
+    struct ch_batch *b = rbatch.spare;
+    rbatch.spare = b->link;
+    batch_put(b);
+  }
+  ch_in_runtime--;
+}
+
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
-  ch_heap_flush_remote();   /* nothing would send the batch after the thread */
+  rbatch.exiting = true;
+  ch_heap_flush_remote();
   /* Left idle: ours to abandon only if no thread took it over. */
   if (h == idle_heap && !heap_resume()) { ch_in_runtime--; return; }
   if (h == own_heap) { own_heap = my_heap = NULL; ch_control_gh = NULL; }
@@ -1567,6 +1603,7 @@ void ch_heaps_init(void) {
   if (r) { uint64_t x; memcpy(&x, r + 8, sizeof x); k ^= x; }
   atomic_store(&key_counter, k);
   heap_key_ok = pthread_key_create(&heap_key, heap_thread_exit) == 0;
+  batch_key_ok = pthread_key_create(&batch_key, batch_thread_exit) == 0;
 }
 
 void ch_heaps_atfork_prepare(void) { ch_lock(&heaps_lock); }

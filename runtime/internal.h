@@ -305,7 +305,7 @@ struct ch_group_heap {
 #define CH_REMOTE_BATCH 32
 struct ch_batch {
   void *link;              /* first word: a delayed list's link, or a free batch's */
-  struct ch_heap *home;    /* whose batch it is */
+  _Atomic(struct ch_batch *) *home;   /* the list it goes back to once drained (heap.c) */
   unsigned n;
   void *block[CH_REMOTE_BATCH];
 } __attribute__((aligned(64)));

@@ -102,6 +102,45 @@ static void *consumer(void *arg) {
   return NULL;
 }
 
+/* A thread that only frees (it allocates nothing, so it has no heap of its
+ * own) the blocks of a thread still running: its frees reach their owner in
+ * batches too, and its exit sends the last one. LEFT is not a multiple of
+ * 32, and the blocks of a last batch add up to more than the live bytes
+ * main allows at the end: a batch left unsent would keep them live for good
+ * (the owner, at its exit, drains what was sent). The owner is not the
+ * thread that started the freeing one, whose heap would be left idle and
+ * taken over ("A thread that starts another", runtime/heap.c). */
+#define LEFT 3000
+static uint64_t *left[LEFT];
+static pthread_t freer;
+static pthread_barrier_t made;
+static void *only_frees(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&made);
+  for (int i = 0; i < LEFT; i++) {
+    if (left[i][0] != (uint64_t)i) bad++;
+    free(left[i]);
+  }
+  return NULL;
+}
+static void *makes_and_waits(void *arg) {
+  (void)arg;
+  for (int i = 0; i < LEFT; i++) {
+    left[i] = malloc(256);
+    left[i][0] = (uint64_t)i;
+  }
+  pthread_barrier_wait(&made);
+  pthread_join(freer, NULL);
+  return NULL;
+}
+static void handed_to_a_thread_that_only_frees(void) {
+  pthread_t maker;
+  pthread_barrier_init(&made, NULL, 2);
+  pthread_create(&freer, NULL, only_frees, NULL);
+  pthread_create(&maker, NULL, makes_and_waits, NULL);
+  pthread_join(maker, NULL);
+}
+
 int main(int argc, char **argv) {
   int grouped = check_init();
   pthread_t t[THREADS];
@@ -114,6 +153,7 @@ int main(int argc, char **argv) {
   pthread_create(&t[0], NULL, producer, NULL);
   pthread_create(&t[1], NULL, consumer, NULL);
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  handed_to_a_thread_that_only_frees();
   CHECK(bad == 0);
   if (grouped && argc > 1) {
     write_stats(argv[1]);
