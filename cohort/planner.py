@@ -392,24 +392,20 @@ def set_aside_large(profile, accesses, edges, members):
     with its 2-4 KiB buffer, docs/planner.md). Large objects may still be
     grouped with each other."""
     contexts = profile["contexts"]
-
-    def mean_size(n):
+    nbytes = grouping.node_bytes(profile, members)
+    size = {}
+    for n in accesses:
         allocations = sum(contexts[c]["allocations"] for c in members[n])
-        return sum(contexts[c].get("bytes", 0) for c in members[n]) / allocations if allocations else 0
-
-    large = {n for n in accesses if mean_size(n) > REST_MAX}
-    notes = []
-    for n in sorted(large, key=lambda n: -accesses[n]):
-        cut = [(k, w) for k, w in edges.items() if n in k and k[0] != k[1] and (k[0] in large) != (k[1] in large)]
-        if not cut:
-            continue
-        for k, _ in cut:
-            del edges[k]
-        notes.append(f"context {members[n][0]} (objects of {mean_size(n):.0f} bytes on average) kept out of "
-                     f"the groups of smaller objects: {sum(w for _, w in cut)} affinitive accesses with them "
-                     f"set aside, since an object over {REST_MAX} bytes shares at most a line with its "
-                     f"neighbour and would spread theirs apart")
-    return notes
+        size[n] = nbytes[n] / allocations if allocations else 0
+    large = {n for n in accesses if size[n] > REST_MAX}
+    cut = {}   # large node: the weight of its edges to smaller ones
+    for k in [k for k in edges if (k[0] in large) != (k[1] in large)]:
+        n = k[0] if k[0] in large else k[1]
+        cut[n] = cut.get(n, 0) + edges.pop(k)
+    return [f"context {members[n][0]} (objects of {size[n]:.0f} bytes on average) kept out of the groups "
+            f"of smaller objects: {cut[n]} affinitive accesses with them set aside, since an object over "
+            f"{REST_MAX} bytes shares at most a line with its neighbour and would spread theirs apart"
+            for n in sorted(cut, key=lambda n: -accesses[n])]
 
 
 def halo_groups(profile, accesses, edges, total, members, min_weight, max_members, tolerance,
