@@ -947,9 +947,9 @@ CH_NOINLINE void *ch_group_rest_or_next(unsigned group, size_t size) {
 
 void *ch_group_alloc_raw(unsigned group, size_t size, size_t align, bool zero) {
   if (align <= CH_MIN_ALIGN && !zero) return group_malloc(group, size, false, true);
-  size_t n = ch_block_size(size);
-  if (align < 64 && on_lines(group, n)) align = 64;   /* calloc too */
-  return alloc_general(own_heap, group, n, align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
+  /* A line-sized block of a group that places them on lines: chunk_alloc
+   * bumps it onto a line, as it does malloc's, and the bins serve it. */
+  return alloc_general(own_heap, group, ch_block_size(size), align < CH_MIN_ALIGN ? CH_MIN_ALIGN : align, zero, size);
 }
 
 void *ch_group_alloc(unsigned group, size_t size, size_t align, bool zero) {
