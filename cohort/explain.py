@@ -227,7 +227,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         members = sorted(c for c, gg in group_of.items() if gg == g)
         allocs = sum(profile["contexts"][c]["allocations"] for c in members)
         acc = sum(profile["contexts"][c]["accesses"] for c in members)
-        what = " (every small allocation no other group claims)" if g == rest else ""
+        what = " (every small allocation no other group claims, one pool per size class)" if g == rest else ""
         lines.append(f"  group {g} {name}{what}: {len(members)} contexts, {allocs} allocations, {acc} accesses")
         if worth.get(g):
             lines.append(f"      {worth[g]}")

@@ -195,10 +195,13 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned 
 }
 
 /* A cold entry site patched to reach the plan's rest group directly
- * (direct.c): requests up to the rest group's limit go there; the rest take
- * the ordinary path, which sends them to the next allocator. */
+ * (direct.c): requests up to the rest group's limit go there, to their size
+ * class's group; the rest take the ordinary path, which sends them to the
+ * next allocator. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_malloc(size_t size, unsigned group) {
-  return CH_LIKELY(size <= ch_direct_rest_max) ? ch_direct_malloc(size, group) : ch_malloc_entry(size);
+  (void)group;
+  return CH_LIKELY(size <= ch_direct_rest_max) ? ch_direct_malloc(size, (unsigned)ch_rest_group(size))
+                                               : ch_malloc_entry(size);
 }
 
 /* An MO call site decided for good, patched (direct.c): a request of the

@@ -912,7 +912,8 @@ void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, 
 void ch_heap_arm_control(void) {
   ch_control_gh = !my_heap ? NULL
                   : ch_control_spread ? (struct ch_group_heap *)((uintptr_t)&my_heap->g[0] | 1)
-                                      : &my_heap->g[ch_control_group];
+                  : ch_control_by_size ? (struct ch_group_heap *)((uintptr_t)&my_heap->g[ch_control_group] | 2)
+                                       : &my_heap->g[ch_control_group];
 }
 /* The lane's fast path failed: straight to the general path (the controls'
  * groups place nothing on lines). gh is a line of the thread's own heap. */

@@ -6,7 +6,7 @@
  * the bits their activations set decide instead, with no walk. The quick test in the walk rejects an allocation
  * whose innermost application frame the plan marks cold, without a full walk.
  * What nothing claims goes to the plan's rest group if it has one (format 4),
- * else to the next allocator.
+ * split by size class, else to the next allocator.
  * Two further modes serve tests and evaluation: "all" groups every small
  * allocation in one pool, "random" sends each to one of N pools at random
  * (HALO's random-placement control). */
@@ -33,7 +33,51 @@ static bool rest_only;
  * group it serves is ch_control_group). */
 static size_t control_max;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
-static inline int rest_for(size_t size) { return size <= rest_max ? rest : -1; }
+static inline int rest_for(size_t size) { return size <= rest_max ? ch_rest_group(size) : -1; }
+
+/* The rest group by size class (internal.h). Each class takes a group id
+ * after the plan's own while ids are left, the first class the rest
+ * group's own when that is the plan's last (as the planner writes it), so
+ * that the classes up to 256 bytes are consecutive groups: the lane needs
+ * no table (ch_lane). Objects that no group claims are of many kinds
+ * allocated in turn; a class keeps each size apart, so a walk over one kind
+ * does not step over the others (docs/planner.md, "The rest pool"). */
+int8_t ch_rest_groups[CH_REST_CLASSES];
+static unsigned rest_first;   /* the first class's group */
+static bool rest_split;       /* the rest group is split: more than one class's group */
+static char class_names[CH_MAX_GROUPS][40];
+/* The largest request of class c (below 71). */
+static size_t class_top(unsigned c) { return c < 16 ? 16 * (size_t)(c + 1) : (size_t)1 << (c - 7); }
+static void split_rest(void) {
+  memset(ch_rest_groups, rest, sizeof ch_rest_groups);
+  if (rest < 0 || ch_opt.rest_one) return;
+  size_t top = rest_max < ch_max_size ? rest_max : ch_max_size;
+  if (top <= 16) return;   /* one class */
+  unsigned plan_groups = ngroups;
+  rest_first = (unsigned)rest + 1 == ngroups ? (unsigned)rest : ngroups++;
+  size_t served[CH_MAX_GROUPS] = {0};   /* the largest request each class's group takes */
+  unsigned g = rest_first;
+  served[g] = 16;
+  ch_rest_groups[0] = ch_rest_groups[CH_REST_CLASSES - 1] = (int8_t)g;
+  for (unsigned c = 1; c < CH_REST_CLASSES - 1 && class_top(c - 1) < top; c++) {
+    if (ngroups < CH_PLAN_GROUPS) g = ngroups++;   /* else the last class takes the larger sizes too */
+    ch_rest_groups[c] = (int8_t)g;
+    served[g] = class_top(c) < top ? class_top(c) : top;
+  }
+  if (ngroups == plan_groups) return;   /* no id left: one rest pool */
+  rest_split = true;
+  const char *name = ch_plan->group_names[rest];
+  for (unsigned k = rest_first; k < ngroups; k++)   /* consecutive: rest_first is the plan's last or after it */
+    snprintf(class_names[k], sizeof class_names[k], "%.24s/%zu", name, served[k]);
+}
+/* May the lane pick a class's group as the first class's + the class, for
+ * every request up to max? */
+static bool classes_consecutive(size_t max) {
+  for (unsigned c = 0; c < 16 && class_top(c) <= max; c++)
+    if (ch_rest_groups[c] != (int)(rest_first + c)) return false;
+  return true;
+}
+static bool is_class(unsigned g) { return class_names[g][0] != 0; }
 
 /* Per-thread path counts, flushed to the shared counters every COUNT_BATCH
  * allocations (and when the thread exits or statistics are written), so an
@@ -163,7 +207,7 @@ const char *ch_group_name(unsigned g) {
   switch (ch_opt.mode) {
   case CH_MODE_ALL: return "all";
   case CH_MODE_RANDOM: return g < 4 ? random_names[g] : "random";
-  case CH_MODE_PLAN: return ch_plan ? ch_plan->group_names[g] : "?";
+  case CH_MODE_PLAN: return !ch_plan ? "?" : g < CH_MAX_GROUPS && is_class(g) ? class_names[g] : ch_plan->group_names[g];
   case CH_MODE_DPA:
   case CH_MODE_MO: return g < CH_MAX_GROUPS ? online_names[g] : "?";
   default: return "?";
@@ -204,6 +248,7 @@ void ch_identify_init(void) {
     ngroups = ch_plan->ngroups;
     rest = ch_plan->rest;
     rest_max = ch_plan->rest_max;
+    split_rest();
     bool nothing_to_decide = !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
     rest_only = rest >= 0 && nothing_to_decide;
     if (rest_only) budget_path = CH_PATH_COLD;   /* as if the quick test had said cold */
@@ -220,7 +265,14 @@ void ch_identify_init(void) {
     ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
     ch_control_group = rest_only ? (unsigned)rest : 0;
-    if (ch_identify_controls) ch_control_limit = control_max + 1;
+    size_t lane_max = control_max;
+    if (rest_only && rest_split) {   /* the lane picks the class up to 256 bytes, the ordinary path above */
+      ch_control_by_size = true;
+      ch_control_group = rest_first;
+      if (lane_max > 256) lane_max = 256;
+      if (!classes_consecutive(lane_max)) lane_max = 0;
+    }
+    if (ch_identify_controls) ch_control_limit = lane_max;
     if (ch_opt.mode == CH_MODE_RANDOM) ch_control_spread = ngroups;
     ch_site_lane = ch_opt.mode == CH_MODE_MO;
     ch_chain_lane = ch_opt.mode == CH_MODE_DPA;
@@ -265,6 +317,7 @@ static inline int random_group(void) {
 _Atomic bool ch_identify_controls;
 size_t ch_control_limit;
 unsigned ch_control_group, ch_control_spread;
+bool ch_control_by_size;
 /* The lane may be armed for a thread once its counts will be flushed at its
  * exit (tregistered); the entry points arm it. It ignores ch_in_runtime: that
  * guards stack walks, and the lane walks nothing; the heap code it enters
@@ -272,7 +325,9 @@ unsigned ch_control_group, ch_control_spread;
 int ch_identify_control(size_t size) {
   if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */
-  return ch_opt.mode == CH_MODE_RANDOM ? (int)ch_random_group() : (int)ch_control_group;
+  return ch_opt.mode == CH_MODE_RANDOM ? (int)ch_random_group()
+         : ch_control_by_size              ? ch_rest_group(size)
+                                           : (int)ch_control_group;
 }
 bool ch_identify_lane_ready(void) { return tregistered && ch_control_limit; }
 void ch_identify_controls_off(void) {

@@ -122,6 +122,7 @@ struct ch_options {
   unsigned dpa_min_objects;   /* COHORT_DPA_MIN_OBJECTS: a DPA group's objects before its pool */
   size_t dpa_max_size;        /* COHORT_DPA_MAX_SIZE: DPA's largest pooled object */
   unsigned mo_hot;            /* COHORT_MO_HOT: a call site's requests before MO inspects it */
+  bool rest_one;              /* COHORT_REST=one: a plan's rest group in one pool, not by size */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);
@@ -665,15 +666,18 @@ bool ch_identify_count_path(enum ch_path p);   /* false: the counts are due (ch_
 extern _Atomic bool ch_identify_controls;
 int ch_identify_control(size_t size);
 /* The frameless path's fast lane, for malloc and operator new: a thread
- * whose heap is armed (ch_control_gh, heap.c) sends every request below
- * ch_control_limit to ch_control_group (the random control: to a group it
- * draws) with no other test, and counts it in ch_control_count. The limit is
- * 0 while the lane is closed: under a plan with groups to decide, or once a
- * plan is disabled. */
+ * whose heap is armed (ch_control_gh, heap.c) sends every request of 1 to
+ * ch_control_limit bytes to ch_control_group (the random control: to a group
+ * it draws; a plan of the rest group alone split by size: to the request's
+ * class) with no other test, and counts it in ch_control_count. The limit
+ * is 0 while the lane is closed: under a plan with groups to decide, or once
+ * a plan is disabled. */
 extern size_t ch_control_limit;
 extern unsigned ch_control_group;
 /* The random control's number of groups, 0 under every other mode. */
 extern unsigned ch_control_spread;
+/* A plan of the rest group alone, split by size class: the lane picks. */
+extern bool ch_control_by_size;
 /* The random control's draw: one of ch_control_spread groups, from
  * ch_random_state (the thread block). */
 /* Threads that have drawn: a thread's first state is the seed plus its
@@ -693,13 +697,36 @@ static inline unsigned ch_random_group(void) {
 }
 void ch_identify_controls_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
+/* A plan's rest group by size class (docs/planner.md, "The rest pool"):
+ * the group of a request of n bytes the rest group takes is
+ * ch_rest_groups[ch_rest_class(n)]: one class per 16 bytes up to 256
+ * (classes 0 to 15, each then holding blocks of one size), one per power of
+ * two above (16: up to 512, and so on); requests of 0 bytes are class 71,
+ * the first class's group. The classes below 256 bytes come from n - 1 as
+ * ch_block_size's do, so that the compiler shares the work. -1 where the
+ * plan has no rest group. Several classes share a group only when the plan
+ * leaves too few group ids (identify.c). */
+#define CH_REST_CLASSES 72
+extern int8_t ch_rest_groups[CH_REST_CLASSES];
+static inline size_t ch_rest_class(size_t n) {
+  size_t m = n - 1;
+  return m < 256 ? m >> 4 : 71u - (unsigned)__builtin_clzll(m);
+}
+static inline int ch_rest_group(size_t n) { return ch_rest_groups[ch_rest_class(n)]; }
 /* For the entry points: the heap line the lane serves a request of n bytes
- * from (counted), or NULL: the ordinary path. */
+ * from (counted), or NULL: the ordinary path. A line marked with bit 0 is
+ * group 0's under the random control, which draws the group; with bit 1,
+ * the first size class's under a plan of the rest group alone, split by
+ * size: the classes up to 256 bytes are consecutive groups (identify.c), so
+ * the class's line is (n - 1) / 16 lines on, from the n - 1 that
+ * ch_block_size works out too. */
 static inline struct ch_group_heap *ch_lane(size_t n) {
   uintptr_t v = (uintptr_t)ch_control_gh;
-  if (CH_LIKELY(v != 0) && n < ch_control_limit) {
+  if (CH_LIKELY(v != 0) && n - 1 < ch_control_limit) {
     ch_control_count++;
-    if (CH_UNLIKELY(v & 1)) v += ch_random_group() * sizeof(struct ch_group_heap) - 1;   /* random */
+    if (v & 3)
+      v += v & 2 ? (((n - 1) & ~(size_t)(CH_GRANULE - 1)) * (sizeof(struct ch_group_heap) / CH_GRANULE)) - 2
+                 : ch_random_group() * sizeof(struct ch_group_heap) - 1;
     return (struct ch_group_heap *)v;
   }
   return NULL;

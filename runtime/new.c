@@ -146,7 +146,8 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group)
 
 /* The same for a cold site and the plan's rest group (ch_direct_rest_malloc). */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_new(size_t n, unsigned group) {
-  return CH_LIKELY(n <= ch_direct_rest_max) ? ch_direct_new(n, group) : ch_new_entry(n);
+  (void)group;
+  return CH_LIKELY(n <= ch_direct_rest_max) ? ch_direct_new(n, (unsigned)ch_rest_group(n)) : ch_new_entry(n);
 }
 
 /* The same for a `walk` site decided from activations (ch_direct_act_malloc). */

@@ -98,6 +98,10 @@ void ch_options_load(void) {
     if (!strcmp(v, "0") || !strcmp(v, "1")) ch_opt.check = v[0] == '1';
     else ch_warn("COHORT_CHECK=%s must be 0 or 1; checking stays off", v);
   }
+  if ((v = env("COHORT_REST"))) {
+    if (!strcmp(v, "one") || !strcmp(v, "size")) ch_opt.rest_one = v[0] == 'o';
+    else ch_warn("COHORT_REST=%s must be size or one; the rest group stays split by size", v);
+  }
   if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
 
   if ((v = env("COHORT_CHUNK_SIZE"))) {

@@ -31,6 +31,15 @@ def block_size(request):
     return -(-n // quarter) * quarter
 
 
+def rest_class_name(request, rest="rest", rest_max=256):
+    """The statistics' name of the group that takes a request of this size in
+    a plan's rest pool, split by size class (docs/planner.md, "The rest
+    pool"): one class per 16 bytes up to 256, one per power of two above,
+    each named after the largest request it takes."""
+    top = max(16, -(-request // 16) * 16) if request <= 256 else 1 << (request - 1).bit_length()
+    return f"{rest}/{min(top, rest_max)}"
+
+
 def cohort_env(allocator="glibc", **settings):
     """Environment with libcohort preloaded in front of an allocator; keyword
     arguments become COHORT_* variables (mode="all" -> COHORT_MODE=all)."""

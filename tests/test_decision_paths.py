@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from conftest import PROGRAMS, cohort_env, run
+from conftest import PROGRAMS, cohort_env, rest_class_name, run
 from cohort import planfile
 from cohort.handplan import call_sites, read_log, write_plan
 
@@ -102,12 +102,16 @@ def test_runtime_and_decide_agree_on_random_plans(tmp_path, build, patch):
         assert r.returncode == 0 and r.stderr == b"", (trial, r.stderr)
         index = {k: i for i, (k, _) in enumerate(spec["sites"])}
         got = {k: v[0][1] for k, v in read_log(tmp_path / "log").items()}
+        st = json.loads(stats.read_text())
+        names = {g["id"]: g["name"] for g in st["groups"]}
         for p in strings:
             sites = [index.get(k) for k in chain(p)]
             want = planfile.decide(plan, sites, size=32, patched=patch == "1")
             left_cold += plan["unknown_path"] == "cold" and planfile.leaves_paths(plan, sites)
-            assert got[p] == (-1 if want is None else want), (trial, p, plan_path.read_text())
-        st = json.loads(stats.read_text())
+            if want is not None and want == plan["rest"]:   # the rest pool's class of 32 bytes
+                assert names.get(got[p]) == rest_class_name(32), (trial, p, plan_path.read_text())
+            else:
+                assert got[p] == (-1 if want is None else want), (trial, p, plan_path.read_text())
         decided_by_paths += st["identification"]["path"]
         decided_by_bits += st["identification"]["patched"]
         if patch == "1" and (spec["selects"] or any(v and "stop=" in v for _, v in spec["sites"])):

@@ -126,11 +126,13 @@ def test_walk_site_decided_by_activations(tmp_path, threads):
     assert st["identification"]["patched"] >= 2 * n - 8
 
 
-@pytest.mark.parametrize("rest_max,c_group", [(24, 1), (16, -1)])
+@pytest.mark.parametrize("rest_max,c_group", [(24, 2), (16, -1)])
 def test_cold_site_goes_straight_to_the_rest_group(tmp_path, rest_max, c_group):
     """Under a plan with a rest group (format 4), a cold entry site is patched
-    to reach the rest group directly; a request above the rest group's limit
-    still goes to the next allocator (make_c's objects are 24 bytes)."""
+    to reach the rest group directly, its request's size class there (group
+    2, "rest/24": the second class, the one up to 24 bytes, takes the next id
+    after the plan's); a request above the rest group's limit still goes to
+    the next allocator (make_c's objects are 24 bytes)."""
     binary = PROGRAMS / "groups_O2"
     sites = [(0, call_sites(binary, "make_a", "malloc")[0], "group=0"),
              (0, call_sites(binary, "make_c", "malloc")[0], "cold")]
@@ -143,8 +145,9 @@ def test_cold_site_goes_straight_to_the_rest_group(tmp_path, rest_max, c_group):
     assert {g for _, g, _ in objs["c"]} == {c_group}
     assert st["patch"]["direct_sites"] == 2
     ident = st["identification"]
-    if c_group == 1:
-        assert st["groups"][1]["allocations"] >= 2000 and ident["direct"] >= 2 * 2000 - 4
+    if c_group >= 0:
+        assert [g["name"] for g in st["groups"]] == ["a", "rest/16", "rest/24"]
+        assert st["groups"][c_group]["allocations"] >= 2000 and ident["direct"] >= 2 * 2000 - 4
         # the rest group's objects follow one another as the quick test would place them
         addrs = [p for _, _, p in objs["c"]]
         assert sum(1 for p, q in zip(addrs, addrs[1:]) if q == p + block_size(24)) >= len(addrs) - 3

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import PROGRAMS, block_size, cohort_env, run
+from conftest import PROGRAMS, block_size, cohort_env, rest_class_name, run
 from cohort.handplan import call_sites, read_log, write_plan
 
 SIZES = {"a": 32, "b": 48, "c": 24, "w1": 40, "w2": 40}
@@ -119,12 +119,18 @@ def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
         expect.update(c=-1, w2=-1)
     if selects == "rest-max":
         expect.update(b=-1, w1=-1, w2=-1)   # over 32 bytes
-    for kind in ("a", "b", "w1", "c", "w2"):
-        assert all(g == expect.get(kind, rest) for _, g, _ in objs[kind]), kind
     st = json.loads(stats.read_text())
     assert st["plan_active"] is True
-    assert st["groups"][rest]["name"] == "rest"
-    assert st["groups"][rest]["allocations"] >= (0 if selects == "next" else 4000 if rest or selects == "rest-max" else 10000)
+    names = {g["id"]: g["name"] for g in st["groups"]}
+    rest_max = 32 if selects in ("next", "rest-max") else 256
+    for kind, size in (("a", 32), ("b", 48), ("w1", 40), ("c", 24), ("w2", 40)):
+        if kind in expect:
+            assert all(g == expect[kind] for _, g, _ in objs[kind]), kind
+        else:   # the rest pool's class of its size
+            assert all(names[g] == rest_class_name(size, rest_max=rest_max) for _, g, _ in objs[kind]), kind
+    assert names[rest] == "rest/16"   # the rest group's id is its first class's
+    assert sum(g["allocations"] for g in st["groups"] if g["name"].startswith("rest/")) >= \
+        (0 if selects == "next" else 4000 if rest or selects == "rest-max" else 10000)
     if not rest:
         ident = st["identification"]
         assert ident["cold"] >= 10000 and st["frames_walked"]["0"] == ident["cold"]   # b, w1, w2 too
@@ -279,12 +285,14 @@ def test_line_sized_blocks_start_on_lines_in_groups_only(tmp_path):
     plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "rest"], [(0, [0]), (0, [1])],
                       version=4, rest=1)
     base = run([binary, tmp_path / "base.log"], env=cohort_env())
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan))
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     assert r.stdout == base.stdout
     objs = read_log(tmp_path / "log")
+    names = {g["id"]: g["name"] for g in json.loads(stats.read_text())["groups"]}
     assert all(g == 0 for _, g, _ in objs["node"] + objs["leaf"])
-    assert all(g == 1 for _, g, _ in objs["record"])
+    assert all(names[g] == "rest/128" for _, g, _ in objs["record"])
     assert all(a % 64 == 0 for _, _, a in objs["node"])
     # node, leaf, gap, node...: the next node in the line after a leaf, or
     # right after the last node when the leaf was served from a gap

@@ -192,7 +192,7 @@ def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
     assert "make_a" in text or "groups_O2+0x" in text
     # why each group is worth having, and the rest pool, named as such
     assert "worth: saves at most" in text and "identification:" in text
-    assert "rest (every small allocation no other group claims)" in text
+    assert "rest (every small allocation no other group claims, one pool per size class)" in text
     assert (tmp_path / "g.svg").read_text().startswith("<svg")
     # never over a file it did not draw
     mine = tmp_path / "mine.svg"

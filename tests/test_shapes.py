@@ -75,13 +75,16 @@ def test_recursive_builders_get_one_group_each(planned, tmp_path):
     assert len({c["family"] for c in entry["build"]}) == 1
     assert "dropped" not in report, report
     base = run([BUILDERS, "/dev/null", "12"])
-    r = run([BUILDERS, tmp_path / "log", "12"], env=cohort_env(plan=out / "plan"))
+    stats = tmp_path / "stats.json"
+    r = run([BUILDERS, tmp_path / "log", "12"], env=cohort_env(plan=out / "plan", stats=stats))
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     assert r.stdout == base.stdout
     objs = read_log(tmp_path / "log")
+    names = {g["id"]: g["name"] for g in json.loads(stats.read_text())["groups"]}
     groups = {kind: {g for _, g, _ in objs[kind]} for kind in ("node", "quad", "note")}
     assert all(len(g) == 1 for g in groups.values()), groups     # each structure in one pool
     node, quad, note = (next(iter(groups[k])) for k in ("node", "quad", "note"))
     assert len({node, quad, note}) == 3 and -1 not in (node, quad, note)
     plan = (out / "plan").read_text()
-    assert f"\nrest {note} max=256\n" in plan                   # the cold notes: rest pool
+    assert "\ngroup 2 rest " in plan and "\nrest 2 max=256\n" in plan
+    assert names[note] == "rest/48"          # the cold notes (40 bytes): the rest pool, their size class

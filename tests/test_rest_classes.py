@@ -1,0 +1,122 @@
+"""A plan's rest pool split by size class (docs/planner.md, "The rest pool"):
+objects no group claims go to one group per size class, each named after
+the largest request it takes; COHORT_REST=one keeps HALO's single pool."""
+
+import json
+
+import pytest
+
+from conftest import PROGRAMS, block_size, cohort_env, rest_class_name, run
+from cohort.handplan import call_sites, read_log, write_plan
+
+BINARY = PROGRAMS / "restsizes"
+SIZES = [24, 40, 20, 100, 0, 256, 16]
+
+
+def rest_only_plan(tmp_path, rest="0 max=256"):
+    """Nothing to decide: the lane serves every small request (no walk)."""
+    return write_plan(tmp_path / "plan", [BINARY], [], ["rest"], [], version=4, rest=rest,
+                      unknown_entry="cold")
+
+
+def plan_with_group(tmp_path, ngroups=1, rest_max=256):
+    """make_hot's objects in group 0, the rest pool the last group, every
+    other entry cold (the quick test sends it to the rest pool)."""
+    sites = [(0, call_sites(BINARY, "make_hot", "malloc")[0], "group=0"),
+             (0, call_sites(BINARY, "make", "malloc")[0], "cold")]
+    names = [f"g{i}" for i in range(ngroups)] + ["rest"]
+    return write_plan(tmp_path / "plan", [BINARY], sites, names, [], version=4,
+                      rest=f"{ngroups} max={rest_max}", unknown_entry="cold")
+
+
+def run_sizes(tmp_path, plan, sizes, threads=1, **settings):
+    base = run([BINARY, tmp_path / "base.log", threads, *sizes])
+    stats = tmp_path / "stats.json"
+    r = run([BINARY, tmp_path / "log", threads, *sizes], env=cohort_env(plan=plan, stats=stats, **settings))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == base.stdout
+    st = json.loads(stats.read_text())
+    assert st["plan_active"] is True
+    return r, read_log(tmp_path / "log"), st
+
+
+def check_classes(objs, st, sizes, rest_max=256, threads=1, hot_in_rest=True):
+    """Each size's objects in its class's group, apart from every other
+    class's, and packed there in allocation order (per thread)."""
+    names = {g["id"]: g["name"] for g in st["groups"]}
+    group_of_size = {}
+    for n in sizes:
+        got = {g for _, g, _ in objs[f"s{n}"]}
+        assert len(got) == 1, (n, got)
+        group_of_size[n] = got.pop()
+        assert names[group_of_size[n]] == rest_class_name(n, rest_max=rest_max), n
+    for a in sizes:
+        for b in sizes:
+            same = rest_class_name(a, rest_max=rest_max) == rest_class_name(b, rest_max=rest_max)
+            assert (group_of_size[a] == group_of_size[b]) == same, (a, b)
+    if threads == 1:
+        for n in sizes:
+            if sum(1 for m in sizes + [32] * hot_in_rest if rest_class_name(m) == rest_class_name(n)) > 1:
+                continue   # a class shared by two sizes (or with make_hot's) interleaves them
+            addrs = [p for _, _, p in sorted(objs[f"s{n}"])]
+            step = block_size(n)
+            assert sum(1 for p, q in zip(addrs, addrs[1:]) if q == p + step) >= len(addrs) - 3, n
+    return group_of_size
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_rest_only_plan_places_each_size_class_apart(tmp_path, threads):
+    """The plan of a program whose contexts transfer nothing: its rest pool
+    alone, served by the frameless lane, now by size class."""
+    _, objs, st = run_sizes(tmp_path, rest_only_plan(tmp_path), SIZES + [32], threads)
+    groups = check_classes(objs, st, SIZES + [32], threads=threads)
+    assert {g for _, g, _ in objs["hot"]} == {groups[32]}
+    assert groups[16] == groups[0] == 0                      # the rest group's own id: its first class
+    assert [g["name"] for g in st["groups"]] == [f"rest/{16 * (i + 1)}" for i in range(16)]
+    assert sum(g["allocations"] for g in st["groups"]) == threads * 2000 * (len(SIZES) + 2)
+    assert st["identification"]["cold"] >= threads * 2000 * (len(SIZES) + 1)
+
+
+def test_a_plans_groups_keep_theirs_and_the_rest_splits(tmp_path):
+    """Under a plan with a group, the quick test's cold entries go to the
+    rest pool's classes; the group keeps its objects whatever their size."""
+    _, objs, st = run_sizes(tmp_path, plan_with_group(tmp_path), SIZES + [32])
+    groups = check_classes(objs, st, SIZES + [32], hot_in_rest=False)
+    assert {g for _, g, _ in objs["hot"]} == {0} and 0 not in groups.values()
+    names = [g["name"] for g in st["groups"]]
+    assert names[0] == "g0" and names[1] == "rest/16" and names[2] == "rest/32"   # classes follow the plan's ids
+    assert st["groups"][0]["allocations"] == 2000
+
+
+def test_classes_above_256_bytes_are_powers_of_two(tmp_path):
+    """A rest group allowed larger requests (max=1024): one class per power
+    of two above 256 bytes, the last named after the group's limit."""
+    sizes = [300, 512, 600, 1000, 200]
+    _, objs, st = run_sizes(tmp_path, rest_only_plan(tmp_path, rest="0 max=1000"), sizes)
+    groups = check_classes(objs, st, sizes, rest_max=1000)
+    assert groups[300] == groups[512] != groups[600] == groups[1000]
+    assert [g["name"] for g in st["groups"]][-2:] == ["rest/512", "rest/1000"]
+
+
+def test_one_rest_pool_when_asked_or_when_ids_run_out(tmp_path):
+    """COHORT_REST=one keeps every size in the rest group (HALO's rest pool,
+    the comparison); a plan that leaves one group id gives the second class
+    that id and the larger sizes with it."""
+    _, objs, st = run_sizes(tmp_path, rest_only_plan(tmp_path), SIZES, rest="one")
+    assert {g for n in SIZES for _, g, _ in objs[f"s{n}"]} == {0}
+    assert [g["name"] for g in st["groups"]] == ["rest"]
+
+    (tmp_path / "many").mkdir()
+    _, objs, st = run_sizes(tmp_path / "many", plan_with_group(tmp_path / "many", ngroups=61), [16, 24, 100, 256])
+    names = {g["id"]: g["name"] for g in st["groups"]}
+    got = {n: {g for _, g, _ in objs[f"s{n}"]} for n in (16, 24, 100, 256)}
+    assert got[16] == {61} and got[24] == got[100] == got[256] == {62}
+    assert names[61] == "rest/16" and names[62] == "rest/256" and len(names) == 63
+
+
+def test_a_bad_rest_setting_warns_once_and_keeps_the_classes(tmp_path):
+    r, objs, st = run_sizes(tmp_path, rest_only_plan(tmp_path), [24, 100], rest="all")
+    assert r.stderr.decode().count("COHORT_REST=all") == 1
+    assert r.stderr.decode().splitlines()[0].endswith("COHORT_REST=all must be size or one; "
+                                                      "the rest group stays split by size")
+    check_classes(objs, st, [24, 100])
