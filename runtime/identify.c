@@ -71,9 +71,9 @@ static void split_rest(void) {
     snprintf(class_names[k], sizeof class_names[k], "%.24s/%zu", name, served[k]);
 }
 /* May the lane pick a class's group as the first class's + the class, for
- * every request up to max? */
+ * every request up to max (at most 256)? Every class that holds one. */
 static bool classes_consecutive(size_t max) {
-  for (unsigned c = 0; c < 16 && class_top(c) <= max; c++)
+  for (unsigned c = 0; c < 16 && (c == 0 || class_top(c - 1) < max); c++)
     if (ch_rest_groups[c] != (int)(rest_first + c)) return false;
   return true;
 }

@@ -120,3 +120,12 @@ def test_a_bad_rest_setting_warns_once_and_keeps_the_classes(tmp_path):
     assert r.stderr.decode().splitlines()[0].endswith("COHORT_REST=all must be size or one; "
                                                       "the rest group stays split by size")
     check_classes(objs, st, [24, 100])
+
+
+def test_a_rest_limit_inside_a_class_names_it_after_the_limit(tmp_path):
+    """max=100: the lane serves requests up to 100 bytes, the last class
+    (97 to 100) named after the limit; 101 bytes go to the next allocator."""
+    _, objs, st = run_sizes(tmp_path, rest_only_plan(tmp_path, rest="0 max=100"), [100, 90, 24, 101])
+    check_classes(objs, st, [100, 90, 24], rest_max=100)
+    assert {g for _, g, _ in objs["s101"]} == {-1}
+    assert [g["name"] for g in st["groups"]][-1] == "rest/100"
