@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "groups.h"
+#include "run_threads.h"
 
 #define N 2000
 
@@ -63,16 +64,7 @@ int main(int argc, char **argv) {
   group_of = (int (*)(const void *))dlsym(RTLD_DEFAULT, "cohort_group_of");
   log_file = fopen(argc > 1 ? argv[1] : "/dev/null", "w");
   if (!log_file) { perror("log"); return 1; }
-  int threads = argc > 2 ? atoi(argv[2]) : 0;
-  unsigned long total = 0;
-  if (threads <= 0) {
-    run_one(&total);
-  } else {
-    pthread_t t[16];
-    unsigned long sums[16];
-    for (int i = 0; i < threads && i < 16; i++) pthread_create(&t[i], NULL, run_one, &sums[i]);
-    for (int i = 0; i < threads && i < 16; i++) { pthread_join(t[i], NULL); total += sums[i]; }
-  }
+  unsigned long total = run_threads(run_one, argc > 2 ? atoi(argv[2]) : 0);
   fclose(log_file);
   printf("checksum %lu\n", total);
   return 0;

@@ -1,17 +1,20 @@
 /* The rest pool by size class (tests/test_rest_classes.py): one loop makes,
- * in turn, one object of each size given after the log file (argv[3...]),
- * 2000 rounds, through one call site (make), so that a plan can leave them
- * all to its rest pool, and a second (make_hot) makes a 32-byte object per
- * round that a plan may group. argv[2] is the number of threads that each
- * run the loop (1: the main thread alone). Every object is logged as
- * "sSIZE index group address" (hot objects as "hot") to argv[1]; stdout
- * gets a checksum that must not depend on where objects live. */
+ * in turn, one object of each size given after the thread count
+ * (argv[3...]), 2000 rounds, through one call site (make), so that a plan
+ * can leave them all to its rest pool, and a second (make_hot) makes a
+ * 32-byte object per round that a plan may group. argv[2] is the number of
+ * threads that each run the loop (1: the main thread alone; at most
+ * RUN_THREADS_MAX). Every object is logged as "sSIZE index group address"
+ * (hot objects as "hot") to argv[1]; stdout gets a checksum that must not
+ * depend on where objects live. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "run_threads.h"
 
 #define NOINLINE __attribute__((noinline, noclone, noipa))
 #define N 2000
@@ -76,16 +79,6 @@ int main(int argc, char **argv) {
   if (!log_file) { perror("log"); return 1; }
   int threads = atoi(argv[2]);
   for (int a = 3; a < argc && nsizes < MAX_SIZES; a++) sizes[nsizes++] = strtoul(argv[a], NULL, 10);
-  unsigned long total = 0;
-  if (threads <= 1) {
-    run_one(&total);
-  } else {
-    pthread_t t[8];
-    unsigned long sums[8];
-    if (threads > 8) threads = 8;
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, run_one, &sums[i]);
-    for (int i = 0; i < threads; i++) { pthread_join(t[i], NULL); total += sums[i]; }
-  }
-  printf("%lu\n", total);
+  printf("%lu\n", run_threads(run_one, threads <= 1 ? 0 : threads));
   return fclose(log_file) != 0;
 }
