@@ -1556,11 +1556,14 @@ static void heap_take_over(struct ch_heap *h, uint64_t life) {
 /* A thread's exit hooks send its batch: nothing would after them. Frees
  * the thread makes later (other keys' destructors) go one at a time, so
  * that none waits in a batch no hook is left to send. */
+static void remote_batch_close(void) {
+  rbatch.exiting = true;
+  ch_heap_flush_remote();
+}
 static void batch_thread_exit(void *arg) {
   (void)arg;
   ch_in_runtime++;
-  rbatch.exiting = true;
-  ch_heap_flush_remote();
+  remote_batch_close();
   while (rbatch.spare) {   /* the spare batches go back to the shared list */
     struct ch_batch *b = rbatch.spare;
     rbatch.spare = b->link;
@@ -1572,8 +1575,7 @@ static void batch_thread_exit(void *arg) {
 static void heap_thread_exit(void *arg) {
   struct ch_heap *h = arg;
   ch_in_runtime++;
-  rbatch.exiting = true;
-  ch_heap_flush_remote();
+  remote_batch_close();
   /* Left idle: ours to abandon only if no thread took it over. */
   if (h == idle_heap && !heap_resume()) { ch_in_runtime--; return; }
   if (h == own_heap) { own_heap = my_heap = NULL; ch_control_gh = NULL; }
