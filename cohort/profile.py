@@ -22,7 +22,7 @@ from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "2"
+RAW_VERSION = "3"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
@@ -179,7 +179,7 @@ def parse_raw(text):
             raw["contexts"].append({"id": v[0], "truncated": v[1] == 1, "allocs": v[2],
                                     "bytes": v[3], "min": v[4], "max": v[5], "frees": v[6],
                                     "life_sum": v[7], "life_max": v[8], "accesses": v[9],
-                                    "macro": v[10],
+                                    "macro": v[10], "d1_misses": v[11], "ll_misses": v[12],
                                     "sites": [int(x) for x in sites.split()]})
         elif kind == "loads":     # --cohort-loads=yes: the cache and its totals
             f = rest.split()
@@ -271,6 +271,7 @@ def build_profile(raw, target, params, returncode):
                          "max": c["life_max"] if freed else None,
                          "live_at_exit": c["allocs"] - freed},
             "accesses": c["accesses"], "macro_accesses": c["macro"],
+            "d1_misses": c["d1_misses"], "ll_misses": c["ll_misses"],
         })
     kept, covered = hot_nodes(contexts, params["coverage"])
     keep = set(kept)

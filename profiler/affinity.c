@@ -124,7 +124,12 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   if (!id) return;
   Obj *u = ch_obj(id);
   ch_tracked_accesses++;
-  ch_ctx_stats(u->ctx)->accesses++;
+  CtxStats *cs = ch_ctx_stats(u->ctx);
+  cs->accesses++;
+  if (ch_cache_last) {   /* loads.c's cache saw this access just before */
+    cs->d1_misses++;
+    if (ch_cache_last == 2) cs->ll_misses++;
+  }
   Queue *q = cur;
   Entry *h = &q->q[q->head];
   if (q->len && h->id == id && h->seq == u->seq) {  /* same macro access */

@@ -1,8 +1,9 @@
-/* Instrumentation: every load and store of the client calls ch_access (an
- * 8-byte store that may link two tracked objects also ch_store_pointer), and
- * every call instruction tells contexts.c what kind of call it is. With
- * --cohort-loads=yes every data access also goes through loads.c's cache,
- * unguarded, and an instruction's first load through its stride analysis.
+/* Instrumentation: every load and store of the client goes through loads.c's
+ * cache, unguarded, and then calls ch_access (an 8-byte store that may link
+ * two tracked objects also ch_store_pointer), which charges a miss of the
+ * cache to the object's context; every call instruction tells contexts.c
+ * what kind of call it is. With --cohort-loads=yes an instruction's first
+ * load also goes through its stride analysis.
  *
  * Most accesses touch the stack or globals, never the heap. So the call is
  * guarded inline by a range test against the span of tracked objects
@@ -23,10 +24,9 @@ static IRExpr *bin(IRSB *sb, IROp op, IRType ty, IRExpr *a, IRExpr *b) {
   return IRExpr_RdTmp(t);
 }
 
-/* loads.c's view of the same access: ch_load for the first load of an
- * instruction (ls), ch_touch for any other access. */
+/* loads.c's view of the access: ch_load for the first load of an
+ * instruction (ls, only with --cohort-loads), ch_touch for any other. */
 static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
-  if (!ch_clo_loads) return;
   IRDirty *d = ls ? unsafeIRDirty_0_N(3, "ch_load", VG_(fnptr_to_fnentry)(&ch_load),
                                       mkIRExprVec_3(mkIRExpr_HWord((HWord)ls), addr,
                                                     mkIRExpr_HWord((HWord)size)))
@@ -36,9 +36,11 @@ static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite 
   addStmtToIRSB(sb, IRStmt_Dirty(d));
 }
 
-/* ch_access(addr, size) if addr is in the heap span and `guard` (may be NULL);
- * then loads.c's view of it (ls: see add_cache). */
+/* loads.c's view of the access (ls: see add_cache), then ch_access(addr,
+ * size) if addr is in the heap span and `guard` (may be NULL): ch_access
+ * reads whether the cache missed. */
 static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
+  add_cache(sb, addr, size, guard, ls);
   IRExpr *lo = load_word(sb, &ch_heap_lo);
   IRExpr *span = load_word(sb, &ch_heap_span);
   IRExpr *off = bin(sb, Iop_Sub64, Ity_I64, addr, lo);
@@ -48,7 +50,6 @@ static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite
                                  mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
   d->guard = in;
   addStmtToIRSB(sb, IRStmt_Dirty(d));
-  add_cache(sb, addr, size, guard, ls);
 }
 
 /* An 8-byte store: if both its address and the value stored lie in the

@@ -1,9 +1,12 @@
-/* Loads: MO's delinquent-load profile (Zhao, Rabbah & Wong 2005, section 3),
- * for `cohort loads` (--cohort-loads=yes).
+/* Loads: the simulated cache, and MO's delinquent-load profile (Zhao, Rabbah
+ * & Wong 2005, section 3), for `cohort loads` (--cohort-loads=yes).
  *
  * Every data access of the client goes through a simulated cache, in the
  * geometry Cohort measures with (D1 32 KiB 8-way, LL 1 MiB 16-way, 64-byte
- * lines, LRU, as cachegrind's): each static load counts how often it misses.
+ * lines, LRU, as cachegrind's). ch_access (affinity.c) charges each miss of
+ * an access to a tracked object to the object's context: what the planner
+ * can at most save by placing it (docs/planner.md). With --cohort-loads=yes
+ * each static load also counts how often it misses.
  * Each static load also runs MO's stride analysis on the addresses it
  * reads: over a window of t of its executions, the longest run of equal
  * strides. A window is *strided* when that run covers more than t/2 of the
@@ -36,6 +39,7 @@ Long ch_clo_stride_window = 64;
 static Addr d1[D1_SETS][D1_WAYS];
 static Addr ll[LL_SETS][LL_WAYS];
 static ULong total_accesses, total_loads, total_d1_misses, total_ll_misses;
+UInt ch_cache_last;
 
 /* Look tag up in one set, and make it the most recently used. */
 static inline Bool set_touch(Addr *set, UInt ways, Addr tag) {
@@ -65,6 +69,7 @@ static inline UInt cache_touch(Addr a, SizeT size) {
   total_accesses++;
   if (r) total_d1_misses++;
   if (r == 2) total_ll_misses++;
+  ch_cache_last = r;
   return r;
 }
 

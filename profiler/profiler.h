@@ -16,7 +16,7 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "2"
+#define CH_TOOL_VERSION "3"   /* 3: contexts carry their accesses' cache misses */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -32,6 +32,7 @@ typedef struct {
   ULong allocs, bytes, min_size, max_size, frees;
   ULong life_sum, life_max;   /* lifetimes of freed objects, in allocations */
   ULong accesses, macro;      /* machine-level and macro accesses */
+  ULong d1_misses, ll_misses; /* accesses that missed the simulated D1, and LL too */
   ULong last_seq;             /* latest allocation from this context */
   UInt last_obj;              /* its object id (may be stale: check seq) */
 } CtxStats;
@@ -98,10 +99,12 @@ void ch_trace_init(void);
 void ch_trace_ref(UInt id, Obj *u);    /* a new macro access to object id */
 void ch_trace_write(VgFile *f);        /* the file, and its line in the raw profile */
 
-/* ---- loads (loads.c): MO's delinquent loads, with --cohort-loads=yes ------ */
+/* ---- loads (loads.c): the simulated cache, which sees every data access;
+ * MO's delinquent loads, with --cohort-loads=yes ---------------------------- */
 typedef struct LoadSite LoadSite;
 extern Bool ch_clo_loads;
 extern Long ch_clo_stride_window;
+extern UInt ch_cache_last;   /* the latest access: 0 a D1 hit, 1 a D1 miss, 2 an LL miss too */
 LoadSite *ch_load_site(Addr pc);             /* made once per static load */
 VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size);
 VG_REGPARM(2) void ch_touch(Addr a, SizeT size);   /* any other data access */

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
+from cohort import transfer
 from cohort.profile import hot_nodes
 from cohort.profilefile import load_profile
 
@@ -59,6 +60,19 @@ def test_alternating_contexts_get_a_heavy_edge(alternate):
     assert c["frees"] == 2000 and c["lifetime"]["live_at_exit"] == 0
     assert c["accesses"] >= 10 * 2000 * 2 and c["macro_accesses"] <= c["accesses"]
     assert p["target"]["exit_status"] == 0 and p["totals"]["threads"] == 1
+    # The simulated cache: 4000 nodes of 32 bytes, 128 KB with their
+    # neighbours, do not stay in a 32 KiB D1 across 10 passes, but fit the
+    # 1 MiB LL, which misses each line about once.
+    lines = transfer.lines_covered(c["allocations"], c["bytes"])
+    assert c["d1_misses"] > 2 * lines and 0 < c["ll_misses"] <= lines
+    assert not transfer.stays_cached(transfer.context_misses(p["contexts"], [a, b]))
+
+
+def test_one_hot_object_stays_in_the_simulated_cache(tmp_path):
+    p = profile(tmp_path, O0, "self")[0]
+    c = p["contexts"][the(ctx_made_by(p, "new_a"))]
+    assert c["accesses"] >= 20000 and 0 < c["d1_misses"] <= 2
+    assert transfer.stays_cached(transfer.context_misses(p["contexts"], [c["id"]]))
 
 
 def test_not_coallocatable_means_no_edge(tmp_path, alternate):
