@@ -103,9 +103,12 @@ def worth_lines(profile, names, group_of, walks, rest):
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
-            saving = max(0, inside[g] - outside[g]) * costs["miss_ns"]
+            ids = [c["id"] for c in profile["contexts"] if group_of.get(c["id"]) == g]
+            misses = transfer.context_misses(profile["contexts"], ids)
+            saving = transfer.saving_ns(inside[g], outside[g], misses, costs)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
-                      f"inside it, {outside[g]} with objects outside it); identification: {ident}")
+                      f"inside it, {outside[g]} with objects outside it"
+                      f"{transfer.misses_clause(misses)}); identification: {ident}")
     return out
 
 

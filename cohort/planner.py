@@ -231,6 +231,7 @@ class Worth:
     walked_allocations: int = 0
     frames: float = 0.0                # mean frames per walk charged to it
     identify: str = "patched"          # how those allocations are decided: "patched" or "walk"
+    misses: tuple = None               # (D1 misses, lines they can occupy) of its objects (None: not measured)
 
     @property
     def pays(self):
@@ -286,8 +287,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
         nodes = set(g.nodes)
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
-        worth.append(Worth(inside=inside, outside=outside,
-                           saving_ns=max(0, inside - outside) * costs["miss_ns"],
+        misses = transfer.context_misses(contexts, g.members)
+        worth.append(Worth(inside=inside, outside=outside, misses=misses,
+                           saving_ns=transfer.saving_ns(inside, outside, misses, costs),
                            identify="walk" if g.merged else identify))
     for w in sites_walk.values():
         share = sum(w["groups"].values())
@@ -579,7 +581,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             notes.append(f"group around context {g.members[0]} dropped: identifying it costs more "
                          f"than its placement can save ({identification_text(w, 1)}, against at most "
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
-                         f"it less {w.outside} with objects outside it)")
+                         f"it less {w.outside} with objects outside it"
+                         f"{transfer.misses_clause(w.misses)})")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
@@ -905,7 +908,8 @@ def worth_text(w):
     walks = (identification_text(w) if w.walked_allocations
              else "no stack walk (decided by entry or stop sites)")
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
-            f"{w.outside} with objects outside it); identification: {walks}")
+            f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}); "
+            f"identification: {walks}")
 
 
 def load_validations(profile, paths, what="the training profile"):

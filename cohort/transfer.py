@@ -93,11 +93,17 @@ class GroupTransfer:
     outside: int = 0       # affinity of its objects with everything else
     walked: int = 0        # allocations decided past their entry that end in it
     walk_ns: float = 0.0   # what deciding those costs, priced as the planner prices it
-    miss_ns: float = 3.5
+    costs: dict = None     # the planner's prices (planner.COST_DEFAULTS)
+    d1_misses: int = None  # misses of its objects' accesses there (None: not measured)
+    bytes: int = 0         # bytes its objects took there
+
+    @property
+    def misses(self):
+        return None if self.d1_misses is None else (self.d1_misses, lines_covered(self.allocations, self.bytes))
 
     @property
     def saving_ns(self):
-        return max(0, self.inside - self.outside) * self.miss_ns
+        return saving_ns(self.inside, self.outside, self.misses, self.costs)
 
     @property
     def pays(self):
@@ -111,7 +117,8 @@ class GroupTransfer:
                     f"accesses) at least as much as with each other ({self.inside})")
         return (f"identifying its {self.walked} allocations past their entry costs about "
                 f"{self.walk_ns / 1e6:.2f} ms there, more than the {self.saving_ns / 1e6:.2f} ms its "
-                f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside)")
+                f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
+                f"{misses_clause(self.misses)})")
 
 
 @dataclass
@@ -141,6 +148,58 @@ class Transfer:
                 + (f" (and {self.share(self.bits_none):.1%} decided for no group from patched call sites, "
                    "at a few ns each)" if self.bits_none else "")
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
+
+
+def saving_ns(inside, outside, misses, costs):
+    """The most a group's placement can save: the affinitive accesses it
+    gains (its affinity inside less its affinity with objects outside),
+    each at best one D1 miss turned into a hit (`miss_ns`). `misses`: (D1
+    misses, cache lines) of the group's objects in the profiled run: the
+    misses from the profiler's simulated cache, the lines those objects
+    could occupy (`lines_covered`; None for a profile without misses). When the
+    objects missed no more than once per line, they stayed in the cache
+    after their first touch: an
+    access that hits has nothing to gain, so the saving is bounded by those
+    misses. Above that they were evicted and fetched again, misses that
+    grow with the input as the affinity does, which then stands alone
+    (docs/planner.md, *Savings bounded by misses*)."""
+    gain = max(0, inside - outside)
+    if misses is not None and stays_cached(misses):
+        gain = min(gain, misses[0])
+    return gain * costs["miss_ns"]
+
+
+def stays_cached(misses):
+    d1, lines = misses
+    return d1 <= lines
+
+
+def lines_covered(allocations, size):
+    """The most cache lines `allocations` objects of `size` bytes in all
+    can occupy: their bytes in whole lines, and one more for each, which
+    may straddle a line boundary."""
+    return -(-size // 64) + allocations
+
+
+def misses_clause(misses):
+    """For the texts that quote a saving: the misses, when they bound it."""
+    if misses is None or not stays_cached(misses):
+        return ""
+    return (f"; but its objects stayed in the cache: their accesses missed the simulated D1 "
+            f"{misses[0]} times, in {misses[1]} lines at most")
+
+
+def context_misses(contexts, ids):
+    """(D1 misses, the most lines they can occupy) of the given contexts'
+    objects, or None when the profile did not measure misses."""
+    d1 = size = n = 0
+    for c in ids:
+        if contexts[c].get("d1_misses") is None:
+            return None
+        d1 += contexts[c]["d1_misses"]
+        size += contexts[c]["bytes"]
+        n += contexts[c]["allocations"]
+    return d1, lines_covered(n, size)
 
 
 def identification_ns(costs, patched, frames):
@@ -180,7 +239,8 @@ def evaluate(plan, train, run, costs, identify="patched", walked=()):
     expected = {k: max(d, key=lambda g: (d[g], -1 if g is None else g)) for k, d in seen.items()}
 
     total = predicted = known = grouped = walk_none = bits_none = left = 0
-    groups = [GroupTransfer(name=n, miss_ns=costs["miss_ns"]) for n in plan["groups"]]
+    measured = all("d1_misses" in c for c in run["contexts"])
+    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None) for n in plan["groups"]]
     selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
     selector_sites.discard(None)
@@ -195,6 +255,9 @@ def evaluate(plan, train, run, costs, identify="patched", walked=()):
         if g in real:
             grouped += n
             groups[g].allocations += n
+            if measured:
+                groups[g].d1_misses += c["d1_misses"]
+                groups[g].bytes += c["bytes"]
         if frames is None:
             continue
         # The runtime decides from the bits of patched call sites when it

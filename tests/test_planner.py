@@ -467,6 +467,42 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     assert len(make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000), identify="walk").groups) == 0
 
 
+def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(tmp_path):
+    """The rich churn shape above pays for its patched decisions on its
+    affinity alone. If the profiler's cache saw its objects miss no more
+    than once per line allocated (a churn that reuses a few hot blocks, as
+    bc's numbers do: lines are the objects' bytes and one more each, for
+    one that straddles), every access already hits: the saving is those
+    misses, and the group is dropped, with the misses named. If they missed
+    more (evicted and fetched again), the affinity stands. A profile
+    without misses (raw version 2) is planned as before."""
+    from cohort.planner import make_plan, worth_text
+    from cohort.planner import COST_DEFAULTS
+
+    def with_misses(d1):
+        p = churn_profile(affinity=8_000_000, accesses=9_000_000)
+        for c in p["contexts"]:
+            c["d1_misses"], c["ll_misses"] = (d1, d1 // 2) if c["id"] == 0 else (0, 0)
+        return p
+
+    lines = 1_000_000 * 32 // 64 + 1_000_000     # the most context 0's objects can occupy
+    cached = make_plan(with_misses(lines))
+    assert cached.groups == [] and cached.rest == 0
+    note = next(n for n in cached.notes if "costs more than its placement can save" in n)
+    assert (f"but its objects stayed in the cache: their accesses missed the simulated D1 {lines} "
+            f"times, in {lines} lines at most") in note
+    agrees_with_runtime(cached, with_misses(lines), tmp_path)
+
+    evicted = make_plan(with_misses(lines + 1))
+    assert len(evicted.groups) == 1 and evicted.worth[0].pays
+    assert evicted.worth[0].saving_ns == (8_000_000 * COST_DEFAULTS["miss_ns"])
+    assert "stayed in the cache" not in worth_text(evicted.worth[0])
+
+    # without misses in the profile
+    before = make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000))
+    assert len(before.groups) == 1 and before.worth[0].misses is None
+
+
 @pytest.mark.parametrize("nodes", ["empty", "cold"])
 def test_profile_without_hot_contexts_plans_no_group_and_says_why(tmp_path, nodes):
     from cohort.planner import make_plan, report
