@@ -156,13 +156,13 @@ def saving_ns(inside, outside, misses, costs):
     each at best one D1 miss turned into a hit (`miss_ns`). `misses`: (D1
     misses, cache lines) of the group's objects in the profiled run: the
     misses from the profiler's simulated cache, the lines those objects
-    could occupy (`lines_covered`; None for a profile without misses). When the
-    objects missed no more than once per line, they stayed in the cache
-    after their first touch: an
-    access that hits has nothing to gain, so the saving is bounded by those
-    misses. Above that they were evicted and fetched again, misses that
-    grow with the input as the affinity does, which then stands alone
-    (docs/planner.md, *Savings bounded by misses*)."""
+    could occupy (`lines_covered`; None for a profile without misses).
+    When the objects missed no more than once per line, they stayed in the
+    cache after their first touch: an access that hits has nothing to gain,
+    so the saving is bounded by those misses. Above that they were evicted
+    and fetched again, misses that grow with the input as the affinity
+    does, which then stands alone (docs/planner.md, *Savings bounded by
+    misses*)."""
     gain = max(0, inside - outside)
     if misses is not None and stays_cached(misses):
         gain = min(gain, misses[0])
