@@ -86,8 +86,9 @@ def worth_lines(profile, names, group_of, walks, rest):
         else:
             for g in {gx, gy} - {None}:
                 outside[g] += w
-    walked = {}
+    walked, members = {}, {}
     for c in profile["contexts"]:
+        members.setdefault(group_of.get(c["id"]), []).append(c["id"])
         frames = walks(c)
         if frames is None:
             continue
@@ -103,8 +104,7 @@ def worth_lines(profile, names, group_of, walks, rest):
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
-            ids = [c["id"] for c in profile["contexts"] if group_of.get(c["id"]) == g]
-            misses = transfer.context_misses(profile["contexts"], ids)
+            misses = transfer.context_misses(profile["contexts"], members.get(g, []))
             saving = transfer.saving_ns(inside[g], outside[g], misses, costs)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
