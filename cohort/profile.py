@@ -22,7 +22,7 @@ from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "3"
+RAW_VERSION = "4"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
@@ -181,6 +181,12 @@ def parse_raw(text):
                                     "life_sum": v[7], "life_max": v[8], "accesses": v[9],
                                     "macro": v[10], "d1_misses": v[11], "ll_misses": v[12],
                                     "sites": [int(x) for x in sites.split()]})
+        elif kind == "layouts":   # the rest pool's two layouts, simulated (profiler/layouts.c)
+            f = rest.split()
+            v = {f[i]: int(f[i + 1]) for i in range(0, len(f), 2)}
+            raw["layouts"] = {"max_size": v["max"], "objects": v["objects"], "accesses": v["accesses"],
+                              "one": {"d1_misses": v["one-d1"], "ll_misses": v["one-ll"]},
+                              "classes": {"d1_misses": v["classes-d1"], "ll_misses": v["classes-ll"]}}
         elif kind == "loads":     # --cohort-loads=yes: the cache and its totals
             f = rest.split()
             raw["cache"] = {"window": int(f[1]), "line": int(f[3]), "d1": [int(f[5]), int(f[6])],
@@ -314,6 +320,7 @@ def build_profile(raw, target, params, returncode):
             "weight": sum(e[2] for e in edges),
             "unknown_frees": raw["objects"]["unknown-frees"],
         },
+        **({"rest_layouts": raw["layouts"]} if "layouts" in raw else {}),
     }
 
 

@@ -124,6 +124,7 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   if (!id) return;
   Obj *u = ch_obj(id);
   ch_tracked_accesses++;
+  ch_layouts_touch(u, a, size);
   CtxStats *cs = ch_ctx_stats(u->ctx);
   cs->accesses++;
   if (ch_cache_last) {   /* loads.c's cache saw this access just before */

@@ -26,46 +26,16 @@
 Bool ch_clo_loads = False;
 Long ch_clo_stride_window = 64;
 
-#define LINE_BITS 6
-#define D1_SETS 64      /* 32 KiB / 64 B / 8 ways */
-#define D1_WAYS 8
-#define LL_SETS 1024    /* 1 MiB / 64 B / 16 ways */
-#define LL_WAYS 16
 #define TOP_STRIDES 4
 
 /* ==== the simulated cache ================================================= */
 
-/* Line number + 1 per way, most recently used first; 0 is an empty way. */
-static Addr d1[D1_SETS][D1_WAYS];
-static Addr ll[LL_SETS][LL_WAYS];
+static SimCache real;            /* the run's own layout */
 static ULong total_accesses, total_loads, total_d1_misses, total_ll_misses;
 UInt ch_cache_last;
 
-/* Look tag up in one set, and make it the most recently used. */
-static inline Bool set_touch(Addr *set, UInt ways, Addr tag) {
-  UInt i = 0;
-  while (i < ways && set[i] != tag) i++;
-  Bool hit = i < ways;
-  if (!hit) i = ways - 1;          /* evict the least recently used */
-  for (; i > 0; i--) set[i] = set[i - 1];
-  set[0] = tag;
-  return hit;
-}
-
-/* 0: a D1 hit; 1: a D1 miss served by LL; 2: an LL miss too. */
-static inline UInt line_touch(Addr line) {
-  Addr tag = line + 1;
-  if (set_touch(d1[line & (D1_SETS - 1)], D1_WAYS, tag)) return 0;
-  return set_touch(ll[line & (LL_SETS - 1)], LL_WAYS, tag) ? 1 : 2;
-}
-
 static inline UInt cache_touch(Addr a, SizeT size) {
-  Addr first = a >> LINE_BITS, last = (a + (size ? size - 1 : 0)) >> LINE_BITS;
-  UInt r = line_touch(first);
-  if (last != first) {
-    UInt r2 = line_touch(last);
-    if (r2 > r) r = r2;
-  }
+  UInt r = ch_sim_touch(&real, a, size);
   total_accesses++;
   if (r) total_d1_misses++;
   if (r == 2) total_ll_misses++;
@@ -124,7 +94,7 @@ LoadSite *ch_load_site(Addr pc) {
 static void window_end(LoadSite *ls) {
   Long s = ls->best_stride, mag = s < 0 ? -s : s;
   ls->windows++;
-  if (2 * (ls->best_run + 1) > (ULong)ch_clo_stride_window && mag >= (1 << LINE_BITS) / 4) {
+  if (2 * (ls->best_run + 1) > (ULong)ch_clo_stride_window && mag >= (1 << CH_LINE_BITS) / 4) {
     ls->strided++;
     UInt k = 0, least = 0;
     while (k < TOP_STRIDES && !(ls->top_n[k] && ls->top[k] == s)) {
@@ -170,8 +140,9 @@ static HChar *clean(const HChar *s, HChar *buf, Int n) {
 void ch_loads_write(VgFile *f) {
   if (!ch_clo_loads) return;
   VG_(fprintf)(f, "loads window %lld line %d d1 %d %d ll %d %d accesses %llu loads %llu "
-               "d1-misses %llu ll-misses %llu\n", ch_clo_stride_window, 1 << LINE_BITS,
-               D1_SETS * D1_WAYS << LINE_BITS, D1_WAYS, LL_SETS * LL_WAYS << LINE_BITS, LL_WAYS,
+               "d1-misses %llu ll-misses %llu\n", ch_clo_stride_window, 1 << CH_LINE_BITS,
+               CH_D1_SETS * CH_D1_WAYS << CH_LINE_BITS, CH_D1_WAYS, CH_LL_SETS * CH_LL_WAYS << CH_LINE_BITS,
+               CH_LL_WAYS,
                total_accesses, total_loads, total_d1_misses, total_ll_misses);
   DiEpoch ep = VG_(current_DiEpoch)();
   for (UWord i = 0; i < site_cap; i++) {

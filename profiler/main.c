@@ -99,6 +99,7 @@ static void fini(Int exitcode) {
                ch_clo_max_size);
   VG_(fprintf)(f, "exit %d\n", exitcode);
   ch_objects_write(f);
+  ch_layouts_write(f);
   ch_loads_write(f);     /* before the modules: it may name new ones */
   ch_contexts_write(f);
   ch_affinity_write(f);

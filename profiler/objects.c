@@ -106,6 +106,7 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
   o->live = True;
   o->trace_ix = 0;
   o->next_same = ~0ULL;
+  o->model[0] = o->model[1] = 0;
   o->prev_same = c->last_seq;
   if (c->last_obj && ch_obj(c->last_obj)->seq == c->last_seq) ch_obj(c->last_obj)->next_same = seq;
   c->last_seq = seq;
@@ -120,6 +121,7 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
 
   if (tracked(size)) {
     shadow_fill((Addr)p, size, id);
+    ch_layouts_alloc(o);
     Addr lo = (Addr)p, hi = (Addr)p + size;
     if (lo < ch_heap_lo) ch_heap_lo = lo;
     if (hi > heap_hi) heap_hi = hi;
@@ -153,6 +155,7 @@ static void track_free(UInt id) {
   o->live = False;
   if (tracked(o->size)) {
     shadow_fill(o->start, o->size, 0);
+    ch_layouts_free(o);
   } else {
     Big *b = VG_(HT_remove)(bigs, (UWord)o->start);
     if (b) VG_(free)(b);

@@ -16,7 +16,7 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "3"   /* 3: contexts carry their accesses' cache misses */
+#define CH_TOOL_VERSION "4"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -58,6 +58,7 @@ typedef struct {
   UInt stamp;       /* last queue traversal that counted this object */
   Bool live;
   UInt trace_ix;    /* its index + 1 in the heap trace (trace.c), 0 if none */
+  Addr model[2];    /* where each modelled rest-pool layout put it (layouts.c), 0: not there */
 } Obj;
 
 extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page */
@@ -99,8 +100,54 @@ void ch_trace_init(void);
 void ch_trace_ref(UInt id, Obj *u);    /* a new macro access to object id */
 void ch_trace_write(VgFile *f);        /* the file, and its line in the raw profile */
 
+/* ---- layouts (layouts.c): the rest pool in one pool and by size class -- */
+enum { CH_LAYOUT_ONE, CH_LAYOUT_CLASSES, CH_LAYOUTS };
+void ch_layouts_alloc(Obj *o);          /* a new tracked object: its place in each */
+void ch_layouts_free(Obj *o);
+void ch_layouts_touch(const Obj *o, Addr a, SizeT size);   /* an access to a tracked object */
+void ch_layouts_write(VgFile *f);
+
 /* ---- loads (loads.c): the simulated cache, which sees every data access;
  * MO's delinquent loads, with --cohort-loads=yes ---------------------------- */
+#define CH_LINE_BITS 6
+#define CH_D1_SETS 64      /* 32 KiB / 64 B / 8 ways */
+#define CH_D1_WAYS 8
+#define CH_LL_SETS 1024    /* 1 MiB / 64 B / 16 ways */
+#define CH_LL_WAYS 16
+/* A cache of that geometry: line number + 1 per way, most recently used
+ * first; 0 is an empty way. */
+typedef struct {
+  Addr d1[CH_D1_SETS][CH_D1_WAYS];
+  Addr ll[CH_LL_SETS][CH_LL_WAYS];
+} SimCache;
+/* Look tag up in one set, and make it the most recently used. */
+static inline Bool ch_set_touch(Addr *set, UInt ways, Addr tag) {
+  UInt i = 0;
+  while (i < ways && set[i] != tag) i++;
+  Bool hit = i < ways;
+  if (!hit) i = ways - 1;          /* evict the least recently used */
+  for (; i > 0; i--) set[i] = set[i - 1];
+  set[0] = tag;
+  return hit;
+}
+
+/* 0: a D1 hit; 1: a D1 miss served by LL; 2: an LL miss too. */
+static inline UInt ch_line_touch(SimCache *c, Addr line) {
+  Addr tag = line + 1;
+  if (ch_set_touch(c->d1[line & (CH_D1_SETS - 1)], CH_D1_WAYS, tag)) return 0;
+  return ch_set_touch(c->ll[line & (CH_LL_SETS - 1)], CH_LL_WAYS, tag) ? 1 : 2;
+}
+
+static inline UInt ch_sim_touch(SimCache *c, Addr a, SizeT size) {
+  Addr first = a >> CH_LINE_BITS, last = (a + (size ? size - 1 : 0)) >> CH_LINE_BITS;
+  UInt r = ch_line_touch(c, first);
+  if (last != first) {
+    UInt r2 = ch_line_touch(c, last);
+    if (r2 > r) r = r2;
+  }
+  return r;
+}
+
 typedef struct LoadSite LoadSite;
 extern Bool ch_clo_loads;
 extern Long ch_clo_stride_window;
