@@ -14,7 +14,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import plan_checker
 
-PLAN_VERSION = 6        # the version written; 1 to 5 are still read
+PLAN_VERSION = 7        # the version written; 1 to 6 are still read
 MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 _BLANKS = re.compile(r"[ \t]+")
@@ -63,7 +63,7 @@ def read_plan(path, env=None):
     """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
     "unknown_path": s, "rest": group index or None, "rest_max": bytes or None,
-    "paths": {(site, ...): verdict},
+    "rest_one": the rest group stays one pool (version 7), "paths": {(site, ...): verdict},
     "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
@@ -71,8 +71,8 @@ def read_plan(path, env=None):
     check_plan, is the environment the plan will run under."""
     version = check_plan(path, env)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
-            "unknown_entry": "walk", "unknown_path": "walk", "rest": None, "rest_max": None, "paths": {},
-            "path_prefixes": set()}
+            "unknown_entry": "walk", "unknown_path": "walk", "rest": None, "rest_max": None, "rest_one": False,
+            "paths": {}, "path_prefixes": set()}
     prefixes = plan["path_prefixes"]
     header = False
     for n, raw in enumerate(Path(path).read_bytes().decode("utf-8", "replace").split("\n"), start=1):
@@ -121,12 +121,16 @@ def read_plan(path, env=None):
                     raise bad("select names an undeclared group or site")
                 plan["selects"].append((g, sites))
             elif words[0] == "rest" and version >= 4:
-                if plan["rest"] is not None or len(words) not in (2, 3) or \
+                options = words[2:]
+                maxes = [w for w in options if w.startswith("max=")]
+                ones = [w for w in options if w == "one"] if version >= 7 else []
+                if plan["rest"] is not None or len(words) < 2 or \
                         not 0 <= int(words[1]) < len(plan["groups"]) or \
-                        (len(words) == 3 and not words[2].startswith("max=")):
-                    raise bad("rest names an undeclared group, or comes twice")
+                        len(maxes) > 1 or len(ones) > 1 or len(maxes) + len(ones) != len(options):
+                    raise bad("rest names an undeclared group, comes twice, or has an unknown option")
                 plan["rest"] = int(words[1])
-                plan["rest_max"] = int(words[2][4:]) if len(words) == 3 else None
+                plan["rest_max"] = int(maxes[0][4:]) if maxes else None
+                plan["rest_one"] = bool(ones)
             elif words[0] == "path" and version >= 5:
                 *sites, verdict = words[1:]
                 sites = tuple(int(w) for w in sites)

@@ -52,6 +52,8 @@ class Plan:
     worth: list = field(default_factory=list)   # Worth per group
     rest: int = None                            # the rest pool's group index, if any
     rest_max: int = None                        # the largest request it takes
+    rest_one: bool = False                      # the rest pool stays one pool, not split by size class
+    rest_layouts: dict = None                   # the profile's model of both shapes (rest_shape), if any
     paths: dict = field(default_factory=dict)   # (site id, ...) -> "cold" | "group=G": decision paths
     frames: dict = field(default_factory=dict)  # context id -> frames its walk looks at, if walked
     why_none: str = None                        # why there is no group, if there is none
@@ -325,7 +327,7 @@ def as_read(plan, profile):
         "groups": names,
         "selects": [(i, [site_index[s] for s in conj]) for i, g in enumerate(plan.groups) for conj in g.conjunctions],
         "max_size": plan.max_size, "unknown_entry": plan.unknown_entry, "unknown_path": plan.unknown_path,
-        "rest": plan.rest, "rest_max": plan.rest_max, "paths": paths,
+        "rest": plan.rest, "rest_max": plan.rest_max, "rest_one": plan.rest_one, "paths": paths,
         "path_prefixes": {p[:k] for p in paths for k in range(1, len(p))},
     }
 
@@ -587,7 +589,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
-        add_rest(plan, contexts)
+        add_rest(plan, contexts, profile)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
@@ -678,7 +680,29 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
             "run; small objects still share the rest pool")
 
 
-def add_rest(plan, contexts):
+def rest_shape(layouts):
+    """(keep the rest pool one pool?, the model it was decided from). The
+    profiler places every object of up to 256 bytes in a model of each shape,
+    one pool in allocation order and one pool per size class, and counts the
+    misses of the whole run under each (profiler/layouts.c). The split is
+    the runtime's default and stays unless one pool had fewer D1 misses, the
+    misses placement saves (miss_ns); without the model, the default."""
+    if not layouts:
+        return False, None
+    return layouts["one"]["d1_misses"] < layouts["classes"]["d1_misses"], layouts
+
+
+def rest_text(plan):
+    """How the rest pool is laid out, and why, for `cohort plan`'s report."""
+    shape = "in one pool, in allocation order" if plan.rest_one else "split by size class"
+    m = plan.rest_layouts
+    if not m:
+        return f"{shape} (the profile has no model of the two shapes: the runtime's default)"
+    return (f"{shape}: the profile's model of both had {m['one']['d1_misses']} D1 misses in one pool, "
+            f"{m['classes']['d1_misses']} by size class")
+
+
+def add_rest(plan, contexts, profile):
     """The rest pool: every allocation of up to REST_MAX bytes that no group
     claims. Larger ones stay with the next allocator: the pools serve them
     from mixed bins that fragment under churn of varied sizes. Short-lived
@@ -688,6 +712,7 @@ def add_rest(plan, contexts):
     test, where a plan with nothing but its rest pool needs none."""
     plan.rest = len(plan.groups)
     plan.rest_max = REST_MAX
+    plan.rest_one, plan.rest_layouts = rest_shape(profile.get("rest_layouts"))
     for c in contexts:
         if plan.predicted[c["id"]] is None and c["max_size"] <= REST_MAX:
             plan.predicted[c["id"]] = plan.rest
@@ -845,7 +870,7 @@ def render(plan, profile, source="profile.json"):
         for conj in g.conjunctions:
             lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))
     if plan.rest is not None:
-        lines.append(f"rest {plan.rest} max={plan.rest_max}")
+        lines.append(f"rest {plan.rest} max={plan.rest_max}" + (" one" if plan.rest_one else ""))
     for path, verdict in plan.paths.items():
         lines.append("path " + " ".join(str(site_index[s]) for s in path) + f" {verdict}")
     lines.append(f"unknown-entry {plan.unknown_entry}")
@@ -887,7 +912,8 @@ def report(plan, profile):
     if plan.rest is not None:
         rest = sum(c["allocations"] for c in contexts if plan.predicted[c["id"]] == plan.rest)
         out.append(f"  group {plan.rest} rest: the {rest} other allocations of up to {plan.rest_max} bytes "
-                   f"({100 * rest / total_alloc:.1f}%), pooled apart from the groups (--rest pool)")
+                   f"({100 * rest / total_alloc:.1f}%), pooled apart from the groups (--rest pool), "
+                   f"{rest_text(plan)}")
     for n in plan.notes:
         out.append(f"  note: {n}")
     if plan.transfers:

@@ -50,7 +50,9 @@ static char class_names[CH_MAX_GROUPS][40];
 static size_t class_top(unsigned c) { return c < 16 ? 16 * (size_t)(c + 1) : (size_t)1 << (c - 7); }
 static void split_rest(void) {
   memset(ch_rest_groups, rest, sizeof ch_rest_groups);
-  if (rest < 0 || ch_opt.rest_one) return;
+  /* The plan chose the shape from the profile's model of both
+   * (docs/planner.md, "The rest pool's shape"); COHORT_REST overrides. */
+  if (rest < 0 || (ch_opt.rest_one >= 0 ? ch_opt.rest_one : ch_plan->rest_one)) return;
   size_t top = rest_max < ch_max_size ? rest_max : ch_max_size;
   if (top <= 16) return;   /* one class */
   unsigned plan_groups = ngroups;

@@ -122,7 +122,7 @@ struct ch_options {
   unsigned dpa_min_objects;   /* COHORT_DPA_MIN_OBJECTS: a DPA group's objects before its pool */
   size_t dpa_max_size;        /* COHORT_DPA_MAX_SIZE: DPA's largest pooled object */
   unsigned mo_hot;            /* COHORT_MO_HOT: a call site's requests before MO inspects it */
-  bool rest_one;              /* COHORT_REST=one: a plan's rest group in one pool, not by size */
+  int rest_one;               /* COHORT_REST: 1 one, 0 size; -1 unset: as the plan says */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);
@@ -557,6 +557,7 @@ struct ch_plan {
   enum ch_entry_verdict unknown_path;
   int rest;   /* version 4: the group of every small allocation no verdict or selector claims; -1: none */
   size_t rest_max;   /* the largest request the rest group takes */
+  bool rest_one;     /* version 7: the rest group stays one pool (else split by size class) */
   /* Version 5: the decision paths, a trie over the sites a walk meets from
    * the entry outwards. Node 0 is the root; a node's verdict is a group,
    * CH_QUICK_COLD, CH_QUICK_NEXT, or CH_QUICK_WALK (go one frame further). */

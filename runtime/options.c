@@ -16,6 +16,7 @@ struct ch_options ch_opt = {
   .dpa_min_objects = 100,
   .dpa_max_size = 128,
   .mo_hot = 50,
+  .rest_one = -1,
 };
 
 /* "123", "64K", "1M": returns false on anything else. */
@@ -100,7 +101,7 @@ void ch_options_load(void) {
   }
   if ((v = env("COHORT_REST"))) {
     if (!strcmp(v, "one") || !strcmp(v, "size")) ch_opt.rest_one = v[0] == 'o';
-    else ch_warn("COHORT_REST=%s must be size or one; the rest group stays split by size", v);
+    else ch_warn("COHORT_REST=%s must be size or one; the rest group stays as the plan says", v);
   }
   if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
 

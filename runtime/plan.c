@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 6   /* reads 1 to 6; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
-                            6 unknown-path */
+#define PLAN_VERSION 7   /* reads 1 to 7; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
+                            6 unknown-path, 7 rest's option one */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -203,10 +203,17 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
       if (!next_token(&s, &a) || !parse_uint(a, 10, ~0ull, &x) || x >= pl->ngroups)
         FAIL("rest names an undeclared group");
       pl->rest = (int)x;
-      if (next_token(&s, &b)) {
-        if (strncmp(b, "max=", 4) || !parse_uint(b + 4, 10, ch_opt.chunk_size / 8, &y) || y < 8 || *s)
-          FAIL("rest takes one option, max=BYTES (8 to %zu)", ch_opt.chunk_size / 8);
-        pl->rest_max = (size_t)y;
+      bool max_seen = false;
+      while (next_token(&s, &b)) {
+        if (!strncmp(b, "max=", 4) && !max_seen && parse_uint(b + 4, 10, ch_opt.chunk_size / 8, &y) && y >= 8) {
+          pl->rest_max = (size_t)y;
+          max_seen = true;
+        } else if (!strcmp(b, "one") && !pl->rest_one && pl->version >= 7) {
+          pl->rest_one = true;
+        } else {
+          FAIL(pl->version >= 7 ? "rest takes the options max=BYTES (8 to %zu) and one, each once"
+                                : "rest takes one option, max=BYTES (8 to %zu)", ch_opt.chunk_size / 8);
+        }
       }
     } else if (!strcmp(kw, "path") && pl->version >= 5) {
       /* path S1 S2 ... VERDICT: a walk entering at S1 that meets S2, ...

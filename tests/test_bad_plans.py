@@ -46,7 +46,7 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 7", "line 1: plan format version 7; this runtime reads versions 1 to 6"),
+    ("cohort-plan 1", "cohort-plan 8", "line 1: plan format version 8; this runtime reads versions 1 to 7"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
     ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
