@@ -105,10 +105,11 @@ def worth_lines(profile, names, group_of, walks, rest):
             out[g] = f"identification: {ident}" if n else None
         else:
             misses = transfer.context_misses(profile["contexts"], members.get(g, []))
-            saving = transfer.saving_ns(inside[g], outside[g], misses, costs)
+            mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
+            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
-                      f"{transfer.misses_clause(misses)}); identification: {ident}")
+                      f"{transfer.misses_clause(misses)}{transfer.large_clause(mean)}); identification: {ident}")
     return out
 
 

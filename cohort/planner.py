@@ -234,6 +234,7 @@ class Worth:
     frames: float = 0.0                # mean frames per walk charged to it
     identify: str = "patched"          # how those allocations are decided: "patched" or "walk"
     misses: tuple = None               # (D1 misses, lines they can occupy) of its objects (None: not measured)
+    mean_size: float = 0.0             # of its objects (transfer.line_share)
 
     @property
     def pays(self):
@@ -290,8 +291,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
         misses = transfer.context_misses(contexts, g.members)
-        worth.append(Worth(inside=inside, outside=outside, misses=misses,
-                           saving_ns=transfer.saving_ns(inside, outside, misses, costs),
+        mean = transfer.contexts_mean_size(contexts, g.members)
+        worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean,
+                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean),
                            identify="walk" if g.merged else identify))
     for w in sites_walk.values():
         share = sum(w["groups"].values())
@@ -401,7 +403,7 @@ def set_aside_large(profile, accesses, edges, members):
     for n in accesses:
         allocations = sum(contexts[c]["allocations"] for c in members[n])
         size[n] = nbytes[n] / allocations if allocations else 0
-    large = {n for n in accesses if size[n] > REST_MAX}
+    large = {n for n in accesses if size[n] > transfer.LARGE_BYTES}
     cut = {}   # large node: the weight of its edges to smaller ones
     for k in [k for k in edges if (k[0] in large) != (k[1] in large)]:
         n = k[0] if k[0] in large else k[1]
@@ -584,7 +586,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"than its placement can save ({identification_text(w, 1)}, against at most "
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it"
-                         f"{transfer.misses_clause(w.misses)})")
+                         f"{transfer.misses_clause(w.misses)}{transfer.large_clause(w.mean_size)})")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
@@ -934,7 +936,8 @@ def worth_text(w):
     walks = (identification_text(w) if w.walked_allocations
              else "no stack walk (decided by entry or stop sites)")
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
-            f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}); "
+            f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
+            f"{transfer.large_clause(w.mean_size)}); "
             f"identification: {walks}")
 
 

@@ -102,8 +102,12 @@ class GroupTransfer:
         return None if self.d1_misses is None else (self.d1_misses, lines_covered(self.allocations, self.bytes))
 
     @property
+    def mean_size(self):
+        return self.bytes / self.allocations if self.allocations else 0.0
+
+    @property
     def saving_ns(self):
-        return saving_ns(self.inside, self.outside, self.misses, self.costs)
+        return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size)
 
     @property
     def pays(self):
@@ -118,7 +122,7 @@ class GroupTransfer:
         return (f"identifying its {self.walked} allocations past their entry costs about "
                 f"{self.walk_ns / 1e6:.2f} ms there, more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
-                f"{misses_clause(self.misses)})")
+                f"{misses_clause(self.misses)}{large_clause(self.mean_size)})")
 
 
 @dataclass
@@ -150,10 +154,12 @@ class Transfer:
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
 
 
-def saving_ns(inside, outside, misses, costs):
+def saving_ns(inside, outside, misses, costs, mean_size=0.0):
     """The most a group's placement can save: the affinitive accesses it
     gains (its affinity inside less its affinity with objects outside),
-    each at best one D1 miss turned into a hit (`miss_ns`). `misses`: (D1
+    each at best one D1 miss turned into a hit (`miss_ns`), of which only
+    the share `line_share` can fall on a line that objects of the group's
+    mean size share with a neighbour. `misses`: (D1
     misses, cache lines) of the group's objects in the profiled run: the
     misses from the profiler's simulated cache, the lines those objects
     could occupy (`lines_covered`; None for a profile without misses).
@@ -163,10 +169,43 @@ def saving_ns(inside, outside, misses, costs):
     and fetched again, misses that grow with the input as the affinity
     does, which then stands alone (docs/planner.md, *Savings bounded by
     misses*)."""
-    gain = max(0, inside - outside)
+    gain = max(0, inside - outside) * line_share(mean_size)
     if misses is not None and stays_cached(misses):
         gain = min(gain, misses[0])
     return gain * costs["miss_ns"]
+
+
+# An object of more than this many bytes shares at most a line with each
+# neighbour (planner.set_aside_large keeps such objects out of the groups of
+# smaller ones): the runtime's largest exact size class, planner.REST_MAX.
+LARGE_BYTES = 256
+
+
+def line_share(mean_size):
+    """The share of the affinitive accesses to objects of `mean_size` bytes
+    that placing them side by side can turn into hits. An object's neighbour
+    can share only its first and last lines: 2 of its mean_size / 64, which
+    for a large object is all placement can do; a smaller one lies in lines
+    its neighbours may share whole (docs/planner.md, *Groups of large
+    objects*)."""
+    return min(1.0, 2 * 64 / mean_size) if mean_size > LARGE_BYTES else 1.0
+
+
+def large_clause(mean_size):
+    """For the texts that quote a saving: the share, when it bounds it."""
+    if mean_size <= LARGE_BYTES:
+        return ""
+    return (f"; but its objects are of {mean_size:.0f} bytes on average, and a neighbour can share only the "
+            f"first and last of their lines: {100 * line_share(mean_size):.0f}% of those accesses")
+
+
+def contexts_mean_size(contexts, ids):
+    """The mean size of the given contexts' objects (0 if none, or if a
+    context does not say its bytes: then nothing is scaled)."""
+    n = sum(contexts[c]["allocations"] for c in ids)
+    if not n or any("bytes" not in contexts[c] for c in ids):
+        return 0.0
+    return sum(contexts[c]["bytes"] for c in ids) / n
 
 
 def stays_cached(misses):

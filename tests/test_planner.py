@@ -728,3 +728,33 @@ def test_a_node_used_mostly_with_a_group_joins_it(allocations, joined):
     if joined:
         assert note[0].startswith("context 2 joined the group around context ")
         assert "(600000 affinitive accesses)" in note[0] and "(5000)" in note[0]
+
+
+def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path):
+    """The modest churn shape pays for its patched decisions with objects of
+    32 bytes. Placed side by side, objects of 4000 bytes share at most their
+    first and last lines with a neighbour: 2 of their 62.5 lines, so 3% of
+    the affinity counts, and the group is dropped, with the sizes named (a
+    stock perl's arenas and interpreter state were so grouped, and missed
+    more). At 256 bytes or less the objects lie in lines neighbours share
+    whole, and the group stays."""
+    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+
+    def with_size(size):
+        p = churn_profile(affinity=8_000_000, accesses=9_000_000)
+        for c in p["contexts"]:
+            c["bytes"] = size * c["allocations"]
+            c["min_size"] = c["max_size"] = size
+        return p
+
+    large = make_plan(with_size(4000))
+    assert large.groups == [] and large.rest is None   # 4000 bytes: over the rest pool's 256, so no pool
+    note = next(n for n in large.notes if "costs more than its placement can save" in n)
+    assert "its objects are of 4000 bytes on average, and a neighbour can share only the first and last " \
+           "of their lines: 3% of those accesses" in note, note
+    assert "from 8000000 affinitive accesses inside it" in note and "against at most 0.9 ms" in note, note
+
+    small = make_plan(with_size(256))
+    assert len(small.groups) == 1 and small.worth[0].pays
+    assert small.worth[0].saving_ns == 8_000_000 * COST_DEFAULTS["miss_ns"]
+    assert "a neighbour can share" not in worth_text(small.worth[0])
