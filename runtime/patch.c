@@ -170,13 +170,15 @@ static inline bool entry_only(const struct ch_plan_site *st) {
  * A selector site at an allocation's entry (a program's own malloc wrapper)
  * pushes a new activation for every allocation, whose decision is never
  * known yet: Debian's perl paid a pass over 14 conjunctions, 80
- * instructions, for nearly every allocation. busy: a signal handler that
- * interrupted the update neither reads nor writes the memo. */
+ * instructions, for nearly every allocation. seq is odd while the memo is
+ * written: a signal handler that interrupted the write neither reads nor
+ * writes it, and a read that a handler's write interrupted (seq moved) is
+ * not used. */
 static CH_TLS struct verdict_memo {
+  unsigned seq;
   const struct ptable *t;
   uint64_t mask;
   int verdict;
-  bool busy;
 } memo;
 
 static int conj_verdict(const struct ptable *t, uint64_t mask) {
@@ -192,16 +194,21 @@ int ch_patch_verdict(uint64_t mask, uint32_t stop) {
   if (!t || t->stops_incomplete) return CH_ACT_WALK;
   if (stop) return (int)stop - 1;
   struct verdict_memo *m = &memo;
-  if (m->busy) return conj_verdict(t, mask);
-  if (m->t == t && m->mask == mask) return m->verdict;
-  int v = conj_verdict(t, mask);
-  m->busy = true;
+  unsigned seq = m->seq;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (seq & 1) return conj_verdict(t, mask);
+  bool hit = m->t == t && m->mask == mask;
+  int v = m->verdict;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (hit && m->seq == seq) return v;
+  v = conj_verdict(t, mask);
+  m->seq = seq + 1;
   atomic_signal_fence(memory_order_seq_cst);
   m->t = t;
   m->mask = mask;
   m->verdict = v;
   atomic_signal_fence(memory_order_seq_cst);
-  m->busy = false;
+  m->seq = seq + 2;
   return v;
 }
 
