@@ -246,6 +246,34 @@ static int patch_call(uintptr_t ret, unsigned group, int base) {
   return done;
 }
 
+/* A `walk` entry that is also a patched selector site (a program's own
+ * malloc wrapper): its call reaches the selector's stub, so it is sent to
+ * that stub's variant of the kind its own target is (patch.c), which
+ * records the activation as the stub does and then enters the activations'
+ * entry. 1 patched, 0 not, -1 another thread is writing code. */
+static int patch_entry_selector(unsigned s, uintptr_t ret) {
+  ch_in_runtime++;
+  int done = 0;
+  uintptr_t target = 0, v = 0;
+  const struct ch_module *m = ch_module_for(ret);
+  if (m && !m->system && !m->writable_code && ch_patch_entry_stub(s, 0, &target)) {
+    int k = kind_of_target(m, target);
+    if (k >= 0) v = ch_patch_entry_stub(s, k == K_NEW, &target);
+  }
+  bool live = !ch_patch_one_thread();
+  intptr_t disp = (intptr_t)(v - ret);
+  if (v && disp == (int32_t)disp && (!live || ch_patch_live_ok(ret - 4))) {
+    if (!ch_patch_trylock()) done = -1;
+    else {
+      done = ch_patch_write_disp(ret - 4, (int32_t)disp, live);
+      ch_patch_unlock();
+    }
+  }
+  if (done >= 0) atomic_fetch_add(done ? &ch_direct_stats.patched : &ch_direct_stats.left, 1);
+  ch_in_runtime--;
+  return done;
+}
+
 /* Patch the site at ret (plan site s), once. */
 static void offer(int s, uintptr_t ret, unsigned group, int base) {
   uint8_t expect = S_UNTRIED;
@@ -254,7 +282,9 @@ static void offer(int s, uintptr_t ret, unsigned group, int base) {
   if (atomic_load_explicit(&state[s], memory_order_relaxed) != S_UNTRIED ||
       !atomic_compare_exchange_strong(&state[s], &expect, S_BUSY))
     return;
-  int done = patch_call(ret, group, base);   /* busy: a later allocation offers again */
+  /* busy: a later allocation offers again */
+  int done = base == K_ACT_MALLOC && ch_patch_on[s] ? patch_entry_selector((unsigned)s, ret)
+                                                    : patch_call(ret, group, base);
   atomic_store(&state[s], done < 0 ? S_UNTRIED : done ? S_PATCHED : S_LEFT);
 }
 

@@ -94,6 +94,7 @@ void ch_ensure_init(void) {
       for (unsigned g = 0; g < ch_plan->ngroups && g < CH_MAX_GROUPS; g++)
         if ((int)g != ch_plan->rest) ch_line_groups |= (uint64_t)1 << g;
     if (ch_identify_active) {
+      ch_patch_set_act_entries((uintptr_t)ch_direct_act_malloc, (uintptr_t)ch_direct_act_new);
       ch_patch_init();
       ch_direct_init(&(struct ch_direct_entries){
         (uintptr_t)ch_malloc_entry, (uintptr_t)ch_new_entry, (uintptr_t)ch_new_array_entry,

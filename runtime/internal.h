@@ -776,6 +776,13 @@ extern atomic_uint ch_patch_gen;
  * whose innermost stop site says stop (group + 1, or 0). */
 int ch_patch_verdict(uint64_t mask, uint32_t stop);
 void ch_patch_init(void);                     /* after the plan is bound */
+/* Before ch_patch_init: the entries a `walk` entry's selector stub variants
+ * reach (ch_direct_act_malloc, ch_direct_act_new). */
+void ch_patch_set_act_entries(uintptr_t act_malloc, uintptr_t act_new);
+/* A patched selector site that is also a `walk` entry: its variant stub for
+ * malloc (is_new 0) or operator new, and in *target the call's own target;
+ * 0 if it has none. */
+uintptr_t ch_patch_entry_stub(unsigned site, int is_new, uintptr_t *target);
 void ch_patch_modules(unsigned from, unsigned to);   /* modules [from, to) loaded later */
 /* For direct.c, which patches allocation call sites with the same means.
  * ch_patch_check_call: -1 and the target if a direct call rel32 ends at ret,

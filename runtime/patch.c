@@ -126,6 +126,10 @@ __asm__(
   "  movq -8(%rsp), %rax\n"
   "  movq -16(%rsp), %rcx\n"
   "  movq -24(%rsp), %rdx\n"
+  "  cmpb $0, .Lc_act(%rip)\n"           /* an entry's variant: the slot for the activations */
+  "  je .Lgo\n"
+  "  movq %rsp, %rsi\n"
+  ".Lgo:\n"
   "  jmp *.Lc_target(%rip)\n"
   ".Lfull:\n"                             /* disarm: the next allocation seeds again */
   "  movq $0, 16(%rax)\n"
@@ -139,12 +143,13 @@ __asm__(
   ".Lc_bit: .quad 0\n"
   ".Lc_stop: .quad 0\n"
   ".Lc_tls: .quad 0\n"
+  ".Lc_act: .quad 0\n"
   ".globl cohort_stub_end\n"
   ".hidden cohort_stub_end\n"
   "cohort_stub_end:\n");
 extern const char cohort_stub_template[], cohort_stub_consts[], cohort_stub_end[];
-struct stub_consts { uintptr_t target, ret; uint64_t bit; uint64_t stop; intptr_t tls; };
-#define STUB_SIZE 320   /* the template is 272 bytes */
+struct stub_consts { uintptr_t target, ret; uint64_t bit; uint64_t stop; intptr_t tls; uint64_t act; };
+#define STUB_SIZE 320   /* the template is 296 bytes */
 
 /* ------------------------------------------------------------ the table */
 
@@ -398,6 +403,32 @@ bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
 
 struct todo { unsigned site; uintptr_t ret, target; };
 
+/* A selector site that is also a `walk` entry (a program's own malloc
+ * wrapper: its one call of malloc is a selector too) gets two more stubs:
+ * variants that record the activation as its stub does, then enter
+ * ch_direct_act_malloc or ch_direct_act_new with the slot of the return
+ * address, so the activations decide at once. direct.c sends the call to
+ * the variant of its kind once an allocation shows which it reaches (under
+ * lazy binding only then does the PLT slot say): the allocation skips the
+ * quick test, the probe of the activations and the offer that a wrapper's
+ * every allocation paid (docs/runtime.md, "Direct sites"). */
+static uintptr_t act_entry[2];                   /* ch_direct_act_malloc, ch_direct_act_new */
+static uintptr_t entry_stub[CH_MAX_SITES][2];    /* the variants, or 0 */
+static uintptr_t entry_target[CH_MAX_SITES];     /* the call's own target */
+
+void ch_patch_set_act_entries(uintptr_t act_malloc, uintptr_t act_new) {
+  act_entry[0] = act_malloc;
+  act_entry[1] = act_new;
+}
+static bool wants_variants(const struct ch_plan_site *st) {
+  return act_entry[0] && act_entry[1] && st->entry == CH_ENTRY_WALK && !st->stop;
+}
+uintptr_t ch_patch_entry_stub(unsigned site, int is_new, uintptr_t *target) {
+  if (site >= CH_MAX_SITES || !ch_patch_on[site]) return 0;
+  *target = entry_target[site];
+  return entry_stub[site][is_new ? 1 : 0];
+}
+
 static void unpatched(unsigned *by, int reason) {
   by[reason]++;
   atomic_fetch_add(&ch_patch_stats.unpatched, 1);
@@ -420,10 +451,12 @@ static unsigned patch_one(struct ch_module *m, bool live) {
     todo[n++] = (struct todo){s, ret, target};
   }
   if (!wanted) return 0;
-  unsigned done = 0;
+  unsigned done = 0, nstubs = n;
+  for (unsigned i = 0; i < n; i++)
+    if (wants_variants(&pl->sites[todo[i].site])) nstubs += 2;
   if (n) {
     size_t tsize = (size_t)(cohort_stub_end - cohort_stub_template);
-    size_t page = ch_page_size(), code = n * STUB_SIZE;
+    size_t page = ch_page_size(), code = nstubs * STUB_SIZE;
     size_t size = (code + 128 + page - 1) & ~(page - 1);
     uint8_t *region = tsize <= STUB_SIZE ? ch_patch_map_near(m->lo, m->hi, size) : NULL;
     if (!region) {
@@ -431,17 +464,29 @@ static unsigned patch_one(struct ch_module *m, bool live) {
       n = 0;
     } else {
       intptr_t tls = ch_act_tls_offset();
+      unsigned extra = n;   /* the variants follow the stubs */
       for (unsigned i = 0; i < n; i++) {
+        unsigned s = todo[i].site;
         uint8_t *stub = region + i * STUB_SIZE;
         memcpy(stub, cohort_stub_template, tsize);
-        struct stub_consts c = {todo[i].target, todo[i].ret, ch_patch_bit[todo[i].site],
-                                ch_patch_stop[todo[i].site], tls};
+        struct stub_consts c = {todo[i].target, todo[i].ret, ch_patch_bit[s], ch_patch_stop[s], tls, 0};
         memcpy(stub + (cohort_stub_consts - cohort_stub_template), &c, sizeof c);
+        entry_stub[s][0] = entry_stub[s][1] = 0;
+        entry_target[s] = todo[i].target;
+        if (!wants_variants(&pl->sites[s])) continue;
+        for (int k = 0; k < 2; k++, extra++) {
+          uint8_t *v = region + extra * STUB_SIZE;
+          memcpy(v, cohort_stub_template, tsize);
+          struct stub_consts cv = {act_entry[k], todo[i].ret, ch_patch_bit[s], ch_patch_stop[s], tls, 1};
+          memcpy(v + (cohort_stub_consts - cohort_stub_template), &cv, sizeof cv);
+          entry_stub[s][k] = (uintptr_t)v;
+        }
       }
       uint8_t *eh = region + code;
       ch_patch_stub_unwind(eh, (uintptr_t)region, code);
       if (mprotect(region, size, PROT_READ | PROT_EXEC) != 0) {
         for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
+        for (unsigned i = 0; i < n; i++) entry_stub[todo[i].site][0] = entry_stub[todo[i].site][1] = 0;
         munmap(region, size);
         n = 0;
       } else if (register_frame) {

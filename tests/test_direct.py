@@ -126,6 +126,34 @@ def test_walk_site_decided_by_activations(tmp_path, threads):
     assert st["identification"]["patched"] >= 2 * n - 8
 
 
+@pytest.mark.parametrize("threads", [0, 4])
+def test_walk_site_that_is_also_a_selector(tmp_path, threads):
+    """The wrapper's own malloc call is a selector too (select 0 1: the
+    wrapper called through via_wrap_1), as a program's own allocation layer
+    often is (perl's Perl_safesysmalloc was): patch.c gives its stub two
+    variants that record the activation and then enter the activations'
+    entry, and the first allocation through it sends the call to the one
+    of its kind. The objects land as the walk would put them."""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, "build", "via_wrap_1")[0], None),
+             (0, call_sites(binary, "wrap", "malloc")[0], "walk")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["wrapped"], [(0, [0, 1])], version=2)
+    argv = [binary, tmp_path / "log"] + ([threads] if threads else [])
+    r, st = run_stats(tmp_path, argv, plan)
+    assert r.stdout == plain_checksum([binary, "/dev/null"] + ([threads] if threads else []))
+    objs = read_log(tmp_path / "log")
+    n = 2000 * max(threads, 1)
+    assert len(objs["w1"]) == n and {g for _, g, _ in objs["w1"]} == {0}
+    assert {g for _, g, _ in objs["w2"]} == {-1}
+    assert st["patch"]["sites_patched"] == 2 and st["patch"]["direct_sites"] == 1
+    assert st["patch"]["direct_left"] == 0
+    assert st["groups"][0]["allocations"] == n
+    assert st["identification"]["patched"] >= 2 * n - 8
+    # with no code patched (COHORT_PATCH=0), the walks place them alike
+    r, st = run_stats(tmp_path, argv, plan, patch="0")
+    assert {g for _, g, _ in read_log(tmp_path / "log")["w1"]} == {0}
+
+
 @pytest.mark.parametrize("rest_max,c_group", [(24, 2), (16, -1)])
 def test_cold_site_goes_straight_to_the_rest_group(tmp_path, rest_max, c_group):
     """Under a plan with a rest group (format 4), a cold entry site is patched
