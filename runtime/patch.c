@@ -149,7 +149,7 @@ __asm__(
   "cohort_stub_end:\n");
 extern const char cohort_stub_template[], cohort_stub_consts[], cohort_stub_end[];
 struct stub_consts { uintptr_t target, ret; uint64_t bit; uint64_t stop; intptr_t tls; uint64_t act; };
-#define STUB_SIZE 320   /* the template is 296 bytes */
+#define STUB_SIZE 320   /* the template is 288 bytes */
 
 /* ------------------------------------------------------------ the table */
 
