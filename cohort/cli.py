@@ -343,7 +343,7 @@ def plan_params(args):
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
                                             "identify", "policy")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
-                       "patched_ns": args.patched_cost}
+                       "patched_ns": args.patched_cost, "split_ns": args.split_cost}
     return params
 
 
@@ -389,6 +389,10 @@ def add_plan_options(p):
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")
+    p.add_argument("--split-cost", type=float, default=COST_DEFAULTS["split_ns"], metavar="NS",
+                   help="what splitting the rest pool by size class costs each small allocation, "
+                        "against the D1 misses the profile's model says it saves "
+                        f"(default: {COST_DEFAULTS['split_ns']:g}, measured here)")
     p.add_argument("--unknown-entry", default="auto", choices=("walk", "cold", "auto"),
                    help="allocations entering at a site the profile never saw: walk the stack "
                         "and test every selector, or never group them (to the rest pool, if any); "

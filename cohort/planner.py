@@ -213,8 +213,13 @@ def group_label(profile, members, conjunctions=()):
 # while mode all still paid for the checks its fast lane now skips). A
 # stub's push is paid per call through a selector site that changes the
 # bits, not per allocation (3 ns more where every allocation follows such a
-# call); the profile does not count calls, so it is not priced.
-COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 10.0}
+# call); the profile does not count calls, so it is not priced. split_ns
+# is what splitting the rest pool by size class costs a malloc+free pair:
+# `allocbench churn 20000000` under a plan of the rest pool alone, 7
+# interleaved runs, medians 10.26 ns by class and 9.10 ns in one pool
+# (cachegrind: 124.1 against 117.7 instructions and 1.10 against 0.90 D1
+# misses per pair, the classes' own chunk headers and heap lines).
+COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 10.0, "split_ns": 1.2}
 
 
 @dataclass
@@ -591,7 +596,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
-        add_rest(plan, contexts, profile)
+        add_rest(plan, contexts, profile, costs)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
@@ -682,16 +687,19 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
             "run; small objects still share the rest pool")
 
 
-def rest_shape(layouts):
+def rest_shape(layouts, costs):
     """(keep the rest pool one pool?, the model it was decided from). The
     profiler places every object of up to 256 bytes in a model of each shape,
     one pool in allocation order and one pool per size class, and counts the
-    misses of the whole run under each (profiler/layouts.c). The split is
-    the runtime's default and stays unless one pool had fewer D1 misses, the
-    misses placement saves (miss_ns); without the model, the default."""
+    misses of the whole run under each (profiler/layouts.c). The split, the
+    runtime's default, stays when the D1 misses it saves in the model
+    (miss_ns each) are worth more than it costs those objects' allocations
+    (split_ns each); without the model, the default."""
     if not layouts:
         return False, None
-    return layouts["one"]["d1_misses"] < layouts["classes"]["d1_misses"], layouts
+    saving = (layouts["one"]["d1_misses"] - layouts["classes"]["d1_misses"]) * costs["miss_ns"]
+    cost = layouts["objects"] * costs["split_ns"]
+    return saving <= cost, dict(layouts, saving_ns=saving, cost_ns=cost)
 
 
 def rest_text(plan):
@@ -700,11 +708,13 @@ def rest_text(plan):
     m = plan.rest_layouts
     if not m:
         return f"{shape} (the profile has no model of the two shapes: the runtime's default)"
-    return (f"{shape}: the profile's model of both had {m['one']['d1_misses']} D1 misses in one pool, "
-            f"{m['classes']['d1_misses']} by size class")
+    return (f"{shape}: by class the profile's model of both saves {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
+            f"({m['one']['d1_misses']} in one pool, {m['classes']['d1_misses']} by class), "
+            f"{'less' if plan.rest_one else 'more'} than the classes cost its {m['objects']} small "
+            f"allocations ({m['cost_ns'] / 1e6:.2f} ms)")
 
 
-def add_rest(plan, contexts, profile):
+def add_rest(plan, contexts, profile, costs):
     """The rest pool: every allocation of up to REST_MAX bytes that no group
     claims. Larger ones stay with the next allocator: the pools serve them
     from mixed bins that fragment under churn of varied sizes. Short-lived
@@ -714,7 +724,7 @@ def add_rest(plan, contexts, profile):
     test, where a plan with nothing but its rest pool needs none."""
     plan.rest = len(plan.groups)
     plan.rest_max = REST_MAX
-    plan.rest_one, plan.rest_layouts = rest_shape(profile.get("rest_layouts"))
+    plan.rest_one, plan.rest_layouts = rest_shape(profile.get("rest_layouts"), costs)
     for c in contexts:
         if plan.predicted[c["id"]] is None and c["max_size"] <= REST_MAX:
             plan.predicted[c["id"]] = plan.rest
