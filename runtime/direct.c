@@ -35,6 +35,7 @@
 #include "internal.h"
 
 #include <Zydis/Zydis.h>
+#include <dlfcn.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -173,6 +174,24 @@ static int kind_of_entry(uintptr_t f) {
   return -1;
 }
 
+/* What the loader binds a name to: the first definition in the global
+ * scope, looked up once (0: none, or not ours). Before lazy binding has
+ * filled a PLT slot, the slot's relocation names the function instead. */
+static uintptr_t bound_malloc, bound_new, bound_new_array;
+
+static void look_up_bindings(void) {
+  bound_malloc = (uintptr_t)dlsym(RTLD_DEFAULT, "malloc");
+  bound_new = (uintptr_t)dlsym(RTLD_DEFAULT, "_Znwm");
+  bound_new_array = (uintptr_t)dlsym(RTLD_DEFAULT, "_Znam");
+}
+
+static int kind_of_name(const char *name) {
+  if (!name) return -1;
+  uintptr_t f = !strcmp(name, "malloc") ? bound_malloc
+              : !strcmp(name, "_Znwm") ? bound_new : !strcmp(name, "_Znam") ? bound_new_array : 0;
+  return f ? kind_of_entry(f) : -1;
+}
+
 /* Which of our entry points a call to target reaches: target itself, or a
  * PLT entry of the caller's module (`[endbr64] jmp *slot(%rip)`) whose
  * slot holds it now. -1: neither. */
@@ -195,7 +214,12 @@ static int kind_of_target(const struct ch_module *m, uintptr_t target) {
   if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&ins, &ops[0], pc, &slot)) || (slot & 7) ||
       !ch_module_maps(m, (uintptr_t)slot, 8))
     return -1;
-  return kind_of_entry(__atomic_load_n((const uintptr_t *)(uintptr_t)slot, __ATOMIC_RELAXED));
+  uintptr_t now = __atomic_load_n((const uintptr_t *)(uintptr_t)slot, __ATOMIC_RELAXED);
+  k = kind_of_entry(now);
+  /* A slot still pointing into its own module is not bound yet (lazy
+   * binding): its relocation says what it will reach. */
+  if (k < 0 && now >= m->lo && now < m->hi) k = kind_of_name(ch_module_slot_symbol(m, (uintptr_t)slot));
+  return k;
 }
 
 /* Whether the call at ret can be patched, and which entry point it reaches
@@ -342,6 +366,30 @@ void ch_direct_offer_cold(uintptr_t ret) {
   if (s >= 0) offer(s, ret, (unsigned)rest_group, K_REST_MALLOC);
 }
 
+/* Before main, while the process has one thread: the `group=G`, cold and
+ * `walk` entry sites whose call could not be patched once other threads may run it
+ * (its displacement crosses an aligned 8-byte word, ch_patch_live_ok) are
+ * patched now, whether or not they are ever reached. Else a multi-threaded
+ * program that first reaches such a site from a thread pays the quick test
+ * on every allocation there, about 110 instructions more than the stub
+ * (workloads/mt: one site of three, 8% of its time). The other sites still
+ * wait for their first allocation: decoding a function costs start-up
+ * time, and a site never reached need not pay it. */
+static void patch_early(void) {
+  const struct ch_plan *pl = ch_plan;
+  if (!pl || atomic_load(&ch_plan_disabled) || !ch_patch_one_thread()) return;
+  for (unsigned s = 0; s < pl->nsites && s < CH_MAX_SITES; s++) {
+    const struct ch_plan_site *st = &pl->sites[s];
+    if (!st->addr || st->stop || ch_patch_live_ok(st->addr - 4)) continue;
+    if (st->entry == CH_ENTRY_GROUP && st->quick >= 0 && st->quick < CH_MAX_GROUPS)
+      offer((int)s, st->addr, (unsigned)st->quick, K_MALLOC);
+    else if (st->entry == CH_ENTRY_COLD && rest_group >= 0)
+      offer((int)s, st->addr, (unsigned)rest_group, K_REST_MALLOC);
+    else if (st->entry == CH_ENTRY_WALK && atomic_load(&ch_patch_gen))   /* selectors patched */
+      offer((int)s, st->addr, 0, K_ACT_MALLOC);
+  }
+}
+
 void ch_direct_init(const struct ch_direct_entries *e) {
   /* It patches with patch.c's means (its decoder among them): only where
    * patch.c is at work, or for MO, whose sites need no plan. */
@@ -358,4 +406,6 @@ void ch_direct_init(const struct ch_direct_entries *e) {
     ch_direct_rest_max = ch_plan->rest_max;
   }
   ch_direct_enabled = true;
+  look_up_bindings();
+  if (ch_opt.mode == CH_MODE_PLAN) patch_early();
 }

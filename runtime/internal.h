@@ -428,9 +428,14 @@ struct ch_module {
   int plan_module;              /* index in the plan, -1 if none */
   unsigned nload;
   struct { uintptr_t lo, hi; } load[8];   /* readable loaded segments */
+  const void *dynamic;          /* its PT_DYNAMIC as loaded, or NULL */
 };
 /* Does [a, a + len) lie within one readable loaded segment of m? */
 bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len);
+/* The symbol whose address the loader puts in m's GOT slot at `slot` (a
+ * JUMP_SLOT or GLOB_DAT relocation's), or NULL: what a PLT entry reaches
+ * before lazy binding has filled its slot. */
+const char *ch_module_slot_symbol(const struct ch_module *m, uintptr_t slot);
 void ch_modules_refresh(void);                        /* at start-up, and to notice modules loaded since */
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
 /* The same, and *busy set when pc was in no module known and another thread

@@ -95,6 +95,7 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_GNU_EH_FRAME) m->eh_frame_hdr = (const uint8_t *)(m->bias + ph->p_vaddr);
+    if (ph->p_type == PT_DYNAMIC) m->dynamic = (const void *)(m->bias + ph->p_vaddr);
     if (ph->p_type == PT_NOTE && !m->build_id_len) read_build_id(m, ph, m->bias);
     if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && m->nload < sizeof m->load / sizeof *m->load) {
       m->load[m->nload].lo = m->bias + ph->p_vaddr;
@@ -182,6 +183,52 @@ bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len) {
   for (unsigned i = 0; i < m->nload; i++)
     if (a >= m->load[i].lo && a + len <= m->load[i].hi && a + len >= a) return true;
   return false;
+}
+
+/* An address the dynamic section holds: glibc relocates most of them in
+ * place (x86-64's dynamic section is writable), but a loader need not, so a
+ * value below the load bias is still a file address. */
+static uintptr_t dyn_addr(const struct ch_module *m, uintptr_t v) { return v < m->bias ? v + m->bias : v; }
+
+/* The relocations of one table whose target is slot: the first one's symbol. */
+static const char *reloc_symbol(const struct ch_module *m, uintptr_t table, size_t size, uintptr_t slot,
+                                uintptr_t symtab, uintptr_t strtab, size_t strsz) {
+  if (!table || !size || !ch_module_maps(m, table, size)) return NULL;
+  for (const ElfW(Rela) *r = (const ElfW(Rela) *)table; (uintptr_t)(r + 1) <= table + size; r++) {
+    if (r->r_offset + m->bias != slot) continue;
+    unsigned type = ELF64_R_TYPE(r->r_info);
+    if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) return NULL;
+    const ElfW(Sym) *sym = (const ElfW(Sym) *)symtab + ELF64_R_SYM(r->r_info);
+    if (!symtab || !ch_module_maps(m, (uintptr_t)sym, sizeof *sym) || sym->st_name >= strsz ||
+        !ch_module_maps(m, strtab + sym->st_name, 1))
+      return NULL;
+    const char *name = (const char *)strtab + sym->st_name;
+    /* The name must end inside the string table. */
+    return memchr(name, 0, strsz - sym->st_name) ? name : NULL;
+  }
+  return NULL;
+}
+
+const char *ch_module_slot_symbol(const struct ch_module *m, uintptr_t slot) {
+  if (!m->dynamic) return NULL;
+  uintptr_t jmprel = 0, rela = 0, symtab = 0, strtab = 0;
+  size_t pltrelsz = 0, relasz = 0, strsz = 0;
+  bool pltrela = true;
+  for (const ElfW(Dyn) *d = m->dynamic; ch_module_maps(m, (uintptr_t)d, sizeof *d) && d->d_tag != DT_NULL; d++) {
+    switch (d->d_tag) {
+    case DT_JMPREL: jmprel = dyn_addr(m, d->d_un.d_ptr); break;
+    case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
+    case DT_PLTREL: pltrela = d->d_un.d_val == DT_RELA; break;
+    case DT_RELA: rela = dyn_addr(m, d->d_un.d_ptr); break;
+    case DT_RELASZ: relasz = d->d_un.d_val; break;
+    case DT_SYMTAB: symtab = dyn_addr(m, d->d_un.d_ptr); break;
+    case DT_STRTAB: strtab = dyn_addr(m, d->d_un.d_ptr); break;
+    case DT_STRSZ: strsz = d->d_un.d_val; break;
+    }
+  }
+  if (!strtab || !strsz || !ch_module_maps(m, strtab, strsz)) return NULL;
+  const char *name = pltrela ? reloc_symbol(m, jmprel, pltrelsz, slot, symtab, strtab, strsz) : NULL;
+  return name ? name : reloc_symbol(m, rela, relasz, slot, symtab, strtab, strsz);
 }
 
 /* For plan.c: every module loaded so far. */

@@ -30,6 +30,15 @@ def plain_checksum(argv):
     return run(argv).stdout
 
 
+def crosses_a_word(ret):
+    """Whether a call's displacement (the 4 bytes before its return address)
+    crosses an aligned 8-byte word: such a call cannot be patched while other
+    threads may run it, so the runtime patches it before main
+    (runtime/direct.c, patch_early); module biases are page-aligned, so the
+    file address tells."""
+    return (ret - 4) % 8 > 4
+
+
 @pytest.mark.parametrize("patch", ["1", "0"], ids=["direct", "quick"])
 @pytest.mark.parametrize("build", ["groups_O2", "groups_O0"])
 def test_direct_site_groups_what_the_quick_test_would(tmp_path, build, patch):
@@ -47,8 +56,10 @@ def test_direct_site_groups_what_the_quick_test_would(tmp_path, build, patch):
     assert ident["entry"] + ident["direct"] == 2000 and ident["cold"] == 2000
     assert st["groups"][0]["allocations"] == 2000
     if patch == "1":
-        # the first allocation finds the site by a walk and patches it
-        assert st["patch"]["direct_sites"] == 1 and ident["direct"] == 1999
+        # the first allocation finds the site by a walk and patches it, unless
+        # it was patched before main
+        early = crosses_a_word(call_sites(binary, "make_a", "malloc")[0])
+        assert st["patch"]["direct_sites"] == 1 and ident["direct"] == (2000 if early else 1999)
         assert st["frames_walked"]["0"] >= 1999 + 2000
     else:
         assert st["patch"]["direct_sites"] == 0 and ident["direct"] == 0
@@ -63,6 +74,26 @@ def test_direct_site_in_a_shared_library(tmp_path):
     objs = read_log(tmp_path / "log")
     assert {g for _, g, _ in objs["a"]} == {0}
     assert st["patch"]["direct_sites"] == 1 and st["identification"]["direct"] == 1999
+
+
+def test_a_site_no_live_patch_can_reach_is_patched_before_main(tmp_path):
+    """A call whose displacement crosses an aligned 8-byte word cannot be
+    patched by one atomic store while threads run it: it is patched at
+    start-up instead, so that eight threads that first reach it find it
+    patched, and not one of their allocations pays the quick test."""
+    found = [(b, f, ret) for b in ("groups_O2", "groups_O0") for f in ("make_a", "make_b", "make_c")
+             for ret in call_sites(PROGRAMS / b, f, "malloc") if crosses_a_word(ret)]
+    assert found, "no call of malloc in make_a, make_b or make_c crosses a word in either build: pick another"
+    build, fn, ret = found[0]
+    binary = PROGRAMS / build
+    plan = write_plan(tmp_path / "plan", [binary], [(0, ret, "group=0")], ["g"], [(0, [0])], version=2)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log", 8], plan)
+    assert r.stdout == plain_checksum([binary, "/dev/null", 8])
+    objs = read_log(tmp_path / "log")
+    key = fn[len("make_"):]
+    assert len(objs[key]) == 8 * 2000 and {g for _, g, _ in objs[key]} == {0}
+    assert st["identification"]["direct"] == 8 * 2000
+    assert st["patch"]["direct_sites"] == 1 and st["patch"]["direct_left"] == 0
 
 
 def test_direct_sites_under_threads(tmp_path):
