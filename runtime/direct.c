@@ -366,18 +366,26 @@ void ch_direct_offer_cold(uintptr_t ret) {
   if (s >= 0) offer(s, ret, (unsigned)rest_group, K_REST_MALLOC);
 }
 
-/* Before main, while the process has one thread: the `group=G`, cold and
- * `walk` entry sites whose call could not be patched once other threads may run it
- * (its displacement crosses an aligned 8-byte word, ch_patch_live_ok) are
- * patched now, whether or not they are ever reached. Else a multi-threaded
- * program that first reaches such a site from a thread pays the quick test
- * on every allocation there, about 110 instructions more than the stub
- * (workloads/mt: one site of three, 8% of its time). The other sites still
- * wait for their first allocation: decoding a function costs start-up
- * time, and a site never reached need not pay it. */
-static void patch_early(void) {
+/* Once other threads may run a call, its displacement is written by one
+ * atomic store of the aligned 8-byte word that holds it; a call whose
+ * displacement crosses such a word (ch_patch_live_ok) can only be patched
+ * while the process has one thread. A multi-threaded program that first
+ * reached such a `group=G`, cold or `walk` entry site from a thread paid
+ * the quick test on every allocation there, about 110 instructions more
+ * than the stub (workloads/mt: one site of three, 8% of its time). So when
+ * the program starts its first thread (threads.c), while it still has one,
+ * every such site not patched yet is patched, whether or not it is ever
+ * reached. Not at start-up: a program that never starts a thread needs
+ * none of it, and decoding their functions cost povray's plan of 256 sites
+ * 18 M instructions. The other sites still wait for their first
+ * allocation. */
+static atomic_bool threads_started;
+
+void ch_direct_before_threads(void) {
   const struct ch_plan *pl = ch_plan;
-  if (!pl || atomic_load(&ch_plan_disabled) || !ch_patch_one_thread()) return;
+  if (atomic_exchange(&threads_started, true) || !ch_direct_enabled || ch_opt.mode != CH_MODE_PLAN || !pl ||
+      atomic_load(&ch_plan_disabled) || !ch_patch_one_thread())
+    return;
   for (unsigned s = 0; s < pl->nsites && s < CH_MAX_SITES; s++) {
     const struct ch_plan_site *st = &pl->sites[s];
     if (!st->addr || st->stop || ch_patch_live_ok(st->addr - 4)) continue;
@@ -407,5 +415,4 @@ void ch_direct_init(const struct ch_direct_entries *e) {
   }
   ch_direct_enabled = true;
   look_up_bindings();
-  if (ch_opt.mode == CH_MODE_PLAN) patch_early();
 }

@@ -869,6 +869,9 @@ void ch_direct_offer_walk(uintptr_t ret);
  * rest group: patch that call to reach the rest group directly, once per
  * site. */
 void ch_direct_offer_cold(uintptr_t ret);
+/* The program starts its first thread (called while it has one): patch the
+ * entry sites whose calls no live patch can reach. */
+void ch_direct_before_threads(void);
 /* The largest request a cold site's stub puts in the rest group. */
 extern size_t ch_direct_rest_max;
 /* MO's call site at ret, decided for good: patch the call to reach its

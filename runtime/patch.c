@@ -245,6 +245,10 @@ static void publish_table(void) {
 /* ------------------------------------------------------------- checking */
 
 static ZydisDecoder decoder;
+/* Lengths, mnemonics and relative branches only, for the walk from a
+ * function's start to a call (ch_patch_check_call): Zydis's minimal mode,
+ * which skips the semantic analysis that walk never reads. */
+static ZydisDecoder lengths;
 static void (*register_frame)(void *);
 
 /* The decoder and libgcc's __register_frame, for every user of patched code
@@ -252,7 +256,9 @@ static void (*register_frame)(void *);
 bool ch_patch_code_init(void) {
   static int state;   /* 0: not yet, 1: ready, -1: failed; set at start-up */
   if (!state) {
-    state = ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ? 1 : -1;
+    state = ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) &&
+            ZYAN_SUCCESS(ZydisDecoderInit(&lengths, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) &&
+            ZYAN_SUCCESS(ZydisDecoderEnableMode(&lengths, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE)) ? 1 : -1;
     register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
   }
   return state > 0;
@@ -292,7 +298,7 @@ int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *tar
   ZydisDecodedInstruction ins;
   uintptr_t pc = start;
   for (;;) {   /* to the instruction that ends at the return address */
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, (const void *)pc, end - pc, &ins)))
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&lengths, NULL, (const void *)pc, end - pc, &ins)))
       return R_NOT_CALL;
     if (pc + ins.length >= ret) break;
     pc += ins.length;

@@ -1,8 +1,10 @@
 /* Cohort runtime: thread starts. A thread that starts another leaves its
  * heap idle until it allocates or frees again, so that the thread it started
  * can take the heap over if it frees into it first (heap.c, "A thread that
- * starts another"). pthread_create itself is the C library's, looked up
- * behind us; its arguments and result pass through untouched. */
+ * starts another"). The first start is also the last moment the process may
+ * have one thread, when direct.c patches the calls a live patch cannot
+ * reach. pthread_create itself is the C library's, looked up behind us; its
+ * arguments and result pass through untouched. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -26,6 +28,9 @@ CH_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void
    * runtime's own requests do, so that it does not take the heap back. */
   if (atomic_load_explicit(&ch_init_state, memory_order_acquire) != 2 || ch_opt.mode == CH_MODE_OFF)
     return create(thread, attr, start, arg);
+  /* The last moment the process may have one thread: code that no live
+   * patch can reach is patched now (direct.c). */
+  ch_direct_before_threads();
   ch_heap_thread_started();
   ch_in_runtime++;
   int r = create(thread, attr, start, arg);
