@@ -343,7 +343,7 @@ def plan_params(args):
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
                                             "identify", "policy")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
-                       "patched_ns": args.patched_cost, "split_ns": args.split_cost}
+                       "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost}
     return params
 
 
@@ -386,6 +386,10 @@ def add_plan_options(p):
     p.add_argument("--patched-cost", type=float, default=COST_DEFAULTS["patched_ns"], metavar="NS",
                    help="cost of deciding an allocation from patched call sites "
                         f"(default: {COST_DEFAULTS['patched_ns']:g}, measured here)")
+    p.add_argument("--stub-cost", type=float, default=COST_DEFAULTS["stub_ns"], metavar="NS",
+                   help="cost of each call through a patched selector or stop site, whether or not it "
+                        "allocates, from the profile's counts of calls "
+                        f"(default: {COST_DEFAULTS['stub_ns']:g}, measured here)")
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")

@@ -68,9 +68,10 @@ def plan_groups(profile, plan):
     return plan["groups"], group_of, conj, frames, plan.get("rest"), roles
 
 
-def worth_lines(profile, names, group_of, walks, rest):
+def worth_lines(profile, names, group_of, walks, rest, stubs=None):
     """Per group: the most its placement can save (its internal affinity at
-    one avoided miss each) against the stack walks that end in it, priced
+    one avoided miss each) against the stack walks that end in it and the
+    stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
     as the planner prices them (docs/planner.md)."""
     costs = planner.COST_DEFAULTS
     inside, outside = [0] * len(names), [0] * len(names)
@@ -101,6 +102,9 @@ def worth_lines(profile, names, group_of, walks, rest):
         ns = n * costs["walk_ns"] + frames * costs["frame_ns"]
         ident = (f"{n} stack walks of {frames / n:.1f} frames end here, about {ns / 1e6:.2f} ms"
                  if n else "no stack walk ends here")
+        calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
+        if round(calls):
+            ident += f"; its patched call sites' stubs run on {round(calls)} calls, about {stub_ns / 1e6:.2f} ms"
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
@@ -177,6 +181,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         names, group_of, conj, walks, rest, roles = plan_groups(profile, plan)
         source = f"plan {plan_path}"
         transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS) for v in validations]
+        stubs = transfer.stub_shares(transfer.patched_sites(plan, transfer.plan_site_map(plan, profile)[0]),
+                                     profile["sites"], planner.COST_DEFAULTS)
     else:
         made = planner.make_plan(profile, validations=validations, policy=policy)
         transfers = made.transfers
@@ -190,7 +196,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         rest = made.rest
         roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
-    worth = worth_lines(profile, names, group_of, walks, rest)
+        stubs = planner.stub_costs(made, profile["sites"], planner.COST_DEFAULTS)
+    worth = worth_lines(profile, names, group_of, walks, rest, stubs)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])

@@ -213,13 +213,18 @@ def group_label(profile, members, conjunctions=()):
 # while mode all still paid for the checks its fast lane now skips). A
 # stub's push is paid per call through a selector site that changes the
 # bits, not per allocation (3 ns more where every allocation follows such a
-# call); the profile does not count calls, so it is not priced. split_ns
+# call). Profiles from raw version 5 on count every call site's calls, and
+# stub_ns prices them: a call through a patched selector or stop site runs
+# its stub whether or not it allocates (docs/runtime.md, "Patched selector
+# sites": 3 ns for a call that pushes an activation, 1.1 ns for one that
+# changes nothing, as a recursive call; the dearer is taken). split_ns
 # is what splitting the rest pool by size class costs a malloc+free pair:
 # `allocbench churn 20000000` under a plan of the rest pool alone, 7
 # interleaved runs, medians 10.26 ns by class and 9.10 ns in one pool
 # (cachegrind: 124.1 against 117.7 instructions and 1.10 against 0.90 D1
 # misses per pair, the classes' own chunk headers and heap lines).
-COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 10.0, "split_ns": 1.2}
+COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 10.0, "split_ns": 1.2,
+                 "stub_ns": 3.0}
 
 
 @dataclass
@@ -240,10 +245,17 @@ class Worth:
     identify: str = "patched"          # how those allocations are decided: "patched" or "walk"
     misses: tuple = None               # (D1 misses, lines they can occupy) of its objects (None: not measured)
     mean_size: float = 0.0             # of its objects (transfer.line_share)
+    stub_calls: int = 0                # calls through its patched selector and stop sites (its share)
+    stub_ns: float = 0.0               # what their stubs cost
+
+    @property
+    def cost_ns(self):
+        """What identifying its objects costs in all: decisions and stubs."""
+        return self.walk_ns + self.stub_ns
 
     @property
     def pays(self):
-        return self.inside > self.outside and self.saving_ns >= self.walk_ns
+        return self.inside > self.outside and self.saving_ns >= self.cost_ns
 
 
 def walk_frames(context, stops, frames=None):
@@ -258,7 +270,33 @@ def walk_frames(context, stops, frames=None):
     return len(context["sites"]) + 2
 
 
-def assess(plan, contexts, edges, costs, identify="patched", direct=None):
+def patched_sites(plan, direct=None):
+    """{site id: [groups]} of the sites the runtime patches under this plan
+    (runtime/patch.c): every site of a select line, but those whose own
+    entry verdict decides (cold, next, group=G) and are no stop site, and
+    every stop site; only direct calls (`direct`: those site ids; None:
+    all). Each site's groups: those whose select lines name it, and the
+    group its walks stop in."""
+    out = {}
+    for i, g in enumerate(plan.groups):
+        for conj in g.conjunctions:
+            for site in conj:
+                v = plan.verdicts.get(site) or ""
+                if site not in plan.stops and (v in ("cold", "next") or v.startswith("group=")):
+                    continue
+                out.setdefault(site, set()).add(i)
+    for site, g in plan.stops.items():
+        out.setdefault(site, set()).add(g)
+    return {site: sorted(gs) for site, gs in out.items() if direct is None or site in direct}
+
+
+def stub_costs(plan, sites, costs, direct=None):
+    """{group: (calls, ns)} of the stubs at its patched sites
+    (transfer.stub_shares); None where the profile does not count calls."""
+    return transfer.stub_shares(patched_sites(plan, direct), sites, costs)
+
+
+def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=None):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
     over the groups' nodes. Every allocation its entry site does not decide
     is charged to the groups its entry site walks for, shared by their
@@ -266,7 +304,13 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
     patched, else a walk to the end of its decision path. The runtime
     patches only direct calls (`direct`: those site ids; None: all): a
     context on which some selector or stop site is another kind of call
-    is priced as a walk."""
+    is priced as a walk. With the selector sites patched, each group also
+    pays its stubs, per call through its sites (`sites`: the profile's,
+    which count their calls; stub_costs). A profile that does not count
+    them leaves its merged groups priced as stack walks instead, since
+    their selectors span the call sites of several structures, often hot
+    recursive ones."""
+    stubs = stub_costs(plan, sites, costs, direct) if identify == "patched" else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     sites_walk = {}
     for c in contexts:
@@ -279,12 +323,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
         w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
         frames = walk_frames(c, plan.stops, plan.frames)
         g = plan.predicted.get(c["id"])
-        # A merged group's selectors span the call sites of several
-        # structures, often hot recursive ones, whose stubs cost per call
-        # and are not priced (COST_DEFAULTS): it is priced as stack walks.
         patched = identify == "patched" and (direct is None or all(
             s in direct for s in c["sites"] if s in selector_sites)) and not (
-            g is not None and g < len(plan.groups) and plan.groups[g].merged)
+            stubs is None and g is not None and g < len(plan.groups) and plan.groups[g].merged)
         w["ns"] += c["allocations"] * transfer.identification_ns(costs, patched, frames)
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
@@ -297,9 +338,11 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None):
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
         misses = transfer.context_misses(contexts, g.members)
         mean = transfer.contexts_mean_size(contexts, g.members)
+        calls, ns = (stubs or {}).get(len(worth), (0, 0.0))
         worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean,
                            saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean),
-                           identify="walk" if g.merged else identify))
+                           identify="walk" if g.merged and stubs is None else identify,
+                           stub_calls=round(calls), stub_ns=ns))
     for w in sites_walk.values():
         share = sum(w["groups"].values())
         for g, n in w["groups"].items():
@@ -561,7 +604,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     while True:
         plan = assemble(profile, kept, params, list(notes))
-        plan.worth = assess(plan, contexts, edges, costs, identify, direct)
+        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile.get("sites"))
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
         if not losers and validations and not keep_all:
@@ -579,7 +622,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         if not losers:
             break
         i = max(losers, key=lambda i: (plan.worth[i].outside - plan.worth[i].inside) * costs["miss_ns"]
-                + plan.worth[i].walk_ns - plan.worth[i].saving_ns)
+                + plan.worth[i].cost_ns - plan.worth[i].saving_ns)
         g, w = plan.groups[i], plan.worth[i]
         if w.inside <= w.outside:
             notes.append(f"group around context {g.members[0]} dropped: its objects are used with "
@@ -935,16 +978,24 @@ def report(plan, profile):
 
 
 def identification_text(w, digits=2):
-    """What identifying a group's objects past their entry site costs."""
+    """What identifying a group's objects past their entry site costs, and
+    its selector stubs."""
     if w.identify == "patched":
-        return (f"{w.walked_allocations} allocations decided from patched call sites (a walk would "
+        text = (f"{w.walked_allocations} allocations decided from patched call sites (a walk would "
                 f"step {w.frames:.1f} frames), about {w.walk_ns / 1e6:.{digits}f} ms")
-    return f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.{digits}f} ms"
+    else:
+        text = f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.{digits}f} ms"
+    return text + stubs_text(w, digits)
+
+
+def stubs_text(w, digits=2):
+    return (f"; its patched call sites' stubs run on {w.stub_calls} calls, about {w.stub_ns / 1e6:.{digits}f} ms"
+            if w.stub_calls else "")
 
 
 def worth_text(w):
     walks = (identification_text(w) if w.walked_allocations
-             else "no stack walk (decided by entry or stop sites)")
+             else "no stack walk (decided by entry or stop sites)" + stubs_text(w))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
             f"{transfer.large_clause(w.mean_size)}); "
@@ -977,7 +1028,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
     if params.get("rest", "pool") not in ("pool", "none"):
         raise CohortError("--rest must be pool or none")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
-        raise CohortError("--walk-cost, --frame-cost and --miss-cost must be finite and not negative")
+        raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --miss-cost and --split-cost "
+                          "must be finite and not negative")
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
     plan = make_plan(profile, validations=validations, **params)

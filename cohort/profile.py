@@ -22,7 +22,7 @@ from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "4"
+RAW_VERSION = "5"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
@@ -166,10 +166,10 @@ def parse_raw(text):
                                    "bias": int(bias, 16), "path": path})
         elif kind == "site":
             head, fn, file, lineno = rest.split("\t")
-            sid, mod, off, call = head.split(" ")
+            sid, mod, off, call, calls = head.split(" ")
             raw["sites"].append({"id": int(sid), "module": int(mod), "offset": int(off, 16),
-                                 "call": call, "function": fn or None, "file": file or None,
-                                 "line": int(lineno) or None})
+                                 "call": call, "calls": int(calls), "function": fn or None,
+                                 "file": file or None, "line": int(lineno) or None})
         elif kind == "inline":
             sid, *levels = rest.split("\t")
             raw["sites"][int(sid)]["inlined"] = levels
@@ -298,7 +298,7 @@ def build_profile(raw, target, params, returncode):
                    "executable": as_text(os.path.realpath(resolve_program(target))),
                    "cwd": as_text(os.getcwd()), **status},
         "modules": modules,
-        "sites": [{**{k: s[k] for k in ("id", "module", "offset", "call", "function", "file", "line")},
+        "sites": [{**{k: s[k] for k in ("id", "module", "offset", "call", "calls", "function", "file", "line")},
                    "function_start": function_of.get(s["id"]),
                    **({"inlined": s["inlined"]} if s.get("inlined") else {})}
                   for s in raw["sites"]],

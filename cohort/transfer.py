@@ -96,6 +96,8 @@ class GroupTransfer:
     costs: dict = None     # the planner's prices (planner.COST_DEFAULTS)
     d1_misses: int = None  # misses of its objects' accesses there (None: not measured)
     bytes: int = 0         # bytes its objects took there
+    stub_calls: int = 0    # calls through its patched selector and stop sites there (its share)
+    stub_ns: float = 0.0   # what their stubs cost
 
     @property
     def misses(self):
@@ -111,7 +113,7 @@ class GroupTransfer:
 
     @property
     def pays(self):
-        return self.inside > self.outside and self.saving_ns >= self.walk_ns
+        return self.inside > self.outside and self.saving_ns >= self.walk_ns + self.stub_ns
 
     def why_not(self):
         if not self.allocations:
@@ -119,8 +121,10 @@ class GroupTransfer:
         if self.inside <= self.outside:
             return (f"its objects there are used with objects outside it ({self.outside} affinitive "
                     f"accesses) at least as much as with each other ({self.inside})")
+        stubs = (f" and its patched call sites' stubs run on {self.stub_calls} calls, about "
+                 f"{self.stub_ns / 1e6:.2f} ms" if self.stub_calls else "")
         return (f"identifying its {self.walked} allocations past their entry costs about "
-                f"{self.walk_ns / 1e6:.2f} ms there, more than the {self.saving_ns / 1e6:.2f} ms its "
+                f"{self.walk_ns / 1e6:.2f} ms there{stubs}, more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
                 f"{misses_clause(self.misses)}{large_clause(self.mean_size)})")
 
@@ -261,11 +265,50 @@ def decisions(plan, profile):
     return out, to_profile
 
 
+def patched_sites(plan, to_profile):
+    """{profile site id: [groups]} of the plan's (as read_plan gives it)
+    sites the runtime patches, as planner.patched_sites says, before the
+    kind of call is looked at."""
+    out = {}
+    for g, conj in plan["selects"]:
+        for site in conj:
+            verdict, stop = plan["sites"][site][2:4]
+            if stop is None and verdict is not None and (verdict in ("cold", "next")
+                                                          or verdict.startswith("group=")):
+                continue
+            out.setdefault(site, set()).add(g)
+    for i, site in enumerate(plan["sites"]):
+        if site[3] is not None:
+            out.setdefault(i, set()).add(site[3])
+    return {to_profile[i]: sorted(gs) for i, gs in out.items() if to_profile.get(i) is not None}
+
+
+def stub_shares(patched, sites, costs):
+    """{group: (calls, ns)} of the stubs at the patched sites ({site id:
+    [groups]}, only direct calls are patched) of a profile's `sites`: every
+    call through one runs its stub, whether or not it allocates; a site
+    several groups use is shared among them. None where the profile does
+    not count calls (raw version 5 on)."""
+    if not sites or any("calls" not in x for x in sites):
+        return None
+    out = {}
+    for site, gs in patched.items():
+        if sites[site].get("call", "direct") != "direct":
+            continue
+        share = sites[site]["calls"] / len(gs)
+        for g in gs:
+            calls, ns = out.get(g, (0, 0.0))
+            out[g] = (calls + share, ns + share * costs.get("stub_ns", 0.0))
+    return out
+
+
 def evaluate(plan, train, run, costs, identify="patched", walked=()):
     """The plan (as read_plan gives it) made from `train`, replayed on the
     profile `run` of another input. costs: the planner's (COST_DEFAULTS).
     walked: groups the planner prices as stack walks whatever their sites
-    (its merged groups, planner.assess); a plan file does not say which."""
+    (its merged groups, planner.assess), where the run's profile does not
+    count calls; a plan file does not say which. Where it does, each group
+    also pays its stubs per call through its patched sites there."""
     real = {g for g in range(len(plan["groups"])) if g != plan.get("rest")}
     dec, to_profile = decisions(plan, run)
     train_decisions, _ = decisions(plan, train)
@@ -283,6 +326,12 @@ def evaluate(plan, train, run, costs, identify="patched", walked=()):
     selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
     selector_sites.discard(None)
+    stubs = stub_shares(patched_sites(plan, to_profile), run["sites"], costs) if identify == "patched" else None
+    if stubs is not None:
+        walked = ()
+        for g, (calls, ns) in stubs.items():
+            if g in real:
+                groups[g].stub_calls, groups[g].stub_ns = round(calls), ns
     for c in run["contexts"]:
         n = c["allocations"]
         g, frames, gone = dec[c["id"]]

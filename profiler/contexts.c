@@ -103,11 +103,68 @@ static UChar kind_get(Addr ra) {
   return CH_CALL_OTHER;
 }
 
+/* ==== calls per call instruction ========================================== */
+
+/* Return address -> how often the call before it ran: a counter the
+ * generated code increments inline at each call's push (instrument.c), so
+ * that the planner can price a selector site's patched stub, which runs on
+ * every call through the site, not only on those that allocate. Counters
+ * live in blocks that never move, since translations hold their addresses.
+ * Open addressing; 0 is the empty key. */
+static Addr *count_keys;
+static ULong **count_vals;
+static UWord count_cap, count_used;
+static ULong *count_block;
+static UWord count_block_left;
+
+static ULong **count_slot(Addr ra) {
+  UWord i = ch_hash64(ra) & (count_cap - 1);
+  while (count_keys[i] && count_keys[i] != ra) i = (i + 1) & (count_cap - 1);
+  return &count_vals[i];
+}
+
+ULong *ch_call_counter(Addr ra) {
+  if (2 * (count_used + 1) > count_cap) {
+    Addr *ok = count_keys;
+    ULong **ov = count_vals;
+    UWord ocap = count_cap;
+    count_cap = count_cap ? 2 * count_cap : 4096;
+    count_keys = VG_(calloc)("cohort.calls", count_cap, sizeof(Addr));
+    count_vals = VG_(calloc)("cohort.calls", count_cap, sizeof(ULong *));
+    for (UWord i = 0; i < ocap; i++)
+      if (ok[i]) {
+        ULong **v = count_slot(ok[i]);
+        count_keys[v - count_vals] = ok[i];
+        *v = ov[i];
+      }
+    if (ok) { VG_(free)(ok); VG_(free)(ov); }
+  }
+  ULong **v = count_slot(ra);
+  if (!*v) {
+    if (!count_block_left) {
+      count_block = VG_(calloc)("cohort.calls", 4096, sizeof(ULong));
+      count_block_left = 4096;
+    }
+    count_keys[v - count_vals] = ra;
+    *v = count_block++;
+    count_block_left--;
+    count_used++;
+  }
+  return *v;
+}
+
+static ULong calls_at(Addr ra) {
+  if (!count_cap) return 0;
+  ULong *v = *count_slot(ra);
+  return v ? *v : 0;
+}
+
 /* ==== sites =============================================================== */
 
 typedef struct {
   UInt module;
   Addr offset;  /* return address - module bias */
+  Addr ra;      /* the return address it was first seen at, for its call count */
   UChar kind;
   HChar *fn, *file;
   UInt line;
@@ -170,6 +227,7 @@ static UInt site_for(UInt module, Addr offset, Addr ra) {
   Site *s = &sites[n_sites];
   s->module = module;
   s->offset = offset;
+  s->ra = ra;
   s->kind = kind_get(ra);
   /* Name the call instruction (ra - 1), so line numbers are the caller's. */
   DiEpoch ep = VG_(current_DiEpoch)();
@@ -339,9 +397,9 @@ void ch_contexts_write(VgFile *f) {
     VG_(fprintf)(f, "module %u %d 0x%lx %s\n", m, modules[m].system ? 1 : 0,
                  (unsigned long)modules[m].bias, modules[m].path);
   for (UInt i = 0; i < n_sites; i++)
-    VG_(fprintf)(f, "site %u %u 0x%lx %s\t%s\t%s\t%u\n", i, sites[i].module,
-                 (unsigned long)sites[i].offset, kind_name(sites[i].kind), sites[i].fn,
-                 sites[i].file, sites[i].line);
+    VG_(fprintf)(f, "site %u %u 0x%lx %s %llu\t%s\t%s\t%u\n", i, sites[i].module,
+                 (unsigned long)sites[i].offset, kind_name(sites[i].kind), calls_at(sites[i].ra),
+                 sites[i].fn, sites[i].file, sites[i].line);
   for (UInt i = 0; i < n_sites; i++)
     if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);
   for (UInt c = 0; c < n_ctxs; c++) {

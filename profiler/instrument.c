@@ -2,8 +2,8 @@
  * cache, unguarded, and then calls ch_access (an 8-byte store that may link
  * two tracked objects also ch_store_pointer), which charges a miss of the
  * cache to the object's context; every call instruction tells contexts.c
- * what kind of call it is. With --cohort-loads=yes an instruction's first
- * load also goes through its stride analysis.
+ * what kind of call it is and counts its runs there. With --cohort-loads=yes
+ * an instruction's first load also goes through its stride analysis.
  *
  * Most accesses touch the stack or globals, never the heap. So the call is
  * guarded inline by a range test against the span of tracked objects
@@ -67,6 +67,15 @@ static void add_pointer_store(IRSB *sb, IRExpr *addr, IRExpr *data, IRExpr *guar
   addStmtToIRSB(sb, IRStmt_Dirty(d));
 }
 
+/* One more call before `ra`: an inline increment of its counter (contexts.c),
+ * a load, an add and a store, no helper call. Threads run one at a time
+ * under Valgrind, so the increment needs no atomicity. */
+static void add_call_count(IRSB *sb, Addr ra) {
+  ULong *counter = ch_call_counter(ra);
+  IRExpr *n = bin(sb, Iop_Add64, Ity_I64, load_word(sb, counter), IRExpr_Const(IRConst_U64(1)));
+  addStmtToIRSB(sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)counter), n));
+}
+
 /* The site of the instruction's first load; NULL for a later one, or
  * without --cohort-loads. */
 static LoadSite *first_load(Addr insn, Bool *loaded) {
@@ -120,8 +129,10 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
       IRExpr *data = st->Ist.Store.data;
       /* A call pushes the address after itself. */
       if (data->tag == Iex_Const && data->Iex.Const.con->tag == Ico_U64 &&
-          data->Iex.Const.con->Ico.U64 == after)
+          data->Iex.Const.con->Ico.U64 == after) {
         pending_ra = after;
+        add_call_count(out, after);
+      }
       add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL, NULL);
       if (typeOfIRExpr(env, data) == Ity_I64 && !pending_ra) add_pointer_store(out, st->Ist.Store.addr, data, NULL);
       break;

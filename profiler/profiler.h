@@ -16,7 +16,8 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "4"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line */
+#define CH_TOOL_VERSION "5"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+                                5: sites carry their calls */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -41,6 +42,7 @@ UInt ch_context_of(ThreadId tid);          /* the current allocation's context *
 CtxStats *ch_ctx_stats(UInt ctx);
 UInt ch_n_contexts(void);
 void ch_note_call(Addr ret_addr, Bool direct); /* from instrumentation */
+ULong *ch_call_counter(Addr ret_addr);          /* its calls, counted by the generated code */
 void ch_contexts_forget_range(Addr a, SizeT len); /* code unmapped */
 void ch_contexts_write(VgFile *f);
 void ch_contexts_init(void);

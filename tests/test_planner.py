@@ -467,6 +467,45 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     assert len(make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000), identify="walk").groups) == 0
 
 
+def test_selector_stubs_are_priced_per_call(tmp_path):
+    """A patched selector or stop site runs its stub on every call through
+    it, not only on those that allocate (docs/runtime.md, "Patched selector
+    sites"). The modest churn shape pays for its 2 M patched decisions (20
+    ms) with 8 M affinitive accesses (28 ms); when its stop site (10) is a
+    call the program makes ten million times, the stubs cost 30 ms more
+    and the group is dropped, with the calls named; when the site is called
+    only for the allocations it leads to, the stubs cost 3 ms and the group
+    stays. A profile that does not count calls prices no stub."""
+    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+
+    def with_calls(calls):
+        p = churn_profile(affinity=8_000_000, accesses=9_000_000)
+        for site in p["sites"]:
+            site["calls"] = calls if site["id"] == 10 else 1_000_000
+        return p
+
+    hot = make_plan(with_calls(10_000_000))
+    assert hot.groups == [] and hot.rest == 0
+    note = next(n for n in hot.notes if "costs more than its placement can save" in n)
+    assert "its patched call sites' stubs run on 10000000 calls, about 30.0 ms" in note
+    agrees_with_runtime(hot, with_calls(10_000_000), tmp_path)
+
+    cool = make_plan(with_calls(1_000_000))
+    assert len(cool.groups) == 1 and cool.worth[0].pays
+    assert cool.worth[0].stub_calls == 1_000_000
+    assert cool.worth[0].stub_ns == 1_000_000 * COST_DEFAULTS["stub_ns"]
+    assert "its patched call sites' stubs run on 1000000 calls" in worth_text(cool.worth[0])
+    # the entry site (1) walks and is no selector: its calls cost no stub
+    assert 1 not in cool.stops and cool.verdicts[1] == "walk"
+
+    # walked (COHORT_PATCH=0): no stub runs
+    walked = make_plan(with_calls(10_000_000), identify="walk", costs={"walk_ns": 0, "frame_ns": 0})
+    assert len(walked.groups) == 1 and walked.worth[0].stub_ns == 0
+    # without counts in the profile (raw version 4), as before
+    uncounted = make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000))
+    assert len(uncounted.groups) == 1 and uncounted.worth[0].stub_calls == 0
+
+
 def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(tmp_path):
     """The rich churn shape above pays for its patched decisions on its
     affinity alone. If the profiler's cache saw its objects miss no more

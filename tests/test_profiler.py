@@ -188,6 +188,20 @@ def test_profile_records_modules_sites_and_call_kinds(alternate):
     assert p["format"] == "cohort-profile" and p["version"] == 3
 
 
+def test_sites_count_their_calls(tmp_path):
+    """Every call site counts how often its call ran (raw version 5), not
+    only the calls that led to an allocation: maybe_new is called 20000
+    times and allocates on one call in ten, through new_a's call of malloc."""
+    p, _ = profile(tmp_path, O0, "sparse", "2000")
+    ctx = the(ctx_made_by(p, "maybe_new"))
+    assert p["contexts"][ctx]["allocations"] == 2000
+    calls = {p["sites"][s]["function"]: p["sites"][s]["calls"] for s in p["contexts"][ctx]["sites"]}
+    assert calls["sparse"] == 20000          # its call of maybe_new
+    assert calls["maybe_new"] == 2000        # its call of new_a
+    assert calls["new_a"] == 2000            # its call of malloc
+    assert calls["main"] == 1                # its call of sparse
+
+
 def test_affinity_distance_and_max_size_are_honoured(tmp_path):
     near, _ = profile(tmp_path, O0, "alternate", name="near.json")
     r = run([COHORT, "profile", "--affinity-distance", "16", "-o", tmp_path / "a16.json", "--", O0, "alternate"])

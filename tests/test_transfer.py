@@ -61,6 +61,26 @@ def test_a_group_that_does_not_pay_on_a_validation_run_is_dropped():
     assert make_plan(train, identify="walk", **FREE_WALKS).groups[1].conjunctions == [(1,)]
 
 
+def test_a_group_whose_stubs_run_far_more_on_a_validation_run_is_dropped():
+    """Group 0's selector site (10) is called a hundred times in training,
+    but a million times on the other run, where its stub would cost 3 ms
+    for 400 affinitive accesses: group 0 does not transfer and goes, with
+    the calls named; group 1, whose sites run as often as in training,
+    stays."""
+    def counted(p, calls):
+        for site in p["sites"]:
+            site["calls"] = calls.get(site["id"], 100)
+        return p
+    train = counted(prof(TRAIN, TRAIN_EDGES, ["/x/prog", "small"]), {})
+    val = counted(prof(TRAIN, [(0, 0, 400), (1, 1, 400)], ["/x/prog", "other"]), {10: 1_000_000})
+    costs = dict(FREE_WALKS["costs"], patched_ns=0)
+    assert len(make_plan(train, costs=costs).groups) == 2
+    plan = make_plan(train, costs=costs, validations=[val])
+    assert [g.conjunctions for g in plan.groups] == [[(11,)]]
+    note = next(n for n in plan.notes if "does not transfer to the run `/x/prog other`" in n)
+    assert "its patched call sites' stubs run on 1000000 calls, about 3.00 ms" in note
+
+
 def test_scores_name_families_across_runs():
     """Contexts are matched between runs by module and offset, not by id:
     the validation profile lists them in another order, with other ids."""

@@ -53,6 +53,18 @@ NOINLINE struct node *build_rec(int depth) {
 
 typedef struct node *(*ctor)(long);
 
+/* One call in ten allocates: the call of maybe_new in sparse runs ten
+ * times as often as it leads to an allocation. */
+NOINLINE static struct node *maybe_new(long i) { return i % 10 ? NULL : new_a(i); }
+NOINLINE static struct node *sparse(long n) {
+  struct node *head = NULL;
+  for (long i = 0; i < 10 * n; i++) {
+    struct node *x = maybe_new(i);
+    if (x) { x->next = head; head = x; }
+  }
+  return head;
+}
+
 /* Two lists built interleaved (x0 y0 x1 y1 ...) or one after the other. */
 NOINLINE static void build2(ctor fx, ctor fy, long n, int interleaved, struct node **xs, struct node **ys) {
   struct node **xt = xs, **yt = ys;
@@ -112,6 +124,9 @@ int main(int argc, char **argv) {
       for (long i = 0; i < n / 20; i++) { *ct = new_c(i); ct = &(*ct)->next; }
       sum += walk1(cs);
     }
+  } else if (!strcmp(mode, "sparse")) {
+    xs = sparse(n);
+    sum = walk1(xs) + walk1(xs);
   } else if (!strcmp(mode, "separate")) {
     build2(new_a, new_b, n, 0, &xs, &ys);
     sum = walk2(xs, ys, 10);
