@@ -68,7 +68,7 @@ def plan_groups(profile, plan):
     return plan["groups"], group_of, conj, frames, plan.get("rest"), roles
 
 
-def worth_lines(profile, names, group_of, walks, rest, stubs=None):
+def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False):
     """Per group: the most its placement can save (its internal affinity at
     one avoided miss each) against the stack walks that end in it and the
     stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
@@ -110,10 +110,13 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None):
         else:
             misses = transfer.context_misses(profile["contexts"], members.get(g, []))
             mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
-            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean)
+            strangers = 1.0 if rest is None else transfer.rest_strangers(
+                profile["contexts"], members.get(g, []), lambda c: group_of.get(c["id"]) == rest, rest_one)
+            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
-                      f"{transfer.misses_clause(misses)}{transfer.large_clause(mean)}); identification: {ident}")
+                      f"{transfer.misses_clause(misses)}{transfer.large_clause(mean)}"
+                      f"{transfer.strangers_clause(strangers, rest_one)}); identification: {ident}")
     return out
 
 
@@ -197,7 +200,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
         stubs = planner.stub_costs(made, profile["sites"], planner.COST_DEFAULTS)
-    worth = worth_lines(profile, names, group_of, walks, rest, stubs)
+    worth = worth_lines(profile, names, group_of, walks, rest, stubs,
+                        plan["rest_one"] if plan_path else made.rest_one)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])

@@ -247,6 +247,8 @@ class Worth:
     mean_size: float = 0.0             # of its objects (transfer.line_share)
     stub_calls: int = 0                # calls through its patched selector and stop sites (its share)
     stub_ns: float = 0.0               # what their stubs cost
+    strangers: float = 1.0             # transfer.rest_strangers: what a pool of its own takes it from
+    one_pool: bool = False             # the rest pool stays one pool
 
     @property
     def cost_ns(self):
@@ -255,7 +257,7 @@ class Worth:
 
     @property
     def pays(self):
-        return self.inside > self.outside and self.saving_ns >= self.cost_ns
+        return self.inside > self.outside and self.saving_ns > self.cost_ns
 
 
 def walk_frames(context, stops, frames=None):
@@ -296,7 +298,7 @@ def stub_costs(plan, sites, costs, direct=None):
     return transfer.stub_shares(patched_sites(plan, direct), sites, costs)
 
 
-def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=None):
+def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=None, rest_pool=None):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
     over the groups' nodes. Every allocation its entry site does not decide
     is charged to the groups its entry site walks for, shared by their
@@ -309,7 +311,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=
     which count their calls; stub_costs). A profile that does not count
     them leaves its merged groups priced as stack walks instead, since
     their selectors span the call sites of several structures, often hot
-    recursive ones."""
+    recursive ones. rest_pool: "classes" or "one", the shape of the rest
+    pool every small object no group claims goes to (None: none), against
+    which a group's saving is weighed (transfer.rest_strangers)."""
     stubs = stub_costs(plan, sites, costs, direct) if identify == "patched" else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     sites_walk = {}
@@ -339,8 +343,12 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=
         misses = transfer.context_misses(contexts, g.members)
         mean = transfer.contexts_mean_size(contexts, g.members)
         calls, ns = (stubs or {}).get(len(worth), (0, 0.0))
+        one = rest_pool == "one"
+        strangers = 1.0 if rest_pool is None else transfer.rest_strangers(
+            contexts, g.members, lambda c: plan.predicted.get(c["id"]) is None, one)
         worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean,
-                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean),
+                           strangers=strangers, one_pool=one,
+                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers),
                            identify="walk" if g.merged and stubs is None else identify,
                            stub_calls=round(calls), stub_ns=ns))
     for w in sites_walk.values():
@@ -355,12 +363,13 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=
     return worth
 
 
-def replay(plan, profile, validations, costs, identify):
+def replay(plan, profile, validations, costs, identify, rest_pool=None):
     """The plan replayed on each validation run's profile (transfer.py),
-    its merged groups priced as stack walks there too (assess)."""
+    its merged groups priced as stack walks there too (assess), its groups
+    weighed against the rest pool of shape rest_pool (None: the plan's)."""
     read = as_read(plan, profile)
     walked = {i for i, g in enumerate(plan.groups) if g.merged}
-    return [transfer.evaluate(read, profile, v, costs, identify, walked) for v in validations]
+    return [transfer.evaluate(read, profile, v, costs, identify, walked, rest_pool) for v in validations]
 
 
 def as_read(plan, profile):
@@ -602,13 +611,14 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                      f"bytes, not the profile's {profile['parameters']['max_size']}: the runtime groups "
                      f"objects of {MIN_MAX_SIZE} bytes to an eighth of its 1 MiB chunks")
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
+    rest_pool = None if rest != "pool" else "one" if rest_shape(profile.get("rest_layouts"), costs)[0] else "classes"
     while True:
         plan = assemble(profile, kept, params, list(notes))
-        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile.get("sites"))
+        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile.get("sites"), rest_pool)
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
         if not losers and validations and not keep_all:
-            plan.transfers = replay(plan, profile, validations, costs, identify)
+            plan.transfers = replay(plan, profile, validations, costs, identify, rest_pool)
             moved = [(i, t) for t in plan.transfers for i, gt in enumerate(t.groups)
                      if gt is not None and not gt.pays]
             if moved:
@@ -634,7 +644,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"than its placement can save ({identification_text(w, 1)}, against at most "
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it"
-                         f"{transfer.misses_clause(w.misses)}{transfer.large_clause(w.mean_size)})")
+                         f"{transfer.misses_clause(w.misses)}{transfer.large_clause(w.mean_size)}"
+                         f"{transfer.strangers_clause(w.strangers, w.one_pool)})")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
@@ -998,7 +1009,7 @@ def worth_text(w):
              else "no stack walk (decided by entry or stop sites)" + stubs_text(w))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
-            f"{transfer.large_clause(w.mean_size)}); "
+            f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool)}); "
             f"identification: {walks}")
 
 

@@ -98,6 +98,8 @@ class GroupTransfer:
     bytes: int = 0         # bytes its objects took there
     stub_calls: int = 0    # calls through its patched selector and stop sites there (its share)
     stub_ns: float = 0.0   # what their stubs cost
+    strangers: float = 1.0     # rest_strangers there
+    one_pool: bool = False     # the plan's rest pool stays one pool
 
     @property
     def misses(self):
@@ -109,11 +111,11 @@ class GroupTransfer:
 
     @property
     def saving_ns(self):
-        return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size)
+        return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size, self.strangers)
 
     @property
     def pays(self):
-        return self.inside > self.outside and self.saving_ns >= self.walk_ns + self.stub_ns
+        return self.inside > self.outside and self.saving_ns > self.walk_ns + self.stub_ns
 
     def why_not(self):
         if not self.allocations:
@@ -126,7 +128,8 @@ class GroupTransfer:
         return (f"identifying its {self.walked} allocations past their entry costs about "
                 f"{self.walk_ns / 1e6:.2f} ms there{stubs}, more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
-                f"{misses_clause(self.misses)}{large_clause(self.mean_size)})")
+                f"{misses_clause(self.misses)}{large_clause(self.mean_size)}"
+                f"{strangers_clause(self.strangers, self.one_pool)})")
 
 
 @dataclass
@@ -158,12 +161,70 @@ class Transfer:
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
 
 
-def saving_ns(inside, outside, misses, costs, mean_size=0.0):
+# The rest pool's largest request and its classes (runtime/heap.c: one per
+# 16 bytes up to 256); planner.REST_MAX.
+REST_MAX = 256
+
+
+def rest_classes(context):
+    """The rest pool's size classes a context's requests fall in."""
+    lo, hi = context["min_size"], context["max_size"]
+    return range((max(lo, 1) + 15) // 16, (max(hi, 1) + 15) // 16 + 1)
+
+
+def rest_strangers(contexts, members, in_rest, one_pool):
+    """What a pool of its own takes a group's objects away from, when the
+    alternative is the rest pool: the share of the allocations in their
+    place there (their size classes, or the whole pool when it stays one)
+    that are not the group's own, averaged over its members by accesses.
+    A group alone in its classes gains nothing from a pool of its own:
+    the classes already keep its objects together in allocation order
+    (docs/planner.md, *Groups against the rest pool's classes*). A
+    context's allocations are taken as spread evenly over the classes of
+    its sizes. `members`: context ids; `in_rest(context)`: whether a
+    context's objects go to the rest pool. A member larger than the rest
+    pool takes would go to the next allocator instead: 1 for it."""
+    members = set(members)
+    count = {}
+    for c in contexts:
+        if c["id"] in members or (c["max_size"] <= REST_MAX and in_rest(c)):
+            classes = [0] if one_pool else rest_classes(c)
+            own = c["id"] in members
+            for k in classes:
+                n = count.setdefault(k, [0.0, 0.0])
+                n[0 if own else 1] += c["allocations"] / len(classes)
+    weight = total = 0.0
+    for c in contexts:
+        if c["id"] not in members:
+            continue
+        if c["max_size"] > REST_MAX:
+            share = 1.0
+        else:
+            classes = [0] if one_pool else rest_classes(c)
+            share = sum(count[k][1] / (count[k][0] + count[k][1]) if count[k][0] + count[k][1] else 0.0
+                        for k in classes) / len(classes)
+        total += c["accesses"] * share
+        weight += c["accesses"]
+    return total / weight if weight else 1.0
+
+
+def strangers_clause(strangers, one_pool):
+    """For the texts that quote a saving: the rest pool's share, when it bounds it."""
+    if strangers >= 1.0:
+        return ""
+    where = "the rest pool" if one_pool else "the rest pool's size classes"
+    return (f"; in {where}, {100 * strangers:.0f}% of the allocations its objects would lie among are "
+            f"another context's")
+
+
+def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0):
     """The most a group's placement can save: the affinitive accesses it
     gains (its affinity inside less its affinity with objects outside),
     each at best one D1 miss turned into a hit (`miss_ns`), of which only
     the share `line_share` can fall on a line that objects of the group's
-    mean size share with a neighbour. `misses`: (D1
+    mean size share with a neighbour, and only the share `strangers` of
+    what it would lie among in the rest pool is not its own
+    (rest_strangers). `misses`: (D1
     misses, cache lines) of the group's objects in the profiled run: the
     misses from the profiler's simulated cache, the lines those objects
     could occupy (`lines_covered`; None for a profile without misses).
@@ -173,7 +234,7 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0):
     and fetched again, misses that grow with the input as the affinity
     does, which then stands alone (docs/planner.md, *Savings bounded by
     misses*)."""
-    gain = max(0, inside - outside) * line_share(mean_size)
+    gain = max(0, inside - outside) * line_share(mean_size) * strangers
     if misses is not None and stays_cached(misses):
         gain = min(gain, misses[0])
     return gain * costs["miss_ns"]
@@ -302,13 +363,17 @@ def stub_shares(patched, sites, costs):
     return out
 
 
-def evaluate(plan, train, run, costs, identify="patched", walked=()):
+def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=None):
     """The plan (as read_plan gives it) made from `train`, replayed on the
     profile `run` of another input. costs: the planner's (COST_DEFAULTS).
     walked: groups the planner prices as stack walks whatever their sites
     (its merged groups, planner.assess), where the run's profile does not
     count calls; a plan file does not say which. Where it does, each group
-    also pays its stubs per call through its patched sites there."""
+    also pays its stubs per call through its patched sites there.
+    rest_pool: "classes" or "one", the rest pool the group's saving is
+    weighed against (rest_strangers); by default the plan's own, if any.
+    A plan still being made has no rest group yet: then what no group
+    claims is what would go to it."""
     real = {g for g in range(len(plan["groups"])) if g != plan.get("rest")}
     dec, to_profile = decisions(plan, run)
     train_decisions, _ = decisions(plan, train)
@@ -361,6 +426,16 @@ def evaluate(plan, train, run, costs, identify="patched", walked=()):
             continue
         groups[g].walked += n
         groups[g].walk_ns += n * identification_ns(costs, patched and g not in walked, frames)
+
+    rest = plan.get("rest")
+    if rest_pool is None and rest is not None:
+        rest_pool = "one" if plan.get("rest_one") else "classes"
+    if rest_pool is not None:
+        for g in real:
+            members = [c["id"] for c in run["contexts"] if dec[c["id"]][0] == g]
+            groups[g].one_pool = rest_pool == "one"
+            groups[g].strangers = rest_strangers(
+                run["contexts"], members, lambda c: dec[c["id"]][0] == rest, groups[g].one_pool)
 
     # Affinity on that run: a graph node belongs to the group most of its
     # allocations are decided into.

@@ -252,11 +252,11 @@ def test_explain_tells_apart_two_groups_of_one_inlined_helper_on_one_line(inline
     selects = [x.strip() for x in text.splitlines() if x.strip().startswith("select: ")]
     assert len(selects) == 2 and selects[0] != selects[1], selects
     for s in selects:
-        assert s.startswith("select: new_node (inlined.c:12), inlined into main (inlined.c:23) [inlined+0x"), s
+        assert s.startswith("select: new_node (inlined.c:16), inlined into main (inlined.c:28) [inlined+0x"), s
     entries = [x.strip() for x in text.splitlines() if x.strip().startswith("entry site: ")]
     assert len(entries) == 2 and entries[0] != entries[1]
     profile = json.loads((inlined / "profile.json").read_text())
-    assert any(s.get("inlined") == ["new_node (inlined.c:12)", "main (inlined.c:23)"] for s in profile["sites"])
+    assert any(s.get("inlined") == ["new_node (inlined.c:16)", "main (inlined.c:28)"] for s in profile["sites"])
 
 
 def test_the_graph_has_unambiguous_labels_visible_weights_and_a_legend(inlined):

@@ -462,16 +462,19 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     patched = make_plan(profile)
     assert patched.groups == []
     assert any("2000000 allocations decided from patched call sites" in n for n in patched.notes)
-    modest = make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000))
+    # (the twin shares the cells' size class in the rest pool, half of it:
+    # a pool of their own takes the cells from that half, test_strangers)
+    modest = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000))
     assert len(modest.groups) == 1 and modest.worth[0].identify == "patched"
-    assert len(make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000), identify="walk").groups) == 0
+    assert len(make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000), identify="walk").groups) == 0
 
 
 def test_selector_stubs_are_priced_per_call(tmp_path):
     """A patched selector or stop site runs its stub on every call through
     it, not only on those that allocate (docs/runtime.md, "Patched selector
     sites"). The modest churn shape pays for its 2 M patched decisions (20
-    ms) with 8 M affinitive accesses (28 ms); when its stop site (10) is a
+    ms) with 16 M affinitive accesses, half of which its pool can turn into
+    hits (28 ms: its twin is half its size class); when its stop site (10) is a
     call the program makes ten million times, the stubs cost 30 ms more
     and the group is dropped, with the calls named; when the site is called
     only for the allocations it leads to, the stubs cost 3 ms and the group
@@ -479,7 +482,7 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     from cohort.planner import COST_DEFAULTS, make_plan, worth_text
 
     def with_calls(calls):
-        p = churn_profile(affinity=8_000_000, accesses=9_000_000)
+        p = churn_profile(affinity=16_000_000, accesses=18_000_000)
         for site in p["sites"]:
             site["calls"] = calls if site["id"] == 10 else 1_000_000
         return p
@@ -502,8 +505,53 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     walked = make_plan(with_calls(10_000_000), identify="walk", costs={"walk_ns": 0, "frame_ns": 0})
     assert len(walked.groups) == 1 and walked.worth[0].stub_ns == 0
     # without counts in the profile (raw version 4), as before
-    uncounted = make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000))
+    uncounted = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000))
     assert len(uncounted.groups) == 1 and uncounted.worth[0].stub_calls == 0
+
+
+def test_strangers(tmp_path):
+    """A pool of its own takes a group's objects away from what they would
+    lie among in the rest pool: their size classes when it is split, the
+    whole pool when it stays one. A hot list alone in its class (its cold
+    neighbour made by another context is of another size) gains nothing
+    from a pool of its own: the class already keeps its nodes together, so
+    its group goes, with that said. With a cold context of its own size
+    making as many objects, half of its class is others', and the saving
+    is half the affinity; in one rest pool the cold objects of any size
+    count. Planned against the next allocator (--rest none), as HALO does,
+    the whole affinity counts."""
+    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+
+    def listed(cold_size, one=False):
+        p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)],
+                          501_000)
+        p["contexts"][1].update(min_size=cold_size, max_size=cold_size, bytes=10_000 * cold_size)
+        if one:   # the profile's model: one pool misses no more than the classes
+            p["rest_layouts"] = {"max_size": 256, "objects": 20_000, "accesses": 501_000,
+                                 "one": {"d1_misses": 100, "ll_misses": 0},
+                                 "classes": {"d1_misses": 100, "ll_misses": 0}}
+        return p
+
+    alone = make_plan(listed(100))
+    assert alone.groups == [] and alone.rest == 0 and not alone.rest_one
+    note = next(n for n in alone.notes if "costs more than its placement can save" in n)
+    assert ("in the rest pool's size classes, 0% of the allocations its objects would lie among are "
+            "another context's") in note, note
+    agrees_with_runtime(alone, listed(100), tmp_path)
+
+    shared = make_plan(listed(32))
+    assert len(shared.groups) == 1 and shared.worth[0].strangers == 0.5
+    assert shared.worth[0].saving_ns == 400_000 * 0.5 * COST_DEFAULTS["miss_ns"]
+    assert "50% of the allocations its objects would lie among are another context's" in worth_text(shared.worth[0])
+
+    one = make_plan(listed(100, one=True))
+    assert one.rest_one and len(one.groups) == 1 and one.worth[0].strangers == 0.5
+    assert "in the rest pool, 50% of the allocations" in worth_text(one.worth[0])
+
+    halo = make_plan(listed(100), rest="none")
+    assert len(halo.groups) == 1 and halo.worth[0].strangers == 1.0
+    assert halo.worth[0].saving_ns == 400_000 * COST_DEFAULTS["miss_ns"]
+    assert "would lie among" not in worth_text(halo.worth[0])
 
 
 def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(tmp_path):
@@ -519,7 +567,7 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
     from cohort.planner import COST_DEFAULTS
 
     def with_misses(d1):
-        p = churn_profile(affinity=8_000_000, accesses=9_000_000)
+        p = churn_profile(affinity=16_000_000, accesses=18_000_000)
         for c in p["contexts"]:
             c["d1_misses"], c["ll_misses"] = (d1, d1 // 2) if c["id"] == 0 else (0, 0)
         return p
@@ -534,11 +582,12 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
 
     evicted = make_plan(with_misses(lines + 1))
     assert len(evicted.groups) == 1 and evicted.worth[0].pays
-    assert evicted.worth[0].saving_ns == (8_000_000 * COST_DEFAULTS["miss_ns"])
+    # half the cells' size class is their twin's (test_strangers)
+    assert evicted.worth[0].saving_ns == (16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"])
     assert "stayed in the cache" not in worth_text(evicted.worth[0])
 
     # without misses in the profile
-    before = make_plan(churn_profile(affinity=8_000_000, accesses=9_000_000))
+    before = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000))
     assert len(before.groups) == 1 and before.worth[0].misses is None
 
 
@@ -587,15 +636,18 @@ def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dr
     list's group is merged with its partners, the shapes' group, and the
     merged group keeps each node beside its shape and apart from the rest.
     Where no merge fits (--max-members 1) it is dropped: the shared rest
-    pool keeps the nodes beside their shapes. A group of objects used with
-    each other more than with anything else stays either way."""
+    allocator keeps the nodes beside their shapes. A group of objects used
+    with each other more than with anything else stays either way."""
     from cohort.planner import make_plan
     ctxs = [(0, [1, 9], 10000, 120000), (1, [2, 3, 9], 3333, 90000), (2, [4, 5, 9], 3333, 70000),
             (3, [6, 9], 10000, 1500000)]
     edges = [(0, 0, 100000), (0, 1, 66000), (0, 2, 46000), (1, 2, 30000), (1, 1, 3000), (2, 2, 3000),
              (3, 3, 37000), (0, 3, 12000), (1, 3, 5000), (2, 3, 3000)]
     profile = shape_profile(ctxs, edges, 2_000_000)
-    plan = make_plan(profile)
+    # against the next allocator, as HALO plans: every context here is of
+    # one size, so the rest pool's classes would leave these groups nothing
+    # to take their objects from (test_strangers)
+    plan = make_plan(profile, rest="none")
     assert sorted(sorted(g.members) for g in plan.groups) == [[0, 1, 2], [3]]
     merged = next(i for i, g in enumerate(plan.groups) if 0 in g.members)
     assert plan.worth[merged].inside == 248000 and plan.worth[merged].outside == 20000
@@ -603,12 +655,12 @@ def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dr
     assert plan.predicted == {0: merged, 1: merged, 2: merged, 3: 1 - merged}
     agrees_with_runtime(plan, profile, tmp_path)
 
-    plan = make_plan(profile, max_members=1)
+    plan = make_plan(profile, max_members=1, rest="none")
     assert [g.members for g in plan.groups] == [[3]]
     assert plan.worth[0].inside == 37000 and plan.worth[0].outside == 20000
     dropped = [n for n in plan.notes if "used with objects outside it" in n]
     assert len(dropped) == 1 and "context 0 dropped" in dropped[0]
-    assert plan.predicted == {0: 1, 1: 1, 2: 1, 3: 0}
+    assert plan.predicted == {0: None, 1: None, 2: None, 3: 0}
     (tmp_path / "singletons").mkdir()
     agrees_with_runtime(plan, profile, tmp_path / "singletons")
 
@@ -626,7 +678,7 @@ def test_large_objects_are_kept_out_of_the_groups_of_small_ones(tmp_path):
     edges = [(0, 0, 40000), (0, 1, 120000), (0, 2, 150000), (1, 1, 45000), (2, 2, 1000)]
     profile = shape_profile(ctxs, edges, 5_000_000)
     profile["contexts"][2].update(min_size=2048, max_size=4032, bytes=2000 * 3000)
-    plan = make_plan(profile)
+    plan = make_plan(profile, rest="none")   # HALO's alternative: nodes and index share no class with others
     assert [sorted(g.members) for g in plan.groups] == [[0, 1]]
     assert plan.worth[0].outside == 0
     assert plan.predicted[2] is None
@@ -640,7 +692,7 @@ def test_large_objects_are_kept_out_of_the_groups_of_small_ones(tmp_path):
     profile = shape_profile(ctxs + [(3, [4, 9], 2000, 1000000)], edges, 6_000_000)
     for c in (2, 3):
         profile["contexts"][c].update(min_size=1024, max_size=1024, bytes=2000 * 1024)
-    plan = make_plan(profile)
+    plan = make_plan(profile, rest="none")
     assert sorted(sorted(g.members) for g in plan.groups) == [[0, 1], [2, 3]]
 
 
@@ -740,7 +792,7 @@ def test_consolidation_weighs_what_a_merge_dilutes(link, merged):
     from cohort.planner import make_plan
     profile = shape_profile([(0, [1, 10], 32768, 2_700_000), (1, [2, 11], 8192, 340_000)],
                             [(0, 0, 1_576_327), (0, 1, link), (1, 1, 28_725)], 3_100_000)
-    plan = make_plan(profile)
+    plan = make_plan(profile, rest="none")   # tree and log are of one size: HALO's alternative
     members = [sorted(g.members) for g in plan.groups]
     assert ([0, 1] in members) == merged
     if not merged:
@@ -759,7 +811,7 @@ def test_a_node_used_mostly_with_a_group_joins_it(allocations, joined):
                              (2, [3, 12], allocations, 400_000)],
                             [(0, 0, 1_000_000), (1, 1, 1_000_000), (0, 1, 1_500_000), (0, 2, 300_000),
                              (1, 2, 300_000), (2, 2, 5_000)], 4_000_000)
-    plan = make_plan(profile)
+    plan = make_plan(profile, rest="none")   # all of one size: HALO's alternative
     members = [sorted(g.members) for g in plan.groups]
     assert members == ([[0, 1, 2]] if joined else [[0, 1]])
     note = [n for n in plan.notes if "joined" in n]
@@ -771,7 +823,7 @@ def test_a_node_used_mostly_with_a_group_joins_it(allocations, joined):
 
 def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path):
     """The modest churn shape pays for its patched decisions with objects of
-    32 bytes. Placed side by side, objects of 4000 bytes share at most their
+    32 bytes (or up to 256). Placed side by side, objects of 4000 bytes share at most their
     first and last lines with a neighbour: 2 of their 62.5 lines, so 3% of
     the affinity counts, and the group is dropped, with the sizes named (a
     stock perl's arenas and interpreter state were so grouped, and missed
@@ -780,7 +832,7 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
     from cohort.planner import COST_DEFAULTS, make_plan, worth_text
 
     def with_size(size):
-        p = churn_profile(affinity=8_000_000, accesses=9_000_000)
+        p = churn_profile(affinity=16_000_000, accesses=18_000_000)
         for c in p["contexts"]:
             c["bytes"] = size * c["allocations"]
             c["min_size"] = c["max_size"] = size
@@ -791,9 +843,9 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
     note = next(n for n in large.notes if "costs more than its placement can save" in n)
     assert "its objects are of 4000 bytes on average, and a neighbour can share only the first and last " \
            "of their lines: 3% of those accesses" in note, note
-    assert "from 8000000 affinitive accesses inside it" in note and "against at most 0.9 ms" in note, note
+    assert "from 16000000 affinitive accesses inside it" in note and "against at most 1.8 ms" in note, note
 
     small = make_plan(with_size(256))
     assert len(small.groups) == 1 and small.worth[0].pays
-    assert small.worth[0].saving_ns == 8_000_000 * COST_DEFAULTS["miss_ns"]
+    assert small.worth[0].saving_ns == 16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"]   # the twin: half its class
     assert "a neighbour can share" not in worth_text(small.worth[0])
