@@ -198,8 +198,9 @@ static const char *reloc_symbol(const struct ch_module *m, uintptr_t table, size
     if (r->r_offset + m->bias != slot) continue;
     unsigned type = ELF64_R_TYPE(r->r_info);
     if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) return NULL;
+    if (!symtab) return NULL;
     const ElfW(Sym) *sym = (const ElfW(Sym) *)symtab + ELF64_R_SYM(r->r_info);
-    if (!symtab || !ch_module_maps(m, (uintptr_t)sym, sizeof *sym) || sym->st_name >= strsz ||
+    if (!ch_module_maps(m, (uintptr_t)sym, sizeof *sym) || sym->st_name >= strsz ||
         !ch_module_maps(m, strtab + sym->st_name, 1))
       return NULL;
     const char *name = (const char *)strtab + sym->st_name;
