@@ -199,7 +199,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         rest = made.rest
         roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
-        stubs = planner.stub_costs(made, profile["sites"], planner.COST_DEFAULTS)
+        stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     worth = worth_lines(profile, names, group_of, walks, rest, stubs,
                         plan["rest_one"] if plan_path else made.rest_one)
 

@@ -17,7 +17,7 @@ from cohort.files import claim, write_output
 MAX_SITES = 256   # runtime/internal.h CH_MAX_SITES
 MAX_GROUPS = 63   # runtime/internal.h CH_PLAN_GROUPS (the last group is the pool API's)
 MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the default chunk size / 8
-REST_MAX = 256    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
+REST_MAX = transfer.REST_MAX    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
@@ -272,33 +272,15 @@ def walk_frames(context, stops, frames=None):
     return len(context["sites"]) + 2
 
 
-def patched_sites(plan, direct=None):
-    """{site id: [groups]} of the sites the runtime patches under this plan
-    (runtime/patch.c): every site of a select line, but those whose own
-    entry verdict decides (cold, next, group=G) and are no stop site, and
-    every stop site; only direct calls (`direct`: those site ids; None:
-    all). Each site's groups: those whose select lines name it, and the
-    group its walks stop in."""
-    out = {}
-    for i, g in enumerate(plan.groups):
-        for conj in g.conjunctions:
-            for site in conj:
-                v = plan.verdicts.get(site) or ""
-                if site not in plan.stops and (v in ("cold", "next") or v.startswith("group=")):
-                    continue
-                out.setdefault(site, set()).add(i)
-    for site, g in plan.stops.items():
-        out.setdefault(site, set()).add(g)
-    return {site: sorted(gs) for site, gs in out.items() if direct is None or site in direct}
-
-
-def stub_costs(plan, sites, costs, direct=None):
+def stub_costs(plan, profile, costs):
     """{group: (calls, ns)} of the stubs at its patched sites
-    (transfer.stub_shares); None where the profile does not count calls."""
-    return transfer.stub_shares(patched_sites(plan, direct), sites, costs)
+    (transfer.patched_sites, transfer.stub_shares); None where the profile
+    does not count calls."""
+    return transfer.stub_shares(transfer.patched_sites(as_read(plan, profile), dict(enumerate(plan.sites))),
+                                profile["sites"], costs)
 
 
-def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=None, rest_pool=None):
+def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
     over the groups' nodes. Every allocation its entry site does not decide
     is charged to the groups its entry site walks for, shared by their
@@ -307,14 +289,14 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, sites=
     patches only direct calls (`direct`: those site ids; None: all): a
     context on which some selector or stop site is another kind of call
     is priced as a walk. With the selector sites patched, each group also
-    pays its stubs, per call through its sites (`sites`: the profile's,
-    which count their calls; stub_costs). A profile that does not count
+    pays its stubs, per call through its sites (`profile`: its sites count
+    their calls; stub_costs). A profile that does not count
     them leaves its merged groups priced as stack walks instead, since
     their selectors span the call sites of several structures, often hot
     recursive ones. rest_pool: "classes" or "one", the shape of the rest
     pool every small object no group claims goes to (None: none), against
     which a group's saving is weighed (transfer.rest_strangers)."""
-    stubs = stub_costs(plan, sites, costs, direct) if identify == "patched" else None
+    stubs = stub_costs(plan, profile, costs) if identify == "patched" and profile else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     sites_walk = {}
     for c in contexts:
@@ -614,7 +596,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     rest_pool = None if rest != "pool" else "one" if rest_shape(profile.get("rest_layouts"), costs)[0] else "classes"
     while True:
         plan = assemble(profile, kept, params, list(notes))
-        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile.get("sites"), rest_pool)
+        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool)
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
         if not losers and validations and not keep_all:

@@ -161,8 +161,8 @@ class Transfer:
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
 
 
-# The rest pool's largest request and its classes (runtime/heap.c: one per
-# 16 bytes up to 256); planner.REST_MAX.
+# The rest pool's largest request (runtime/heap.c EXACT_MAX: sizes the pools
+# serve from exact bins; planner.REST_MAX) and its classes, one per 16 bytes.
 REST_MAX = 256
 
 
@@ -243,7 +243,7 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0):
 # An object of more than this many bytes shares at most a line with each
 # neighbour (planner.set_aside_large keeps such objects out of the groups of
 # smaller ones): the runtime's largest exact size class, planner.REST_MAX.
-LARGE_BYTES = 256
+LARGE_BYTES = REST_MAX
 
 
 def line_share(mean_size):
@@ -328,8 +328,12 @@ def decisions(plan, profile):
 
 def patched_sites(plan, to_profile):
     """{profile site id: [groups]} of the plan's (as read_plan gives it)
-    sites the runtime patches, as planner.patched_sites says, before the
-    kind of call is looked at."""
+    sites the runtime patches (runtime/patch.c), before the kind of call is
+    looked at: every site of a select line, but those whose own entry
+    verdict decides (cold, next, group=G) and are no stop site, and every
+    stop site. Each site's groups: those whose select lines name it, and
+    the group its walks stop in. to_profile: plan site index -> profile
+    site id (plan_site_map)."""
     out = {}
     for g, conj in plan["selects"]:
         for site in conj:

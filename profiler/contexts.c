@@ -61,102 +61,84 @@ static UInt module_of(const DebugInfo *di) {
   return n_modules++;
 }
 
-/* ==== kinds of call ======================================================= */
+/* ==== calls: their kinds and counts ====================================== */
 
-/* Return address -> kind of the call before it, noted when the call was
- * translated (instrument.c). Open addressing; 0 is the empty key. */
-static Addr *kind_keys;
-static UChar *kind_vals;
-static UWord kind_cap, kind_used;
-
-static void kind_put(Addr ra, UChar kind) {
-  if (2 * (kind_used + 1) > kind_cap) {
-    Addr *ok = kind_keys;
-    UChar *ov = kind_vals;
-    UWord ocap = kind_cap;
-    kind_cap = kind_cap ? 2 * kind_cap : 4096;
-    kind_keys = VG_(calloc)("cohort.kinds", kind_cap, sizeof(Addr));
-    kind_vals = VG_(calloc)("cohort.kinds", kind_cap, 1);
-    kind_used = 0;
-    for (UWord i = 0; i < ocap; i++)
-      if (ok[i]) kind_put(ok[i], ov[i]);
-    if (ok) { VG_(free)(ok); VG_(free)(ov); }
-  }
-  UWord i = ch_hash64(ra) & (kind_cap - 1);
-  while (kind_keys[i] && kind_keys[i] != ra) i = (i + 1) & (kind_cap - 1);
-  if (!kind_keys[i]) kind_used++;
-  kind_keys[i] = ra;
-  kind_vals[i] = kind;
-}
-
-void ch_note_call(Addr ra, Bool direct) { kind_put(ra, direct ? CH_CALL_DIRECT : CH_CALL_INDIRECT); }
-
-static UChar kind_get(Addr ra) {
-  if (!kind_cap) return CH_CALL_OTHER;
-  UWord i = ch_hash64(ra) & (kind_cap - 1);
-  while (kind_keys[i]) {
-    if (kind_keys[i] == ra) return kind_vals[i];
-    i = (i + 1) & (kind_cap - 1);
-  }
-  /* Never seen as a call: a signal frame, a hand-pushed address, or code
-   * run before the tool could see it. */
-  return CH_CALL_OTHER;
-}
-
-/* ==== calls per call instruction ========================================== */
-
-/* Return address -> how often the call before it ran: a counter the
- * generated code increments inline at each call's push (instrument.c), so
- * that the planner can price a selector site's patched stub, which runs on
- * every call through the site, not only on those that allocate. Counters
- * live in blocks that never move, since translations hold their addresses.
- * Open addressing; 0 is the empty key. */
-static Addr *count_keys;
-static ULong **count_vals;
-static UWord count_cap, count_used;
+/* Return address -> the kind of the call before it, noted when the call was
+ * translated (instrument.c), and how often it ran: a counter the generated
+ * code increments inline at each call's push, so that the planner can price
+ * a selector site's patched stub, which runs on every call through the site,
+ * not only on those that allocate. Counters live in blocks that never move,
+ * since translations hold their addresses. Open addressing; 0 is the empty
+ * key. */
+static Addr *call_keys;
+static UChar *call_kinds;
+static ULong **call_counts;
+static UWord call_cap, call_used;
 static ULong *count_block;
 static UWord count_block_left;
 
-static ULong **count_slot(Addr ra) {
-  UWord i = ch_hash64(ra) & (count_cap - 1);
-  while (count_keys[i] && count_keys[i] != ra) i = (i + 1) & (count_cap - 1);
-  return &count_vals[i];
+static UWord call_probe(Addr ra) {
+  UWord i = ch_hash64(ra) & (call_cap - 1);
+  while (call_keys[i] && call_keys[i] != ra) i = (i + 1) & (call_cap - 1);
+  return i;
 }
 
-ULong *ch_call_counter(Addr ra) {
-  if (2 * (count_used + 1) > count_cap) {
-    Addr *ok = count_keys;
-    ULong **ov = count_vals;
-    UWord ocap = count_cap;
-    count_cap = count_cap ? 2 * count_cap : 4096;
-    count_keys = VG_(calloc)("cohort.calls", count_cap, sizeof(Addr));
-    count_vals = VG_(calloc)("cohort.calls", count_cap, sizeof(ULong *));
+/* ra's entry, made (a call not noted yet: CH_CALL_OTHER) if need be. */
+static UWord call_entry(Addr ra) {
+  if (2 * (call_used + 1) > call_cap) {
+    Addr *ok = call_keys;
+    UChar *okind = call_kinds;
+    ULong **ocount = call_counts;
+    UWord ocap = call_cap;
+    call_cap = call_cap ? 2 * call_cap : 4096;
+    call_keys = VG_(calloc)("cohort.calls", call_cap, sizeof(Addr));
+    call_kinds = VG_(calloc)("cohort.calls", call_cap, 1);
+    call_counts = VG_(calloc)("cohort.calls", call_cap, sizeof(ULong *));
     for (UWord i = 0; i < ocap; i++)
       if (ok[i]) {
-        ULong **v = count_slot(ok[i]);
-        count_keys[v - count_vals] = ok[i];
-        *v = ov[i];
+        UWord j = call_probe(ok[i]);
+        call_keys[j] = ok[i];
+        call_kinds[j] = okind[i];
+        call_counts[j] = ocount[i];
       }
-    if (ok) { VG_(free)(ok); VG_(free)(ov); }
+    if (ok) { VG_(free)(ok); VG_(free)(okind); VG_(free)(ocount); }
   }
-  ULong **v = count_slot(ra);
-  if (!*v) {
+  UWord i = call_probe(ra);
+  if (!call_keys[i]) {
+    call_keys[i] = ra;
+    call_kinds[i] = CH_CALL_OTHER;
+    call_used++;
+  }
+  return i;
+}
+
+void ch_note_call(Addr ra, Bool direct) { call_kinds[call_entry(ra)] = direct ? CH_CALL_DIRECT : CH_CALL_INDIRECT; }
+
+ULong *ch_call_counter(Addr ra) {
+  UWord i = call_entry(ra);
+  if (!call_counts[i]) {
     if (!count_block_left) {
       count_block = VG_(calloc)("cohort.calls", 4096, sizeof(ULong));
       count_block_left = 4096;
     }
-    count_keys[v - count_vals] = ra;
-    *v = count_block++;
+    call_counts[i] = count_block++;
     count_block_left--;
-    count_used++;
   }
-  return *v;
+  return call_counts[i];
+}
+
+/* Never seen as a call: a signal frame, a hand-pushed address, or code run
+ * before the tool could see it. */
+static UChar kind_get(Addr ra) {
+  if (!call_cap) return CH_CALL_OTHER;
+  UWord i = call_probe(ra);
+  return call_keys[i] ? call_kinds[i] : CH_CALL_OTHER;
 }
 
 static ULong calls_at(Addr ra) {
-  if (!count_cap) return 0;
-  ULong *v = *count_slot(ra);
-  return v ? *v : 0;
+  if (!call_cap) return 0;
+  UWord i = call_probe(ra);
+  return call_keys[i] && call_counts[i] ? *call_counts[i] : 0;
 }
 
 /* ==== sites =============================================================== */
