@@ -102,9 +102,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         ns = n * costs["walk_ns"] + frames * costs["frame_ns"]
         ident = (f"{n} stack walks of {frames / n:.1f} frames end here, about {ns / 1e6:.2f} ms"
                  if n else "no stack walk ends here")
-        calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
-        if round(calls):
-            ident += f"; its patched call sites' stubs run on {round(calls)} calls, about {stub_ns / 1e6:.2f} ms"
+        ident += transfer.stubs_clause(*(stubs or {}).get(g, (0, 0.0)))
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:

@@ -978,17 +978,12 @@ def identification_text(w, digits=2):
                 f"step {w.frames:.1f} frames), about {w.walk_ns / 1e6:.{digits}f} ms")
     else:
         text = f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.{digits}f} ms"
-    return text + stubs_text(w, digits)
-
-
-def stubs_text(w, digits=2):
-    return (f"; its patched call sites' stubs run on {w.stub_calls} calls, about {w.stub_ns / 1e6:.{digits}f} ms"
-            if w.stub_calls else "")
+    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns, digits)
 
 
 def worth_text(w):
     walks = (identification_text(w) if w.walked_allocations
-             else "no stack walk (decided by entry or stop sites)" + stubs_text(w))
+             else "no stack walk (decided by entry or stop sites)" + transfer.stubs_clause(w.stub_calls, w.stub_ns))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
             f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool)}); "

@@ -123,10 +123,9 @@ class GroupTransfer:
         if self.inside <= self.outside:
             return (f"its objects there are used with objects outside it ({self.outside} affinitive "
                     f"accesses) at least as much as with each other ({self.inside})")
-        stubs = (f" and its patched call sites' stubs run on {self.stub_calls} calls, about "
-                 f"{self.stub_ns / 1e6:.2f} ms" if self.stub_calls else "")
         return (f"identifying its {self.walked} allocations past their entry costs about "
-                f"{self.walk_ns / 1e6:.2f} ms there{stubs}, more than the {self.saving_ns / 1e6:.2f} ms its "
+                f"{self.walk_ns / 1e6:.2f} ms there{stubs_clause(self.stub_calls, self.stub_ns, lead=' and ')}, "
+                f"more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
                 f"{misses_clause(self.misses)}{large_clause(self.mean_size)}"
                 f"{strangers_clause(self.strangers, self.one_pool)})")
@@ -206,6 +205,13 @@ def rest_strangers(contexts, members, in_rest, one_pool):
         total += c["accesses"] * share
         weight += c["accesses"]
     return total / weight if weight else 1.0
+
+
+def stubs_clause(calls, ns, digits=2, lead="; "):
+    """For the texts that quote identification: the stubs of a group's
+    patched call sites (stub_shares), when they run at all."""
+    calls = round(calls)
+    return f"{lead}its patched call sites' stubs run on {calls} calls, about {ns / 1e6:.{digits}f} ms" if calls else ""
 
 
 def strangers_clause(strangers, one_pool):
