@@ -386,15 +386,14 @@ void ch_direct_before_threads(void) {
   if (atomic_exchange(&threads_started, true) || !ch_direct_enabled || ch_opt.mode != CH_MODE_PLAN || !pl ||
       atomic_load(&ch_plan_disabled) || !ch_patch_one_thread())
     return;
+  /* Each offer takes only the sites of its own verdict, as an allocation's would. */
+  bool acts = atomic_load(&ch_patch_gen) != 0;   /* selectors patched: activations decide */
   for (unsigned s = 0; s < pl->nsites && s < CH_MAX_SITES; s++) {
     const struct ch_plan_site *st = &pl->sites[s];
-    if (!st->addr || st->stop || ch_patch_live_ok(st->addr - 4)) continue;
-    if (st->entry == CH_ENTRY_GROUP && st->quick >= 0 && st->quick < CH_MAX_GROUPS)
-      offer((int)s, st->addr, (unsigned)st->quick, K_MALLOC);
-    else if (st->entry == CH_ENTRY_COLD && rest_group >= 0)
-      offer((int)s, st->addr, (unsigned)rest_group, K_REST_MALLOC);
-    else if (st->entry == CH_ENTRY_WALK && atomic_load(&ch_patch_gen))   /* selectors patched */
-      offer((int)s, st->addr, 0, K_ACT_MALLOC);
+    if (!st->addr || ch_patch_live_ok(st->addr - 4)) continue;
+    ch_direct_offer(st->addr, (unsigned)st->quick);
+    ch_direct_offer_cold(st->addr);
+    if (acts) ch_direct_offer_walk(st->addr);
   }
 }
 
