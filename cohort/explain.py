@@ -198,8 +198,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
-    worth = worth_lines(profile, names, group_of, walks, rest, stubs,
-                        plan["rest_one"] if plan_path else made.rest_one)
+    rest_one = plan["rest_one"] if plan_path else made.rest_one
+    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
@@ -240,7 +240,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         members = sorted(c for c, gg in group_of.items() if gg == g)
         allocs = sum(profile["contexts"][c]["allocations"] for c in members)
         acc = sum(profile["contexts"][c]["accesses"] for c in members)
-        what = " (every small allocation no other group claims, one pool per size class)" if g == rest else ""
+        shape = "one pool in allocation order" if rest_one else "one pool per size class"
+        what = f" (every small allocation no other group claims, {shape})" if g == rest else ""
         lines.append(f"  group {g} {name}{what}: {len(members)} contexts, {allocs} allocations, {acc} accesses")
         if worth.get(g):
             lines.append(f"      {worth[g]}")

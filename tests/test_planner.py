@@ -192,7 +192,17 @@ def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
     assert "make_a" in text or "groups_O2+0x" in text
     # why each group is worth having, and the rest pool, named as such
     assert "worth: saves at most" in text and "identification:" in text
-    assert "rest (every small allocation no other group claims, one pool per size class)" in text
+    assert "rest (every small allocation no other group claims, one pool " in text
+    # the rest pool described as the plan shapes it: whole, or split by size class
+    lines = [ln for ln in (out / "plan").read_text().splitlines()]
+    assert any(ln.startswith("rest ") for ln in lines)
+    for shape, what in (("one", "one pool in allocation order"), ("size", "one pool per size class")):
+        variant = tmp_path / f"{shape}.plan"
+        variant.write_text("\n".join((ln.replace(" one", "") + (" one" if shape == "one" else ""))
+                                     if ln.startswith("rest ") else ln for ln in lines) + "\n")
+        r = run([COHORT, "explain", out / "profile.json", variant])
+        assert r.returncode == 0, r.stderr
+        assert f"rest (every small allocation no other group claims, {what})" in r.stdout.decode()
     assert (tmp_path / "g.svg").read_text().startswith("<svg")
     # never over a file it did not draw
     mine = tmp_path / "mine.svg"
