@@ -83,9 +83,10 @@ CH_HIDDEN void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp) 
 CH_EXPORT __attribute__((flatten)) void free(void *p) {
   uintptr_t off = (uintptr_t)p - ch_region.base;
   if (off >= ch_region.size) { ch_next.free(p); return; }
-  struct ch_chunk *c = ch_region_chunk_at(off);
+  const struct ch_region_entry *e = ch_region_entry_at(off);
+  struct ch_chunk *c = __atomic_load_n(&e->chunk, __ATOMIC_RELAXED);
   if (CH_UNLIKELY(c == NULL)) { ch_dead_chunk_free(p); return; }   /* a dead chunk's: misuse */
-  ch_group_free_in(c, p);
+  ch_group_free_in(c, p, e->starts_bias);
 }
 
 /* --------------------------------------------------------------- C API */

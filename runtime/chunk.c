@@ -67,7 +67,7 @@ void ch_chunks_init(void) {
   size *= 2;   /* undo the loop's last halving */
   /* Untouched pages of the table cost nothing. */
   unsigned shift = (unsigned)__builtin_ctzll(ch_chunk_size);
-  struct ch_chunk **table = ch_os_reserve((size >> shift) * sizeof *table);
+  struct ch_region_entry *table = ch_os_reserve((size >> shift) * sizeof *table);
   if (!table) {
     ch_os_release(base, size);
     ch_warn("cannot reserve the chunk table; grouping is off");
@@ -89,7 +89,8 @@ void ch_chunks_init(void) {
 /* Enter the chunk in the table (or take it out). */
 static void set_table(struct ch_chunk *c, bool on) {
   uintptr_t i = (ch_chunk_base(c) - ch_region.base) >> ch_region.shift;
-  __atomic_store_n(&ch_region.table[i], on ? c : NULL, __ATOMIC_RELEASE);
+  if (on) ch_region.table[i].starts_bias = c->starts_bias;   /* before the chunk is published */
+  __atomic_store_n(&ch_region.table[i].chunk, on ? c : NULL, __ATOMIC_RELEASE);
 }
 
 /* Pages of this chunk that have been touched: the start bits that cover the
@@ -259,7 +260,7 @@ void ch_chunks_each(void (*fn)(const struct ch_chunk *c, void *arg), void *arg) 
   ch_lock(&chunk_lock);
   uintptr_t carved = ((uintptr_t)region_cur - ch_region.base) >> ch_region.shift;
   for (uintptr_t i = 0; i < carved; i++) {
-    struct ch_chunk *c = __atomic_load_n(&ch_region.table[i], __ATOMIC_ACQUIRE);
+    struct ch_chunk *c = __atomic_load_n(&ch_region.table[i].chunk, __ATOMIC_ACQUIRE);
     if (c) fn(c, arg);
   }
   ch_unlock(&chunk_lock);

@@ -1167,7 +1167,8 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
  * be read safely. */
 static struct ch_heap *heap_resume(void);
 static void heap_take_over(struct ch_heap *h, uint64_t life);
-static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h);
+static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
+                                                             uintptr_t starts_bias);
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   /* A pool's blocks have no redzones (pool.c), and go back to the pool at
    * once: a batch could still hold one when the pool is destroyed. */
@@ -1181,7 +1182,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   struct ch_heap *was = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   uint64_t life = was ? atomic_load_explicit(&was->life, memory_order_relaxed) : 0;
   if (CH_UNLIKELY((life & 3) == HEAP_IDLE)) {
-    if (was == idle_heap && heap_resume()) { owner_free(c, p, was); return; }
+    if (was == idle_heap && heap_resume()) { owner_free(c, p, was, c->starts_bias); return; }
     if (atomic_fetch_add_explicit(&was->idle_frees, 1, memory_order_relaxed) + 1 >= CH_REMOTE_BATCH)
       heap_take_over(was, life);
   }
@@ -1254,16 +1255,18 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
  * needs no clearing: the key changes whenever the bump pointer starts over,
  * so older keys above it are stale. Every call but the one that stops the
  * program is a tail call, so the common path needs no frame. */
-static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h);
+static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
+                                                             uintptr_t starts_bias);
 static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c, void *p, struct ch_heap *h,
-                                                             bool raw) {
+                                                             bool raw, uintptr_t starts_bias) {
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
-  owner_free(c, p, h);
+  owner_free(c, p, h, starts_bias);
 }
 /* The owner's free (h owns c). */
-static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h) {
-  const uint64_t *w = starts_word(c, p);
+static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
+                                                             uintptr_t starts_bias) {
+  const uint64_t *w = (const uint64_t *)starts_bias + ((uintptr_t)p >> CH_STARTS_WORD_SHIFT);   /* starts_word */
   uint64_t starts = load_word(w);
   /* The start bits from p's granule on, 64 of them across two words (the
    * pad makes the last word's successor readable), so a block that ends in
@@ -1285,9 +1288,17 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
   free_exact(h, c, p, b, key);
 }
 uint32_t ch_group_chunk_live(const void *p) { return ch_chunk_of(p)->live_bytes; }
-void ch_group_free(void *p) { group_free(ch_chunk_of(p), p, my_heap, false); }
-void ch_group_free_in(struct ch_chunk *c, void *p) { group_free(c, p, my_heap, false); }
-void ch_group_free_raw(void *p) { group_free(ch_chunk_of(p), p, own_heap, true); }
+void ch_group_free(void *p) {
+  struct ch_chunk *c = ch_chunk_of(p);
+  group_free(c, p, my_heap, false, c->starts_bias);
+}
+void ch_group_free_in(struct ch_chunk *c, void *p, uintptr_t starts_bias) {
+  group_free(c, p, my_heap, false, starts_bias);
+}
+void ch_group_free_raw(void *p) {
+  struct ch_chunk *c = ch_chunk_of(p);
+  group_free(c, p, own_heap, true, c->starts_bias);
+}
 
 /* A free of a pointer in the region but in no live chunk: its chunk was
  * retired, which it is only once every block in it has been freed, or it was
@@ -1465,7 +1476,7 @@ void *ch_pool_heap_alloc_general(struct ch_heap *h, size_t size, size_t align, b
                        zero, size);
 }
 
-void ch_pool_heap_free(struct ch_heap *h, struct ch_chunk *c, void *p) { owner_free(c, p, h); }
+void ch_pool_heap_free(struct ch_heap *h, struct ch_chunk *c, void *p) { owner_free(c, p, h, c->starts_bias); }
 
 size_t ch_pool_block_size(const struct ch_chunk *c, const void *p) { return block_size(c, p); }
 
