@@ -171,20 +171,26 @@ static inline bool entry_only(const struct ch_plan_site *st) {
   return !st->stop && (st->entry == CH_ENTRY_GROUP || st->entry == CH_ENTRY_NEXT || st->entry == CH_ENTRY_COLD);
 }
 
-/* The last bits the thread's activations asked about, and their verdict.
- * A selector site at an allocation's entry (a program's own malloc wrapper)
- * pushes a new activation for every allocation, whose decision is never
- * known yet: Debian's perl paid a pass over 14 conjunctions, 80
- * instructions, for nearly every allocation. seq is odd while the memo is
- * written: a signal handler that interrupted the write neither reads nor
- * writes it, and a read that a handler's write interrupted (seq moved) is
- * not used. */
+/* The bits the thread's activations asked about lately, and their
+ * verdicts, one slot per hash of the bits. A selector site at an
+ * allocation's entry (a program's own malloc wrapper) pushes a new
+ * activation for every allocation, whose decision is never known yet:
+ * Debian's perl paid a pass over 14 conjunctions, 80 instructions, for
+ * nearly every allocation. With one slot, allocations that alternate
+ * between two contexts (allocbench alt: two chains, each with its selector)
+ * missed every time; MEMO_SLOTS slots keep a few contexts apart. seq is odd
+ * while the memo is written: a signal handler that interrupted the write
+ * neither reads nor writes it, and a read that a handler's write
+ * interrupted (seq moved) is not used. */
+#define MEMO_SLOTS 8
 static CH_TLS struct verdict_memo {
   unsigned seq;
-  const struct ptable *t;
-  uint64_t mask;
-  int verdict;
+  struct { const struct ptable *t; uint64_t mask; int verdict; } slot[MEMO_SLOTS];
 } memo;
+static inline unsigned memo_slot(uint64_t mask) {
+  return (unsigned)((mask * 0x9E3779B97F4A7C15ull) >> 61);   /* MEMO_SLOTS = 8: the top 3 bits */
+}
+_Static_assert(MEMO_SLOTS == 8, "memo_slot keeps 3 bits");
 
 static int conj_verdict(const struct ptable *t, uint64_t mask) {
   for (unsigned i = 0; i < t->nconj; i++) {
@@ -199,19 +205,19 @@ int ch_patch_verdict(uint64_t mask, uint32_t stop) {
   if (!t || t->stops_incomplete) return CH_ACT_WALK;
   if (stop) return (int)stop - 1;
   struct verdict_memo *m = &memo;
-  unsigned seq = m->seq;
+  unsigned seq = m->seq, i = memo_slot(mask);
   atomic_signal_fence(memory_order_seq_cst);
   if (seq & 1) return conj_verdict(t, mask);
-  bool hit = m->t == t && m->mask == mask;
-  int v = m->verdict;
+  bool hit = m->slot[i].t == t && m->slot[i].mask == mask;
+  int v = m->slot[i].verdict;
   atomic_signal_fence(memory_order_seq_cst);
   if (hit && m->seq == seq) return v;
   v = conj_verdict(t, mask);
   m->seq = seq + 1;
   atomic_signal_fence(memory_order_seq_cst);
-  m->t = t;
-  m->mask = mask;
-  m->verdict = v;
+  m->slot[i].t = t;
+  m->slot[i].mask = mask;
+  m->slot[i].verdict = v;
   atomic_signal_fence(memory_order_seq_cst);
   m->seq = seq + 2;
   return v;
