@@ -208,9 +208,12 @@ def group_label(profile, members, conjunctions=()):
 # With the selector sites patched (the runtime's default), an allocation
 # past the entry is decided from the bits its stubs set: patched_ns is that
 # decision, measured against the same grouped allocation with no
-# identification at all (`scripts/bench-runtime.py 5 alt`, plan ab patched
-# less mode all: 11.2, 2.3 and 14.1 ns at 3, 15 and 40 frames; it was 3 ns
-# while mode all still paid for the checks its fast lane now skips). A
+# identification at all, where cohort plan's own plans send it: an entry
+# marked walk, whose call is patched too (`scripts/bench-runtime.py 7 alt`,
+# "plan ab patched, entry walk" less "mode all", 2026-11-28: 18.4, 18.0 and
+# 19.5 ns at 3, 15 and 40 frames, each with one stub's push, stub_ns, in
+# it). It was 10 until then, taken from a plan whose entry was not marked
+# and from a mode all that still paid for a prefetch of address 0. A
 # stub's push is paid per call through a selector site that changes the
 # bits, not per allocation (3 ns more where every allocation follows such a
 # call). Profiles from raw version 5 on count every call site's calls, and
@@ -223,7 +226,7 @@ def group_label(profile, members, conjunctions=()):
 # interleaved runs, medians 10.26 ns by class and 9.10 ns in one pool
 # (cachegrind: 124.1 against 117.7 instructions and 1.10 against 0.90 D1
 # misses per pair, the classes' own chunk headers and heap lines).
-COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 10.0, "split_ns": 1.2,
+COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
                  "stub_ns": 3.0}
 
 

@@ -61,6 +61,10 @@ def alt_plans():
     b_rec = call_sites(BIN, "chain_b", "chain_b")[0]
     ab = write_plan(OUT / "ab-leaf.plan", [BIN], [(0, a_leaf, None), (0, b_leaf, None)], ["a", "b"],
                     [(0, [0]), (1, [1])])
+    # as cohort plan writes it: the entry site marked walk, so that its call
+    # is patched to decide from the activations with no quick test
+    ab_entry = write_plan(OUT / "ab-leaf-entry.plan", [BIN], [(0, entry, "walk"), (0, a_leaf, None),
+                                                              (0, b_leaf, None)], ["a", "b"], [(0, [1]), (1, [2])])
     rec = write_plan(OUT / "ab-rec.plan", [BIN], [(0, a_rec, None), (0, b_rec, None)], ["a", "b"],
                      [(0, [0]), (1, [1])])
     return {
@@ -74,6 +78,7 @@ def alt_plans():
                             paths=[([0, 1], "group=0"), ([0, 2], "group=1")]), "0"),
         "ab walked": (ab, "0"),
         "ab patched": (ab, "1"),
+        "ab patched, entry walk": (ab_entry, "1"),
         "ab-recursive walked": (rec, "0"),
         "ab-recursive patched": (rec, "1"),
     }

@@ -439,6 +439,13 @@ def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
     assert any("group around context 1 dropped: the selector of g0" in n for n in plan.notes)
 
 
+# The modest churn shape's arithmetic (its 2 M patched decisions cost 20 ms
+# against the 28 ms its pool can save) at a patched decision of 10 ns, as it
+# was priced when these tests were written: they test the planner's logic,
+# not the runtime's calibration (cohort.planner.COST_DEFAULTS).
+MODEST_COSTS = {"patched_ns": 10.0}
+
+
 def churn_profile(affinity, accesses=3_000_000):
     """A list cell made a million times behind a shared entry (site 1) and
     told apart from its twin by the next frame: every allocation walks, the
@@ -474,9 +481,10 @@ def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
     assert any("2000000 allocations decided from patched call sites" in n for n in patched.notes)
     # (the twin shares the cells' size class in the rest pool, half of it:
     # a pool of their own takes the cells from that half, test_strangers)
-    modest = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000))
+    modest = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000), costs=MODEST_COSTS)
     assert len(modest.groups) == 1 and modest.worth[0].identify == "patched"
-    assert len(make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000), identify="walk").groups) == 0
+    assert len(make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000), identify="walk",
+                         costs=MODEST_COSTS).groups) == 0
 
 
 def test_selector_stubs_are_priced_per_call(tmp_path):
@@ -497,13 +505,13 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
             site["calls"] = calls if site["id"] == 10 else 1_000_000
         return p
 
-    hot = make_plan(with_calls(10_000_000))
+    hot = make_plan(with_calls(10_000_000), costs=MODEST_COSTS)
     assert hot.groups == [] and hot.rest == 0
     note = next(n for n in hot.notes if "costs more than its placement can save" in n)
     assert "its patched call sites' stubs run on 10000000 calls, about 30.0 ms" in note
     agrees_with_runtime(hot, with_calls(10_000_000), tmp_path)
 
-    cool = make_plan(with_calls(1_000_000))
+    cool = make_plan(with_calls(1_000_000), costs=MODEST_COSTS)
     assert len(cool.groups) == 1 and cool.worth[0].pays
     assert cool.worth[0].stub_calls == 1_000_000
     assert cool.worth[0].stub_ns == 1_000_000 * COST_DEFAULTS["stub_ns"]
@@ -515,7 +523,7 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     walked = make_plan(with_calls(10_000_000), identify="walk", costs={"walk_ns": 0, "frame_ns": 0})
     assert len(walked.groups) == 1 and walked.worth[0].stub_ns == 0
     # without counts in the profile (raw version 4), as before
-    uncounted = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000))
+    uncounted = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000), costs=MODEST_COSTS)
     assert len(uncounted.groups) == 1 and uncounted.worth[0].stub_calls == 0
 
 
@@ -583,21 +591,21 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
         return p
 
     lines = 1_000_000 * 32 // 64 + 1_000_000     # the most context 0's objects can occupy
-    cached = make_plan(with_misses(lines))
+    cached = make_plan(with_misses(lines), costs=MODEST_COSTS)
     assert cached.groups == [] and cached.rest == 0
     note = next(n for n in cached.notes if "costs more than its placement can save" in n)
     assert (f"but its objects stayed in the cache: their accesses missed the simulated D1 {lines} "
             f"times, in {lines} lines at most") in note
     agrees_with_runtime(cached, with_misses(lines), tmp_path)
 
-    evicted = make_plan(with_misses(lines + 1))
+    evicted = make_plan(with_misses(lines + 1), costs=MODEST_COSTS)
     assert len(evicted.groups) == 1 and evicted.worth[0].pays
     # half the cells' size class is their twin's (test_strangers)
     assert evicted.worth[0].saving_ns == (16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"])
     assert "stayed in the cache" not in worth_text(evicted.worth[0])
 
     # without misses in the profile
-    before = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000))
+    before = make_plan(churn_profile(affinity=16_000_000, accesses=18_000_000), costs=MODEST_COSTS)
     assert len(before.groups) == 1 and before.worth[0].misses is None
 
 
@@ -848,14 +856,14 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
             c["min_size"] = c["max_size"] = size
         return p
 
-    large = make_plan(with_size(4000))
+    large = make_plan(with_size(4000), costs=MODEST_COSTS)
     assert large.groups == [] and large.rest is None   # 4000 bytes: over the rest pool's 256, so no pool
     note = next(n for n in large.notes if "costs more than its placement can save" in n)
     assert "its objects are of 4000 bytes on average, and a neighbour can share only the first and last " \
            "of their lines: 3% of those accesses" in note, note
     assert "from 16000000 affinitive accesses inside it" in note and "against at most 1.8 ms" in note, note
 
-    small = make_plan(with_size(256))
+    small = make_plan(with_size(256), costs=MODEST_COSTS)
     assert len(small.groups) == 1 and small.worth[0].pays
     assert small.worth[0].saving_ns == 16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"]   # the twin: half its class
     assert "a neighbour can share" not in worth_text(small.worth[0])
