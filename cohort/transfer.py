@@ -156,7 +156,7 @@ class Transfer:
                 f"{self.share(self.known):.1%} in contexts training showed), grouped "
                 f"{self.share(self.grouped):.1%}, stack walks that find no group {self.share(self.walk_none):.1%}"
                 + (f" (and {self.share(self.bits_none):.1%} decided for no group from patched call sites, "
-                   "at a few ns each)" if self.bits_none else "")
+                   "with no walk)" if self.bits_none else "")
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
 
 
