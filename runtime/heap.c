@@ -157,9 +157,13 @@ static inline size_t granule(const void *p) { return ((uintptr_t)p & ch_chunk_ma
 static inline uintptr_t chunk_bits(const struct ch_chunk *c) { return (uintptr_t)ch_chunk_starts(c); }
 static inline uint64_t *bitwords_at(uintptr_t bits, size_t g) { return (uint64_t *)bits + (g >> 6); }
 /* The start bits' word of p in c, and its freed bits' word: from the header
- * the caller holds, not one worked out again from p and its colour. */
+ * the caller holds (or the copy of its bias in the chunk table's entry,
+ * which free reads), not one worked out again from p and its colour. */
+static inline uint64_t *starts_word_biased(uintptr_t starts_bias, const void *p) {
+  return (uint64_t *)starts_bias + ((uintptr_t)p >> CH_STARTS_WORD_SHIFT);
+}
 static inline uint64_t *starts_word(const struct ch_chunk *c, const void *p) {
-  return (uint64_t *)c->starts_bias + ((uintptr_t)p >> CH_STARTS_WORD_SHIFT);
+  return starts_word_biased(c->starts_bias, p);
 }
 static inline uint64_t *freed_word(const struct ch_chunk *c, const void *p) {
   return (uint64_t *)((char *)starts_word(c, p) - ch_chunk_starts_bytes);
@@ -1271,7 +1275,7 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
 /* The owner's free (h owns c). */
 static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
                                                              uintptr_t starts_bias) {
-  const uint64_t *w = (const uint64_t *)starts_bias + ((uintptr_t)p >> CH_STARTS_WORD_SHIFT);   /* starts_word */
+  const uint64_t *w = starts_word_biased(starts_bias, p);
   uint64_t starts = load_word(w);
   /* The start bits from p's granule on, 64 of them across two words (the
    * pad makes the last word's successor readable), so a block that ends in
