@@ -260,7 +260,7 @@ class Worth:
 
     @property
     def pays(self):
-        return self.inside > self.outside and self.saving_ns > self.cost_ns
+        return transfer.group_pays(self.inside, self.outside, self.saving_ns, self.cost_ns)
 
 
 def walk_frames(context, stops, frames=None):

@@ -114,8 +114,13 @@ class GroupTransfer:
         return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size, self.strangers)
 
     @property
+    def cost_ns(self):
+        """What identifying its objects costs there: decisions and stubs."""
+        return self.walk_ns + self.stub_ns
+
+    @property
     def pays(self):
-        return self.inside > self.outside and self.saving_ns > self.walk_ns + self.stub_ns
+        return group_pays(self.inside, self.outside, self.saving_ns, self.cost_ns)
 
     def why_not(self):
         if not self.allocations:
@@ -221,6 +226,14 @@ def strangers_clause(strangers, one_pool):
     where = "the rest pool" if one_pool else "the rest pool's size classes"
     return (f"; in {where}, {100 * strangers:.0f}% of the allocations its objects would lie among are "
             f"another context's")
+
+
+def group_pays(inside, outside, saving, cost):
+    """The test of worth the planner keeps a group by, and a validation run
+    replays: its objects are used more with each other than with objects
+    outside it, and its placement saves strictly more than identifying them
+    costs."""
+    return inside > outside and saving > cost
 
 
 def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0):
