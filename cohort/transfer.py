@@ -189,10 +189,14 @@ def rest_strangers(contexts, members, in_rest, one_pool):
     context's objects go to the rest pool. A member larger than the rest
     pool takes would go to the next allocator instead: 1 for it."""
     members = set(members)
+
+    def place(c):   # the classes c's objects would lie among
+        return [0] if one_pool else rest_classes(c)
+
     count = {}
     for c in contexts:
         if c["id"] in members or (c["max_size"] <= REST_MAX and in_rest(c)):
-            classes = [0] if one_pool else rest_classes(c)
+            classes = place(c)
             own = c["id"] in members
             for k in classes:
                 n = count.setdefault(k, [0.0, 0.0])
@@ -204,7 +208,7 @@ def rest_strangers(contexts, members, in_rest, one_pool):
         if c["max_size"] > REST_MAX:
             share = 1.0
         else:
-            classes = [0] if one_pool else rest_classes(c)
+            classes = place(c)
             share = sum(count[k][1] / (count[k][0] + count[k][1]) if count[k][0] + count[k][1] else 0.0
                         for k in classes) / len(classes)
         total += c["accesses"] * share
@@ -420,6 +424,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         for g, (calls, ns) in stubs.items():
             if g in real:
                 groups[g].stub_calls, groups[g].stub_ns = round(calls), ns
+    members = {g: [] for g in real}   # context ids decided into each group there
     for c in run["contexts"]:
         n = c["allocations"]
         g, frames, gone = dec[c["id"]]
@@ -429,6 +434,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
             known += n
             predicted += n if expected[k] == g else 0
         if g in real:
+            members[g].append(c["id"])
             grouped += n
             groups[g].allocations += n
             if measured:
@@ -455,10 +461,9 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         rest_pool = "one" if plan.get("rest_one") else "classes"
     if rest_pool is not None:
         for g in real:
-            members = [c["id"] for c in run["contexts"] if dec[c["id"]][0] == g]
             groups[g].one_pool = rest_pool == "one"
             groups[g].strangers = rest_strangers(
-                run["contexts"], members, lambda c: dec[c["id"]][0] == rest, groups[g].one_pool)
+                run["contexts"], members[g], lambda c: dec[c["id"]][0] == rest, groups[g].one_pool)
 
     # Affinity on that run: a graph node belongs to the group most of its
     # allocations are decided into.

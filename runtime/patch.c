@@ -182,15 +182,15 @@ static inline bool entry_only(const struct ch_plan_site *st) {
  * while the memo is written: a signal handler that interrupted the write
  * neither reads nor writes it, and a read that a handler's write
  * interrupted (seq moved) is not used. */
-#define MEMO_SLOTS 8
+#define MEMO_BITS 3
+#define MEMO_SLOTS (1u << MEMO_BITS)
 static CH_TLS struct verdict_memo {
   unsigned seq;
   struct { const struct ptable *t; uint64_t mask; int verdict; } slot[MEMO_SLOTS];
 } memo;
 static inline unsigned memo_slot(uint64_t mask) {
-  return (unsigned)((mask * 0x9E3779B97F4A7C15ull) >> 61);   /* MEMO_SLOTS = 8: the top 3 bits */
+  return (unsigned)((mask * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_BITS));   /* the product's top bits */
 }
-_Static_assert(MEMO_SLOTS == 8, "memo_slot keeps 3 bits");
 
 static int conj_verdict(const struct ptable *t, uint64_t mask) {
   for (unsigned i = 0; i < t->nconj; i++) {
