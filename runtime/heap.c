@@ -634,25 +634,6 @@ static void orphan_adopt(struct ch_heap *h, struct ch_chunk *c, unsigned g) {
   list_add(&h->g[g], c);
 }
 
-/* An orphan for a thread that needs a chunk: one at least half free, among
- * the first ADOPT_LOOK. A fuller one would bring the exited thread's live
- * blocks along, and the thread that inherited its work would free them into
- * this heap as holes that only this thread refills, while the freer took
- * fresh memory: with eight relay lineages, a heap held 22 to 30 chunks, half
- * of it holes. A full orphan goes to the first thread that frees into it
- * (free_orphaned). */
-#define ADOPT_LOOK 8
-static struct ch_chunk *adopt_orphan(struct ch_heap *h, unsigned group) {
-  if (!orphans[group]) return NULL;
-  ch_lock(&heaps_lock);
-  struct ch_chunk *c = orphans[group];
-  for (unsigned k = 0; c && c->live_bytes > (size_t)(c->end - c->data) / 2; c = c->next)
-    if (++k == ADOPT_LOOK) { c = NULL; break; }
-  if (c) orphan_adopt(h, c, group);
-  ch_unlock(&heaps_lock);
-  return c;
-}
-
 /* Whether there was anything to drain. */
 static bool drain_delayed(struct ch_heap *h) {
   if (!atomic_load_explicit(&h->delayed, memory_order_relaxed)) return false;
@@ -761,10 +742,12 @@ static void *spill_take(struct ch_group_heap *gh, struct ch_chunk *cur, size_t n
  * chunk's fresh pages; then the spill chunk, if the current one is
  * full of fragments, else the spill chunk made current (the current one is
  * nearly full: a new current chunk beside the spill chunk held a third
- * chunk's pages for ring 1 120000 256); then a chunk of the room list, then an
- * orphan at least half free (adopt_orphan), and
+ * chunk's pages for ring 1 120000 256); then a chunk of the room list, and
  * finally a new chunk. (The spill chunk, when it is replaced, comes from the
- * room list too.) */
+ * room list too.) Never an exited thread's orphan: every orphan holds live
+ * blocks (an empty one is retired), which other threads may be reading, and
+ * this thread's objects would share their lines (docs/runtime.md, "Threads
+ * and fork"). The first free into an orphan adopts it. */
 static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t n, size_t align,
                                        bool zero, size_t req) {
   if (!h && !(h = heap_create())) return NULL;
@@ -821,10 +804,6 @@ static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t
   }
   if (gh->room) {   /* before any chunk new to this thread */
     c = chunk_with_room(h, group);
-    if ((p = chunk_alloc(gh, c, group, n, align, zero, req, true, true))) { make_current(gh, c); return p; }
-    after_free(gh, c);
-  }
-  if ((c = adopt_orphan(h, group))) {
     if ((p = chunk_alloc(gh, c, group, n, align, zero, req, true, true))) { make_current(gh, c); return p; }
     after_free(gh, c);
   }
