@@ -596,7 +596,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                      f"bytes, not the profile's {profile['parameters']['max_size']}: the runtime groups "
                      f"objects of {MIN_MAX_SIZE} bytes to an eighth of its 1 MiB chunks")
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
-    rest_pool = None if rest != "pool" else "one" if rest_shape(profile.get("rest_layouts"), costs)[0] else "classes"
+    models = [profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()]
+    rest_pool = None if rest != "pool" else "one" if rest_shape(models, costs)[0] else "classes"
     while True:
         plan = assemble(profile, kept, params, list(notes))
         plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool)
@@ -635,7 +636,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
-        add_rest(plan, contexts, profile, costs)
+        add_rest(plan, contexts, profile, costs, models)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
@@ -726,19 +727,30 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
             "run; small objects still share the rest pool")
 
 
-def rest_shape(layouts, costs):
+def rest_shape(models, costs):
     """(keep the rest pool one pool?, the model it was decided from). The
     profiler places every object of up to 256 bytes in a model of each shape,
     one pool in allocation order and one pool per size class, and counts the
     misses of the whole run under each (profiler/layouts.c). The split, the
     runtime's default, stays when the D1 misses it saves in the model
     (miss_ns each) are worth more than it costs those objects' allocations
-    (split_ns each); without the model, the default."""
-    if not layouts:
+    (split_ns each); without the model, the default. models: the training
+    run's model, then each validation run's (None where a profile has none),
+    summed: a larger input's misses outweigh a small one's, and what the
+    classes save on a training input whose rest pool fits the cache is no
+    measure of what they save at scale (docs/planner.md, "The rest pool's
+    shape")."""
+    models = [m for m in models if m]
+    if not models:
         return False, None
-    saving = (layouts["one"]["d1_misses"] - layouts["classes"]["d1_misses"]) * costs["miss_ns"]
-    cost = layouts["objects"] * costs["split_ns"]
-    return saving <= cost, dict(layouts, saving_ns=saving, cost_ns=cost)
+    one = sum(m["one"]["d1_misses"] for m in models)
+    classes = sum(m["classes"]["d1_misses"] for m in models)
+    objects = sum(m["objects"] for m in models)
+    saving = (one - classes) * costs["miss_ns"]
+    cost = objects * costs["split_ns"]
+    summed = dict(models[0], one=dict(models[0]["one"], d1_misses=one),
+                  classes=dict(models[0]["classes"], d1_misses=classes), objects=objects)
+    return saving <= cost, dict(summed, saving_ns=saving, cost_ns=cost, runs=len(models))
 
 
 def rest_text(plan):
@@ -747,13 +759,15 @@ def rest_text(plan):
     m = plan.rest_layouts
     if not m:
         return f"{shape} (the profile has no model of the two shapes: the runtime's default)"
-    return (f"{shape}: by class the profile's model of both saves {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
+    runs = m.get("runs", 1)
+    whose = "the profile's model" if runs == 1 else f"the model of the {runs} runs (training and validation)"
+    return (f"{shape}: by class {whose} of both saves {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
             f"({m['one']['d1_misses']} in one pool, {m['classes']['d1_misses']} by class), "
             f"{'less' if plan.rest_one else 'more'} than the classes cost its {m['objects']} small "
             f"allocations ({m['cost_ns'] / 1e6:.2f} ms)")
 
 
-def add_rest(plan, contexts, profile, costs):
+def add_rest(plan, contexts, profile, costs, models):
     """The rest pool: every allocation of up to REST_MAX bytes that no group
     claims. Larger ones stay with the next allocator: the pools serve them
     from mixed bins that fragment under churn of varied sizes. Short-lived
@@ -763,7 +777,7 @@ def add_rest(plan, contexts, profile, costs):
     test, where a plan with nothing but its rest pool needs none."""
     plan.rest = len(plan.groups)
     plan.rest_max = REST_MAX
-    plan.rest_one, plan.rest_layouts = rest_shape(profile.get("rest_layouts"), costs)
+    plan.rest_one, plan.rest_layouts = rest_shape(models, costs)
     for c in contexts:
         if plan.predicted[c["id"]] is None and c["max_size"] <= REST_MAX:
             plan.predicted[c["id"]] = plan.rest

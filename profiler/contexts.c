@@ -184,7 +184,7 @@ static HChar *inline_chain(DiEpoch ep, Addr a) {
     const HChar *d = VG_(describe_IP)(ep, a, c);
     const HChar *colon = VG_(strstr)(d, ": ");
     if (colon) d = colon + 2;    /* drop the "0x...: " address */
-    for (; *d && n < (Int)sizeof buf - 2; d++) buf[n++] = *d == '\t' || *d == '\n' ? ' ' : *d;
+    for (; *d && n < (Int)sizeof buf - 2; d++) buf[n++] = ch_name_char(*d);
     buf[n++] = '\t';
     levels++;
   } while (VG_(next_IIPC)(c) && n < (Int)sizeof buf - 64);
@@ -374,16 +374,29 @@ static const HChar *kind_name(UChar k) {
   return k == CH_CALL_DIRECT ? "direct" : k == CH_CALL_INDIRECT ? "indirect" : "other";
 }
 
+/* A name as the dump carries it: at most DUMP_NAME_MAX characters ("..." ends
+ * a longer one; a C++ name of thousands says nothing more to a reader), no
+ * control character (ch_name_char). */
+#define DUMP_NAME_MAX 1024
+static const HChar *dump_name(const HChar *s, HChar *buf) {
+  Int n = 0;
+  for (; s[n] && n < DUMP_NAME_MAX; n++) buf[n] = ch_name_char(s[n]);
+  if (s[n]) { buf[n++] = '.'; buf[n++] = '.'; buf[n++] = '.'; }
+  buf[n] = 0;
+  return buf;
+}
+
 void ch_contexts_write(VgFile *f) {
+  static HChar fb[DUMP_NAME_MAX + 4], lb[DUMP_NAME_MAX + 4];
   for (UInt m = 0; m < n_modules; m++)
     VG_(fprintf)(f, "module %u %d 0x%lx %s\n", m, modules[m].system ? 1 : 0,
                  (unsigned long)modules[m].bias, modules[m].path);
   for (UInt i = 0; i < n_sites; i++)
     VG_(fprintf)(f, "site %u %u 0x%lx %s %llu\t%s\t%s\t%u\n", i, sites[i].module,
                  (unsigned long)sites[i].offset, kind_name(sites[i].kind), calls_at(sites[i].ra),
-                 sites[i].fn, sites[i].file, sites[i].line);
+                 dump_name(sites[i].fn, fb), dump_name(sites[i].file, lb), sites[i].line);
   for (UInt i = 0; i < n_sites; i++)
-    if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);
+    if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);   /* its own tabs part its levels */
   for (UInt c = 0; c < n_ctxs; c++) {
     CtxStats *st = &stats[c];
     VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu :", c,

@@ -132,7 +132,7 @@ VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size) {
 
 static HChar *clean(const HChar *s, HChar *buf, Int n) {
   Int i = 0;
-  for (; s && s[i] && i < n - 1; i++) buf[i] = s[i] == '\t' || s[i] == '\n' ? ' ' : s[i];
+  for (; s && s[i] && i < n - 1; i++) buf[i] = ch_name_char(s[i]);
   buf[i] = 0;
   return buf;
 }

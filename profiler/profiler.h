@@ -48,6 +48,12 @@ void ch_contexts_write(VgFile *f);
 void ch_contexts_init(void);
 /* Module and offset (address - module bias) of a code address; False in no module. */
 Bool ch_code_place(Addr pc, UInt *module, Addr *offset);
+/* A symbol's or file's name as the raw dump may carry it: control
+ * characters (its separators among them) become spaces. One of Xalan's C++
+ * names (a XalanVector<...> of 14,560 characters, written whole) reached
+ * the dump with a 0x02 at its 2,424th character on one input and intact on
+ * another, which the profile's loader refuses as corrupt. */
+static inline HChar ch_name_char(HChar c) { return (UChar)c < 0x20 || c == 0x7f ? ' ' : c; }
 
 /* ---- objects (objects.c) ------------------------------------------------- */
 typedef struct {

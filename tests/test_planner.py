@@ -867,3 +867,30 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
     assert len(small.groups) == 1 and small.worth[0].pays
     assert small.worth[0].saving_ns == 16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"]   # the twin: half its class
     assert "a neighbour can share" not in worth_text(small.worth[0])
+
+
+def test_a_validation_run_has_its_say_on_the_rest_pools_shape():
+    """The rest pool's shape is decided on the model of every run given:
+    a training input whose classes save nothing keeps one pool alone, and
+    a validation run whose classes save many misses splits it, and `cohort
+    plan` says over how many runs."""
+    import copy
+
+    from cohort.planner import make_plan, rest_text
+
+    def model(one, classes):
+        return {"max_size": 256, "objects": 20_000, "accesses": 501_000,
+                "one": {"d1_misses": one, "ll_misses": 0}, "classes": {"d1_misses": classes, "ll_misses": 0}}
+
+    p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)], 501_000)
+    p["rest_layouts"] = model(100, 100)
+    p["target"] = {"argv": ["prog", "small"]}
+    alone = make_plan(p)
+    assert alone.rest_one and "the profile's model" in rest_text(alone)
+    v = copy.deepcopy(p)
+    v["rest_layouts"] = model(900_000, 700_000)
+    v["target"] = {"argv": ["prog", "large"]}
+    both = make_plan(p, validations=[v])
+    assert not both.rest_one
+    assert "split by size class: by class the model of the 2 runs (training and validation)" in rest_text(both)
+    assert "(900100 in one pool, 700100 by class)" in rest_text(both)
