@@ -596,8 +596,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                      f"bytes, not the profile's {profile['parameters']['max_size']}: the runtime groups "
                      f"objects of {MIN_MAX_SIZE} bytes to an eighth of its 1 MiB chunks")
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
-    models = [profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()]
-    rest_pool = None if rest != "pool" else "one" if rest_shape(models, costs)[0] else "classes"
+    shape = rest_shape([profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()], costs)
+    rest_pool = None if rest != "pool" else "one" if shape[0] else "classes"
     while True:
         plan = assemble(profile, kept, params, list(notes))
         plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool)
@@ -636,7 +636,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
-        add_rest(plan, contexts, profile, costs, models)
+        add_rest(plan, contexts, shape)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
@@ -736,10 +736,9 @@ def rest_shape(models, costs):
     (miss_ns each) are worth more than it costs those objects' allocations
     (split_ns each); without the model, the default. models: the training
     run's model, then each validation run's (None where a profile has none),
-    summed: a larger input's misses outweigh a small one's, and what the
-    classes save on a training input whose rest pool fits the cache is no
-    measure of what they save at scale (docs/planner.md, "The rest pool's
-    shape")."""
+    summed: a larger run's misses outweigh a small one's, and one input may
+    walk the rest pool's objects quite otherwise than another (Xalan under
+    another stylesheet; docs/planner.md, "The rest pool's shape")."""
     models = [m for m in models if m]
     if not models:
         return False, None
@@ -767,7 +766,7 @@ def rest_text(plan):
             f"allocations ({m['cost_ns'] / 1e6:.2f} ms)")
 
 
-def add_rest(plan, contexts, profile, costs, models):
+def add_rest(plan, contexts, shape):
     """The rest pool: every allocation of up to REST_MAX bytes that no group
     claims. Larger ones stay with the next allocator: the pools serve them
     from mixed bins that fragment under churn of varied sizes. Short-lived
@@ -777,7 +776,7 @@ def add_rest(plan, contexts, profile, costs, models):
     test, where a plan with nothing but its rest pool needs none."""
     plan.rest = len(plan.groups)
     plan.rest_max = REST_MAX
-    plan.rest_one, plan.rest_layouts = rest_shape(models, costs)
+    plan.rest_one, plan.rest_layouts = shape   # rest_shape's verdict and model
     for c in contexts:
         if plan.predicted[c["id"]] is None and c["max_size"] <= REST_MAX:
             plan.predicted[c["id"]] = plan.rest

@@ -374,15 +374,13 @@ static const HChar *kind_name(UChar k) {
   return k == CH_CALL_DIRECT ? "direct" : k == CH_CALL_INDIRECT ? "indirect" : "other";
 }
 
-/* A name as the dump carries it: at most DUMP_NAME_MAX characters ("..." ends
- * a longer one; a C++ name of thousands says nothing more to a reader), no
- * control character (ch_name_char). */
+/* A name as the dump carries it: cleaned (ch_clean_name), at most
+ * DUMP_NAME_MAX characters, "..." ending a longer one (a C++ name of
+ * thousands says nothing more to a reader). buf: DUMP_NAME_MAX + 4 bytes. */
 #define DUMP_NAME_MAX 1024
 static const HChar *dump_name(const HChar *s, HChar *buf) {
-  Int n = 0;
-  for (; s[n] && n < DUMP_NAME_MAX; n++) buf[n] = ch_name_char(s[n]);
-  if (s[n]) { buf[n++] = '.'; buf[n++] = '.'; buf[n++] = '.'; }
-  buf[n] = 0;
+  Int n = (Int)VG_(strlen)(ch_clean_name(s, buf, DUMP_NAME_MAX + 1));
+  if (s[n]) VG_(strcpy)(buf + n, "...");
   return buf;
 }
 

@@ -130,13 +130,6 @@ VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size) {
 
 /* ==== output ============================================================== */
 
-static HChar *clean(const HChar *s, HChar *buf, Int n) {
-  Int i = 0;
-  for (; s && s[i] && i < n - 1; i++) buf[i] = ch_name_char(s[i]);
-  buf[i] = 0;
-  return buf;
-}
-
 void ch_loads_write(VgFile *f) {
   if (!ch_clo_loads) return;
   VG_(fprintf)(f, "loads window %lld line %d d1 %d %d ll %d %d accesses %llu loads %llu "
@@ -160,6 +153,6 @@ void ch_loads_write(VgFile *f) {
                  ls->execs, ls->d1_misses, ls->ll_misses, ls->windows, ls->strided);
     for (UInt k = 0; k < TOP_STRIDES; k++)
       if (ls->top_n[k]) VG_(fprintf)(f, " %lld:%llu", ls->top[k], ls->top_n[k]);
-    VG_(fprintf)(f, "\t%s\t%s\t%u\n", clean(fn, fb, sizeof fb), clean(file, lb, sizeof lb), line);
+    VG_(fprintf)(f, "\t%s\t%s\t%u\n", ch_clean_name(fn, fb, sizeof fb), ch_clean_name(file, lb, sizeof lb), line);
   }
 }

@@ -54,6 +54,13 @@ Bool ch_code_place(Addr pc, UInt *module, Addr *offset);
  * the dump with a 0x02 at its 2,424th character on one input and intact on
  * another, which the profile's loader refuses as corrupt. */
 static inline HChar ch_name_char(HChar c) { return (UChar)c < 0x20 || c == 0x7f ? ' ' : c; }
+/* s (NULL: "") in buf of n bytes, so cleaned, cut to n - 1 characters. */
+static inline HChar *ch_clean_name(const HChar *s, HChar *buf, Int n) {
+  Int i = 0;
+  for (; s && s[i] && i < n - 1; i++) buf[i] = ch_name_char(s[i]);
+  buf[i] = 0;
+  return buf;
+}
 
 /* ---- objects (objects.c) ------------------------------------------------- */
 typedef struct {
