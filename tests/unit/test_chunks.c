@@ -35,6 +35,30 @@ static void *one_block(void *out) {
   free(p);
   return NULL;
 }
+/* Part 8's thread, on a heap of its own: 48-byte blocks freed, then 16-byte
+ * requests bumped up to the end of the touched pages; the next one takes
+ * the last 48-byte block freed, split, before a fresh page, and its 32-byte
+ * tail serves the next 32-byte request. */
+enum { NEAR_BLOCKS = 64 };
+static void *near_split_thread(void *ok) {
+  void *held[NEAR_BLOCKS];
+  for (unsigned i = 0; i < NEAR_BLOCKS; i++) held[i] = malloc(48);
+  char *last = held[NEAR_BLOCKS - 1];
+  for (unsigned i = 0; i < NEAR_BLOCKS; i++) free(held[i]);
+  enum { MAX = CHUNK / 16 };
+  static void *small[MAX];
+  unsigned n = 0;
+  int found = 0;
+  while (n < MAX && !found) {
+    small[n] = malloc(16);
+    found = small[n++] == last;
+  }
+  void *tail = malloc(32);
+  *(int *)ok = found && tail == last + 16;
+  free(tail);
+  for (unsigned i = 0; i < n; i++) free(small[i]);
+  return NULL;
+}
 static void run_thread(void *(*fn)(void *), void *arg) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, fn, arg) == 0);
@@ -194,5 +218,13 @@ int main(int argc, char **argv) {
   run_thread(one_block, &got);
   CHECK(got != mostly_free);
   for (unsigned i = 0; i < 100; i++) free(orphan_blocks[i]);
+
+  /* 8. Holes of a nearby size before fresh pages: a request whose bin is
+   *    empty, with the bump pointer at the end of the touched pages, splits
+   *    a free block of a larger class (the fast path cannot; the general
+   *    path does, near_take first) and bins the tail. */
+  int near_ok = 0;
+  run_thread(near_split_thread, &near_ok);
+  CHECK(near_ok);
   return check_done("test_chunks");
 }
