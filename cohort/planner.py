@@ -246,7 +246,7 @@ class Worth:
     walked_allocations: int = 0
     frames: float = 0.0                # mean frames per walk charged to it
     identify: str = "patched"          # how those allocations are decided: "patched" or "walk"
-    misses: tuple = None               # (D1 misses, lines they can occupy) of its objects (None: not measured)
+    misses: tuple = None               # transfer.context_misses of its objects (None: not measured)
     mean_size: float = 0.0             # of its objects (transfer.line_share)
     stub_calls: int = 0                # calls through its patched selector and stop sites (its share)
     stub_ns: float = 0.0               # what their stubs cost

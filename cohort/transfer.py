@@ -96,6 +96,8 @@ class GroupTransfer:
     costs: dict = None     # the planner's prices (planner.COST_DEFAULTS)
     d1_misses: int = None  # misses of its objects' accesses there (None: not measured)
     bytes: int = 0         # bytes its objects took there
+    accesses: int = 0      # accesses to its objects there
+    run_accesses: int = 0  # accesses to every tracked object there
     stub_calls: int = 0    # calls through its patched selector and stop sites there (its share)
     stub_ns: float = 0.0   # what their stubs cost
     strangers: float = 1.0     # rest_strangers there
@@ -103,7 +105,10 @@ class GroupTransfer:
 
     @property
     def misses(self):
-        return None if self.d1_misses is None else (self.d1_misses, lines_covered(self.allocations, self.bytes))
+        if self.d1_misses is None:
+            return None
+        lines = lines_covered(self.allocations, self.bytes)
+        return self.d1_misses, lines, touch_gap(lines, self.accesses, self.run_accesses)
 
     @property
     def mean_size(self):
@@ -251,12 +256,12 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0):
     misses, cache lines) of the group's objects in the profiled run: the
     misses from the profiler's simulated cache, the lines those objects
     could occupy (`lines_covered`; None for a profile without misses).
-    When the objects missed no more than once per line, they stayed in the
-    cache after their first touch: an access that hits has nothing to gain,
-    so the saving is bounded by those misses. Above that they were evicted
-    and fetched again, misses that grow with the input as the affinity
-    does, which then stands alone (docs/planner.md, *Savings bounded by
-    misses*)."""
+    When the objects stayed in the cache (stays_cached: they missed no more
+    than once per line, or their few lines were touched too often to be
+    evicted), an access that hits has nothing to gain, so the saving is
+    bounded by those misses. Otherwise they were evicted and fetched again,
+    misses that grow with the input as the affinity does, which then
+    stands alone (docs/planner.md, *Savings bounded by misses*)."""
     gain = max(0, inside - outside) * line_share(mean_size) * strangers
     if misses is not None and stays_cached(misses):
         gain = min(gain, misses[0])
@@ -296,9 +301,31 @@ def contexts_mean_size(contexts, ids):
     return sum(contexts[c]["bytes"] for c in ids) / n
 
 
+# The simulated D1's lines (the profiler's geometry, profiler/profiler.h:
+# 32 KiB of 64-byte lines), which every miss count in a profile is of.
+D1_LINES = 512
+
+
+def touch_gap(lines, accesses, run_accesses):
+    """How many accesses to tracked objects come, on average, between two
+    accesses to one of `lines` lines that take `accesses` of the run's
+    `run_accesses` (None when unknown)."""
+    if not accesses or not run_accesses:
+        return None
+    return run_accesses * lines / accesses
+
+
 def stays_cached(misses):
-    d1, lines = misses
-    return d1 <= lines
+    """Whether a group's objects stayed in the cache in the profiled run,
+    so that an access to them that hits has nothing to gain: they missed
+    no more than once per line, or their lines were touched so often that
+    fewer accesses than the D1 holds lines came between two touches of
+    each, which least-recently-used replacement does not evict (a
+    parser's state, read on every byte: docs/planner.md, *Objects touched
+    all the time*)."""
+    d1, lines = misses[0], misses[1]
+    gap = misses[2] if len(misses) > 2 else None
+    return d1 <= lines or (gap is not None and gap < D1_LINES)
 
 
 def lines_covered(allocations, size):
@@ -312,21 +339,29 @@ def misses_clause(misses):
     """For the texts that quote a saving: the misses, when they bound it."""
     if misses is None or not stays_cached(misses):
         return ""
-    return (f"; but its objects stayed in the cache: their accesses missed the simulated D1 "
-            f"{misses[0]} times, in {misses[1]} lines at most")
+    if misses[0] <= misses[1]:
+        return (f"; but its objects stayed in the cache: their accesses missed the simulated D1 "
+                f"{misses[0]} times, in {misses[1]} lines at most")
+    return (f"; but its objects stayed in the cache: each of their {misses[1]} lines at most was touched "
+            f"every {misses[2]:.0f} accesses on average, fewer than the simulated D1's {D1_LINES} lines, "
+            f"and their accesses missed it {misses[0]} times")
 
 
 def context_misses(contexts, ids):
-    """(D1 misses, the most lines they can occupy) of the given contexts'
-    objects, or None when the profile did not measure misses."""
-    d1 = size = n = 0
+    """(D1 misses, the most lines they can occupy, touch_gap of those lines)
+    of the given contexts' objects, or None when the profile did not
+    measure misses. `contexts`: every context of the run, by id."""
+    d1 = size = n = accesses = 0
     for c in ids:
         if contexts[c].get("d1_misses") is None:
             return None
         d1 += contexts[c]["d1_misses"]
         size += contexts[c]["bytes"]
         n += contexts[c]["allocations"]
-    return d1, lines_covered(n, size)
+        accesses += contexts[c].get("accesses", 0)
+    lines = lines_covered(n, size)
+    everything = contexts.values() if isinstance(contexts, dict) else contexts
+    return d1, lines, touch_gap(lines, accesses, sum(c.get("accesses", 0) for c in everything))
 
 
 def identification_ns(costs, patched, frames):
@@ -414,7 +449,9 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
 
     total = predicted = known = grouped = walk_none = bits_none = left = 0
     measured = all("d1_misses" in c for c in run["contexts"])
-    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None) for n in plan["groups"]]
+    run_accesses = sum(c.get("accesses", 0) for c in run["contexts"])
+    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None, run_accesses=run_accesses)
+              for n in plan["groups"]]
     selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
     selector_sites.discard(None)
@@ -440,6 +477,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
             if measured:
                 groups[g].d1_misses += c["d1_misses"]
                 groups[g].bytes += c["bytes"]
+                groups[g].accesses += c.get("accesses", 0)
         if frames is None:
             continue
         # The runtime decides from the bits of patched call sites when it

@@ -609,6 +609,39 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
     assert len(before.groups) == 1 and before.worth[0].misses is None
 
 
+def test_savings_of_a_few_objects_touched_all_the_time_are_bounded_by_their_misses(tmp_path):
+    """A parser's state: three objects read on every byte, behind the entry
+    a million values share. They are evicted now and then (more misses than
+    lines), but their few lines are touched every few accesses, fewer than
+    the simulated D1 holds lines, so least-recently-used replacement keeps
+    them: the saving is their misses, and the group, whose selectors would
+    make every value a patched decision, is dropped, with the reason named.
+    The same objects touched rarely among many other accesses keep the
+    affinity's saving (jq's parser: docs/planner.md, *Objects touched all
+    the time*)."""
+    from cohort.planner import make_plan
+
+    def parser(others):
+        p = shape_profile([(0, [1, 10], 3, 18_000_000), (1, [1, 11], 1_000_000, others)],
+                          [(0, 0, 16_000_000)], 18_000_000 + others)
+        for c in p["contexts"]:
+            c["d1_misses"], c["ll_misses"] = (1_000, 100) if c["id"] == 0 else (0, 0)
+        return p
+
+    hot = make_plan(parser(9_000_000), costs=MODEST_COSTS)
+    assert hot.groups == [] and hot.rest == 0
+    note = next(n for n in hot.notes if "costs more than its placement can save" in n)
+    lines = -(-3 * 32 // 64) + 3
+    gap = (18_000_000 + 9_000_000) * lines / 18_000_000
+    assert (f"but its objects stayed in the cache: each of their {lines} lines at most was touched every "
+            f"{gap:.0f} accesses on average, fewer than the simulated D1's 512 lines, and their accesses "
+            f"missed it 1000 times") in note, note
+    agrees_with_runtime(hot, parser(9_000_000), tmp_path)
+
+    among_many = make_plan(parser(2_000_000_000), costs=MODEST_COSTS)
+    assert len(among_many.groups) == 1 and among_many.worth[0].pays
+
+
 @pytest.mark.parametrize("nodes", ["empty", "cold"])
 def test_profile_without_hot_contexts_plans_no_group_and_says_why(tmp_path, nodes):
     from cohort.planner import make_plan, report
