@@ -36,7 +36,7 @@ from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_out
 from cohort.paths import allocator_library, measure_tool
 from cohort.planner import PLAN_POLICIES
 from cohort.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
-                           with_prefetch)
+                           shell_words_hint, with_prefetch)
 
 # The policies a bench can compare: HALO's plan; the other plan policies
 # (docs/planner.md), planned from the same training profile; and the online
@@ -692,7 +692,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         if rc != 0:
             raise CohortError(f"the training run {' '.join(train_argv)} failed ({exit_words(rc)}); "
                               f"its profile is in {outdir / 'profile.json'}; fix the training arguments, "
-                              "or plan from it by hand (cohort plan) and pass --plan")
+                              f"or plan from it by hand (cohort plan) and pass --plan"
+                              f"{shell_words_hint(train_argv[1:])}")
         plan_and_explain(outdir, force=force, **PLAN_DEFAULTS)
         written = [outdir / n for n in OPTIMIZE_PRODUCTS]
         if "halo" in policies:

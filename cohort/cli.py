@@ -243,7 +243,7 @@ def cmd_optimize(args, target):
     from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs
     from cohort.planner import report
     from cohort.profile import profile, summary
-    from cohort.runner import exit_words
+    from cohort.runner import exit_words, shell_words_hint
     runs = training_runs(args, target)
     out = Path(args.output)
     if os.path.lexists(out) and not out.is_dir():
@@ -255,7 +255,7 @@ def cmd_optimize(args, target):
             claim(p, OPTIMIZE_PRODUCTS.get(p.name, "profile"), args.force)
     done, codes = [], []   # the profiles of the runs that count; every run's exit status
     with made_dirs(out):
-        for (cmd, stdin), path in zip(runs, profiles):
+        for k, ((cmd, stdin), path) in enumerate(zip(runs, profiles)):
             data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
                                max_size=args.max_size, coverage=args.coverage, stdin=stdin,
                                trace_budget=trace_budget(args))
@@ -265,7 +265,8 @@ def cmd_optimize(args, target):
                 done.append(path)
             elif len(runs) > 1:
                 note(f"WARNING: the training run {' '.join(cmd)} failed ({exit_words(rc)}); "
-                     f"{'its profile is left out' if not args.allow_failure else 'its profile still counts (--allow-failure)'}")
+                     f"{'its profile is left out' if not args.allow_failure else 'its profile still counts (--allow-failure)'}"
+                     f"{shell_words_hint(cmd[1:]) if k else ''}")   # --train's words, not a shell's
                 if args.allow_failure:
                     done.append(path)
     if not done:
@@ -508,7 +509,8 @@ def build_parser():
     op.add_argument("--train", action="append", metavar="'ARGS'",
                     help="another training run of PROG with these arguments (repeatable): profiled "
                          "too (DIR/profile-2.json, ...), and the plan, made from the first run, is "
-                         "validated on it: groups that do not transfer are dropped")
+                         "validated on it: groups that do not transfer are dropped. Arguments, not a "
+                         "shell command line: a run's standard input is --train-stdin")
     op.add_argument("--train-stdin", action="append", metavar="FILE",
                     help="standard input of the --train runs, one per --train in order")
     op.set_defaults(func=cmd_optimize)
@@ -571,7 +573,9 @@ def build_parser():
                          "max-members, entry-purity or group-threshold; e.g. "
                          "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
-    be.add_argument("--train", metavar="'ARGS'", help="profile PROG with these arguments and plan first")
+    be.add_argument("--train", metavar="'ARGS'",
+                    help="profile PROG with these arguments and plan first (arguments, not a shell "
+                         "command line: its standard input is --train-stdin)")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",
                     help="arguments for the cachegrind runs (default: no cachegrind)")
     be.add_argument("--stdin", metavar="FILE",

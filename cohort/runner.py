@@ -21,6 +21,23 @@ def exit_words(rc):
             return f"killed by signal {-rc}"
     return f"exit status {rc}"
 
+# Words that a shell would have read as redirections, pipes or lists; in a
+# --train string they reach the program as arguments.
+SHELL_WORDS = ("<", ">", ">>", "<<", "|", "||", "&&", ";", "&", "2>", "2>&1")
+
+
+def shell_words_hint(words, option="--train", stdin_option="--train-stdin"):
+    """For the message of a training run that failed: where its arguments
+    hold a word a shell would have taken (`<`, `|`, ...), which Cohort
+    passed to the program as an argument. Else ""."""
+    found = next((w for w in words if w in SHELL_WORDS), None)
+    if found is None:
+        return ""
+    return (f"; its arguments hold `{found}`, which the program got as an argument: {option} takes the "
+            f"program's arguments, not a shell command line (give a run's standard input with "
+            f"{stdin_option} FILE)")
+
+
 MODES = ("plan", "off", "all", "random")
 
 

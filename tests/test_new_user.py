@@ -131,6 +131,25 @@ def test_a_failed_command_removes_the_directories_it_made(tmp_path):
     assert (out / "profile.json").exists()        # a profile is worth keeping: so is its directory
 
 
+def test_a_training_run_written_as_a_shell_line_is_named_when_it_fails(tmp_path):
+    """--train takes the program's arguments: `<` in it reaches the program
+    as an argument, not as a redirection. When such a run fails, the
+    message says so and names --train-stdin; a run that fails for its own
+    reasons gets no such hint."""
+    (tmp_path / "in.txt").write_text("x\n")
+    hint = ("its arguments hold `<`, which the program got as an argument: --train takes the program's "
+            "arguments, not a shell command line (give a run's standard input with --train-stdin FILE)")
+    r = run([COHORT, "optimize", "-o", tmp_path / "o", "--train", "-c 'test $# = 0' < in.txt", "--",
+             "sh", "-c", "true"], cwd=tmp_path)
+    assert r.returncode == 0, err(r)
+    assert "failed (exit status 1); its profile is left out; " + hint in err(r), err(r)
+    r = run([COHORT, "bench", *QUICK, "--train", "-c 'test $# = 0' < in.txt", "-o", tmp_path / "b", "--",
+             "sh", "-c", "true"], cwd=tmp_path)
+    assert r.returncode != 0 and hint in err(r), err(r)
+    r = run([COHORT, "bench", *QUICK, "--train", "-c 'exit 3'", "-o", tmp_path / "c", "--", "sh", "-c", "true"])
+    assert r.returncode != 0 and "exit status 3" in err(r) and "its arguments hold" not in err(r), err(r)
+
+
 def test_optimize_with_a_failing_training_run_stops_loudly(tmp_path):
     out = tmp_path / "o"
     r = run([COHORT, "optimize", "-o", out, "--", "sh", "-c", "exit 3"])
