@@ -490,7 +490,8 @@ def machine():
 def check_output_file(path, outdir, inputs, force):
     """The absolute path of --output-file, or a one-line CohortError: its
     directory must exist and be writable, it may not be a directory, one of
-    the bench's own products or an input, and, unless force, may not exist."""
+    the bench's own products or an input (inputs: [(option, file or None)],
+    what the runs read), and, unless force, may not exist."""
     name = Path(os.path.abspath(path))
     parent = name.parent
     if not parent.is_dir():
@@ -505,7 +506,7 @@ def check_output_file(path, outdir, inputs, force):
     ours = [outdir / n for n in ("results.json", "profile.json", "plan", "speedup.png", "misses.png")]
     if name in {Path(os.path.abspath(p)) for p in ours} or name.parent == Path(os.path.abspath(outdir / "stats")):
         raise CohortError(f"--output-file {path}: is one of cohort bench's own products in {outdir}")
-    for option, f in inputs.items():
+    for option, f in inputs:
         if f is not None and (str(name) == f or (name.exists() and os.path.samefile(name, f))):
             raise CohortError(f"--output-file {path}: is also the {option} file, and the bench deletes "
                               "the output file before every run")
@@ -547,6 +548,14 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
+    if isinstance(train, str):
+        train = [train]
+    if isinstance(train_stdin, str):
+        train_stdin = [train_stdin]
+    train = list(train) if train else None
+    if train_stdin is not None and train is not None and len(train_stdin) != len(train):
+        raise CohortError(f"--train-stdin given {len(train_stdin)} times for {len(train)} --train runs: give "
+                          "one per --train, in the same order (/dev/null for a run that reads none)")
     if os.path.lexists(outdir) and not outdir.is_dir():
         raise CohortError(f"{outdir} exists and is not a directory")
     if trials < 1 or warmup < 0:
@@ -583,14 +592,18 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     for a in allocators:
         allocator_library(a)
     prog = resolve_program(target)
-    inputs = {"ref": stdin, "train": train_stdin, "cachegrind": cachegrind_stdin}
+    inputs = {"ref": stdin, "train": train_stdin[0] if train_stdin else None, "cachegrind": cachegrind_stdin}
     options = {"ref": "--stdin", "train": "--train-stdin", "cachegrind": "--cachegrind-stdin"}
     inputs = {k: check_input(v, options[k], rereadable=True) if v is not None else None
               for k, v in inputs.items()}
+    # the validation runs' (--train after the first): each its own --train-stdin, else /dev/null
+    inputs["validate"] = [check_input(v, "--train-stdin", rereadable=True) for v in train_stdin[1:]] \
+        if train_stdin else [None] * (len(train) - 1 if train else 0)
     if inputs["cachegrind"] is None:
         inputs["cachegrind"] = inputs["ref"]
     if output_file is not None:
-        output_file = OutputFile(check_output_file(output_file, outdir, {options[k]: v for k, v in inputs.items()},
+        read = [(options[k], inputs[k]) for k in options] + [("--train-stdin", v) for v in inputs["validate"]]
+        output_file = OutputFile(check_output_file(output_file, outdir, read,
                                                    force), force=force)
     stdin_used = {"ref": inputs["ref"] or os.devnull}
     if train is not None:
@@ -598,6 +611,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if cachegrind_args is not None:
         stdin_used["cachegrind"] = inputs["cachegrind"] or os.devnull
     stdin_records = {k: input_record(v) for k, v in stdin_used.items()}
+    if inputs["validate"]:
+        stdin_records["validate"] = [input_record(v or os.devnull) for v in inputs["validate"]]
     if prefetch is not None:
         from cohort.prefetchfile import check
         prefetch = check(prefetch)
@@ -607,7 +622,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if prefetch is not None:
         stats_names += [f"{n}+prefetch" for n in [*allocators, *stats_names] if n not in ("random", "all")]
     for path, kind in products(outdir, train is not None, stats_names, profiled + swept,
-                               sweep_profiles(outdir, sweep)):
+                               sweep_profiles(outdir, sweep), validations=len(inputs["validate"])):
         if os.path.lexists(path):
             claim(path, kind, force)
     with made_dirs(outdir):
@@ -654,13 +669,21 @@ def sweep_plans(sweep, outdir, train_argv, train_stdin, force, log):
     return out
 
 
-def products(outdir, trained, stats_names, profiled=(), profiles=None):
+def validation_profiles(outdir, n):
+    """The profiles of the n validation runs (--train after the first), as
+    cohort optimize names them."""
+    return [Path(outdir) / f"profile-{k}.json" for k in range(2, n + 2)]
+
+
+def products(outdir, trained, stats_names, profiled=(), profiles=None, validations=0):
     """[(path, kind)] of every file a bench writes into outdir. profiled:
     the plan policies besides halo and the sweep's configurations, each
-    with its plan; profiles: a sweep's own ({value: path})."""
+    with its plan; profiles: a sweep's own ({value: path}); validations:
+    how many validation runs leave a profile each."""
     out = [(outdir / "results.json", "results")]
     if trained:
         out += [(outdir / name, kind) for name, kind in OPTIMIZE_PRODUCTS.items()]
+        out += [(p, "profile") for p in validation_profiles(outdir, validations)]
     out += [(policy_plan(outdir, p), "plan") for p in profiled]
     out += [(p, "profile") for p in (profiles or {}).values()]
     out += [(outdir / "speedup.png", "plot"), (outdir / "misses.png", "plot")]
@@ -677,8 +700,11 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         from cohort.explain import plan_and_explain
         from cohort.planner import PLAN_DEFAULTS, plan_command
         from cohort.profile import TRACE_BUDGET, profile
-        train_argv = [target[0], *shlex.split(train)]
+        train_argv = [target[0], *shlex.split(train[0])]
         commands["train"] = train_argv
+        validate_argv = [[target[0], *shlex.split(t)] for t in train[1:]]
+        if validate_argv:
+            commands["validate"] = validate_argv
         if inputs["train"] is None and inputs["ref"] is not None:
             log("cohort bench: note: the profiling run reads /dev/null, not --stdin's file "
                 "(give --train-stdin FILE for its own input)")
@@ -694,14 +720,27 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                               f"its profile is in {outdir / 'profile.json'}; fix the training arguments, "
                               f"or plan from it by hand (cohort plan) and pass --plan"
                               f"{shell_words_hint(train_argv[1:])}")
-        plan_and_explain(outdir, force=force, **PLAN_DEFAULTS)
-        written = [outdir / n for n in OPTIMIZE_PRODUCTS]
+        validated = []   # the validation runs' profiles that count: a failed run's is left out
+        for argv, stdin_file, path in zip(validate_argv, inputs["validate"], validation_profiles(outdir, len(validate_argv))):
+            log(f"cohort bench: profiling {' '.join(argv)} (a validation run)")
+            if output_file is not None:
+                output_file.clear()
+            _, rc = profile(argv, path, force=force, stdin=stdin_file or os.devnull)
+            if output_file is not None:
+                output_file.collect()
+            if rc != 0:
+                log(f"cohort bench: WARNING: the validation run {' '.join(argv)} failed ({exit_words(rc)}); "
+                    f"its profile is left out{shell_words_hint(argv[1:])}")
+            else:
+                validated.append(path)
+        plan_and_explain(outdir, force=force, validate=validated, **PLAN_DEFAULTS)
+        written = [outdir / n for n in OPTIMIZE_PRODUCTS] + validation_profiles(outdir, len(validate_argv))
         if "halo" in policies:
             plan = outdir / "plan"
         for p in policies:
             if p in PROFILE_POLICIES:
                 made, prof = plan_command(outdir / "profile.json", policy_plan(outdir, p), force=force,
-                                          **dict(PLAN_DEFAULTS, policy=p))
+                                          validate=validated, **dict(PLAN_DEFAULTS, policy=p))
                 plans[p] = policy_plan(outdir, p).resolve()
                 written.append(policy_plan(outdir, p))
                 log(f"cohort bench: {p}: {report_head(made, prof)}")

@@ -573,17 +573,19 @@ def build_parser():
                          "max-members, entry-purity or group-threshold; e.g. "
                          "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
-    be.add_argument("--train", metavar="'ARGS'",
+    be.add_argument("--train", action="append", metavar="'ARGS'",
                     help="profile PROG with these arguments and plan first (arguments, not a shell "
-                         "command line: its standard input is --train-stdin)")
+                         "command line: its standard input is --train-stdin); repeatable: the plan "
+                         "is made from the first run and validated on the others, as cohort "
+                         "optimize's (DIR/profile-2.json, ...)")
     be.add_argument("--cachegrind-args", metavar="'ARGS'",
                     help="arguments for the cachegrind runs (default: no cachegrind)")
     be.add_argument("--stdin", metavar="FILE",
                     help="every timed run reads FILE, from the start, as its standard input "
                          "(default: /dev/null)")
-    be.add_argument("--train-stdin", metavar="FILE",
+    be.add_argument("--train-stdin", action="append", metavar="FILE",
                     help="standard input of the profiling run with --train (default: /dev/null, "
-                         "never --stdin's file)")
+                         "never --stdin's file); with several --train, one per --train, in order")
     be.add_argument("--cachegrind-stdin", metavar="FILE",
                     help="standard input of the cachegrind runs (default: --stdin's file, else /dev/null)")
     be.add_argument("--output-file", metavar="PATH",

@@ -224,6 +224,38 @@ def test_plan_policies_side_by_side_from_one_profile(tmp_path):
     assert "| halo+ds (time, D1) | apa-all (time, D1) | apa-collections (time, D1) |" in rep.read_text()
 
 
+def test_bench_validates_its_plan_on_further_training_runs(tmp_path):
+    """Several --train runs, as cohort optimize takes them: the plan is made
+    from the first and validated on the others, whose profiles are kept
+    (profile-2.json, ...) and named in results.json; a validation run that
+    fails is left out with a warning, and the bench goes on. Each run reads
+    its own --train-stdin; too few of those is an error before anything runs."""
+    out = tmp_path / "res"
+    (tmp_path / "in.txt").write_text("x\n")
+    quick = ["--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random", "--no-all"]
+    r = run([COHORT, "bench", *quick, "--train", "2000", "--train", "3000",
+             "--train-stdin", "/dev/null", "--train-stdin", tmp_path / "in.txt",
+             "-o", out, "--", PROGRAMS / "dsgraph", "3000"])
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    prog = str(PROGRAMS / "dsgraph")
+    assert res["commands"]["train"] == [prog, "2000"]
+    assert res["commands"]["validate"] == [[prog, "3000"]]
+    assert res["stdin"]["validate"][0]["path"] == str(tmp_path / "in.txt")
+    assert (out / "profile-2.json").is_file()
+    assert f"on {prog} 3000: transfer score" in (out / "explain.txt").read_text()
+    r = run([COHORT, "bench", *quick, "--train", "-c true", "--train", "-c 'exit 4'", "-o", tmp_path / "z",
+             "--", "sh", "-c", "true"])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "cohort bench: WARNING: the validation run sh -c exit 4 failed (exit status 4); its profile is " \
+           "left out" in r.stderr.decode()
+    r = run([COHORT, "bench", *quick, "--train", "2000", "--train", "3000", "--train-stdin", "/dev/null",
+             "-o", tmp_path / "y", "--", PROGRAMS / "dsgraph", "3000"])
+    assert r.returncode != 0 and "--train-stdin given 1 times for 2 --train runs" in r.stderr.decode()
+    assert not (tmp_path / "y").exists()
+
+
 def test_plan_policies_need_the_training_run(tmp_path):
     r = run([COHORT, "bench", "--policies", "apa-maximal", "-o", tmp_path / "x", "--", TOY])
     assert r.returncode != 0 and "--policies apa-maximal needs a profile: give --train" in r.stderr.decode()
