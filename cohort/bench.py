@@ -534,7 +534,9 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
           cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
           extra_plans=(), prefetch=None):
-    """The whole `cohort bench` (see the module's docstring). stdin,
+    """The whole `cohort bench` (see the module's docstring). train: the
+    training runs' argument strings (the plan's first, then the validation
+    runs'), or None; train_stdin: a file for each, or None. stdin,
     train_stdin, cachegrind_stdin: files the timed, profiling and cachegrind
     runs read as standard input (cachegrind's defaults to stdin; otherwise
     /dev/null). output_file: a file the target writes, checked like stdout.
@@ -548,11 +550,6 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
-    if isinstance(train, str):
-        train = [train]
-    if isinstance(train_stdin, str):
-        train_stdin = [train_stdin]
-    train = list(train) if train else None
     if train_stdin is not None and train is not None and len(train_stdin) != len(train):
         raise CohortError(f"--train-stdin given {len(train_stdin)} times for {len(train)} --train runs: give "
                           "one per --train, in the same order (/dev/null for a run that reads none)")

@@ -97,6 +97,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         w[0] += c["allocations"]
         w[1] += c["allocations"] * frames
     out = {}
+    everything = transfer.run_accesses(profile["contexts"])
     for g in list(range(len(names))) + [None]:
         n, frames = walked.get(g, (0, 0))
         ns = n * costs["walk_ns"] + frames * costs["frame_ns"]
@@ -106,7 +107,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
-            misses = transfer.context_misses(profile["contexts"], members.get(g, []))
+            misses = transfer.context_misses(profile["contexts"], members.get(g, []), everything)
             mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
             strangers = 1.0 if rest is None else transfer.rest_strangers(
                 profile["contexts"], members.get(g, []), lambda c: group_of.get(c["id"]) == rest, rest_one)

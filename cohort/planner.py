@@ -321,11 +321,12 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         if g is not None:
             w["groups"][g] = w["groups"].get(g, 0) + c["allocations"]
     worth = []
+    everything = transfer.run_accesses(contexts)
     for g in plan.groups:
         nodes = set(g.nodes)
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
-        misses = transfer.context_misses(contexts, g.members)
+        misses = transfer.context_misses(contexts, g.members, everything)
         mean = transfer.contexts_mean_size(contexts, g.members)
         calls, ns = (stubs or {}).get(len(worth), (0, 0.0))
         one = rest_pool == "one"

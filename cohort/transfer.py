@@ -306,13 +306,13 @@ def contexts_mean_size(contexts, ids):
 D1_LINES = 512
 
 
-def touch_gap(lines, accesses, run_accesses):
+def touch_gap(lines, accesses, total):
     """How many accesses to tracked objects come, on average, between two
     accesses to one of `lines` lines that take `accesses` of the run's
-    `run_accesses` (None when unknown)."""
-    if not accesses or not run_accesses:
+    `total` (None when unknown)."""
+    if not accesses or not total:
         return None
-    return run_accesses * lines / accesses
+    return total * lines / accesses
 
 
 def stays_cached(misses):
@@ -323,8 +323,7 @@ def stays_cached(misses):
     each, which least-recently-used replacement does not evict (a
     parser's state, read on every byte: docs/planner.md, *Objects touched
     all the time*)."""
-    d1, lines = misses[0], misses[1]
-    gap = misses[2] if len(misses) > 2 else None
+    d1, lines, gap = misses
     return d1 <= lines or (gap is not None and gap < D1_LINES)
 
 
@@ -347,10 +346,16 @@ def misses_clause(misses):
             f"and their accesses missed it {misses[0]} times")
 
 
-def context_misses(contexts, ids):
+def run_accesses(contexts):
+    """The accesses to every tracked object of a run (its contexts')."""
+    return sum(c.get("accesses", 0) for c in contexts)
+
+
+def context_misses(contexts, ids, everything):
     """(D1 misses, the most lines they can occupy, touch_gap of those lines)
     of the given contexts' objects, or None when the profile did not
-    measure misses. `contexts`: every context of the run, by id."""
+    measure misses. `contexts`: the run's, by id; `everything`: its
+    run_accesses."""
     d1 = size = n = accesses = 0
     for c in ids:
         if contexts[c].get("d1_misses") is None:
@@ -360,8 +365,7 @@ def context_misses(contexts, ids):
         n += contexts[c]["allocations"]
         accesses += contexts[c].get("accesses", 0)
     lines = lines_covered(n, size)
-    everything = contexts.values() if isinstance(contexts, dict) else contexts
-    return d1, lines, touch_gap(lines, accesses, sum(c.get("accesses", 0) for c in everything))
+    return d1, lines, touch_gap(lines, accesses, everything)
 
 
 def identification_ns(costs, patched, frames):
@@ -449,8 +453,8 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
 
     total = predicted = known = grouped = walk_none = bits_none = left = 0
     measured = all("d1_misses" in c for c in run["contexts"])
-    run_accesses = sum(c.get("accesses", 0) for c in run["contexts"])
-    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None, run_accesses=run_accesses)
+    everything = run_accesses(run["contexts"])
+    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None, run_accesses=everything)
               for n in plan["groups"]]
     selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}

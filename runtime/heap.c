@@ -824,7 +824,10 @@ static CH_NOINLINE void *alloc_general_slow(struct ch_heap *h, unsigned group, s
  * sent 29% of its allocations down the whole general path, about 310
  * instructions each (docs/runtime.md, "Holes of a nearby size"). Nothing
  * the general path would do first is skipped: its first look (spill_take)
- * gives a block only when no bin of the size or larger holds one. */
+ * gives a block only when no bin of the size or larger holds one. It does
+ * bump_take's and bins_take's work inline, for exact sizes only: calling
+ * them instead cost that run 18 M and 20 M more instructions (885.1 M with
+ * both, against 847.3 M). */
 static void *near_take(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) {
   unsigned b = (unsigned)(n / CH_GRANULE - 1);
   void *p = c->bins[b];

@@ -65,14 +65,14 @@ def test_alternating_contexts_get_a_heavy_edge(alternate):
     # 1 MiB LL, which misses each line about once.
     lines = transfer.lines_covered(c["allocations"], c["bytes"])
     assert c["d1_misses"] > 2 * lines and 0 < c["ll_misses"] <= lines
-    assert not transfer.stays_cached(transfer.context_misses(p["contexts"], [a, b]))
+    assert not transfer.stays_cached(transfer.context_misses(p["contexts"], [a, b], transfer.run_accesses(p["contexts"])))
 
 
 def test_one_hot_object_stays_in_the_simulated_cache(tmp_path):
     p = profile(tmp_path, O0, "self")[0]
     c = p["contexts"][the(ctx_made_by(p, "new_a"))]
     assert c["accesses"] >= 20000 and 0 < c["d1_misses"] <= 2
-    assert transfer.stays_cached(transfer.context_misses(p["contexts"], [c["id"]]))
+    assert transfer.stays_cached(transfer.context_misses(p["contexts"], [c["id"]], transfer.run_accesses(p["contexts"])))
 
 
 def test_not_coallocatable_means_no_edge(tmp_path, alternate):
