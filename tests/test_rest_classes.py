@@ -182,6 +182,12 @@ def test_the_plan_keeps_the_rest_shape_that_missed_less(shape_profiles, tmp_path
         assert any(n.startswith("rest/") for n in names) != one, (mode, names)
 
 
+def layouts(one, classes, objects):
+    """A profile's rest_layouts: the two shapes' D1 misses over `objects`."""
+    return {"max_size": 256, "objects": objects, "accesses": 1,
+            "one": {"d1_misses": one, "ll_misses": 0}, "classes": {"d1_misses": classes, "ll_misses": 0}}
+
+
 def test_the_split_must_save_more_than_it_costs():
     """A split by class costs every small allocation split_ns (its classes'
     own heap lines and chunk headers, the lane's class); the misses it saves
@@ -189,10 +195,6 @@ def test_the_split_must_save_more_than_it_costs():
     saved 23,717 misses in the model for 947,020 allocations, and in one
     pool its ref input ran 4.8% faster."""
     from cohort.planner import COST_DEFAULTS, rest_shape
-
-    def layouts(one, classes, objects):
-        return {"max_size": 256, "objects": objects, "accesses": 1,
-                "one": {"d1_misses": one, "ll_misses": 0}, "classes": {"d1_misses": classes, "ll_misses": 0}}
 
     one, m = rest_shape([layouts(583_795, 560_078, 947_020)], COST_DEFAULTS)
     assert one and m["saving_ns"] == 23_717 * COST_DEFAULTS["miss_ns"] and m["runs"] == 1
@@ -209,10 +211,6 @@ def test_the_rest_shape_is_decided_over_every_run_profiled():
     won), where its larger inputs saved 7.3%. Summed, the larger run's misses
     outweigh the small one's; a run without a model adds nothing."""
     from cohort.planner import COST_DEFAULTS, rest_shape
-
-    def layouts(one, classes, objects):
-        return {"max_size": 256, "objects": objects, "accesses": 1,
-                "one": {"d1_misses": one, "ll_misses": 0}, "classes": {"d1_misses": classes, "ll_misses": 0}}
 
     train = layouts(401_283, 396_512, 38_445)
     assert rest_shape([train], COST_DEFAULTS)[0]
