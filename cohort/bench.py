@@ -33,7 +33,7 @@ from cohort import __version__
 from cohort.cgfile import runtime_share
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
-from cohort.paths import allocator_library, measure_tool
+from cohort.paths import allocator_library, measure_tool, shift_library
 from cohort.planner import PLAN_POLICIES
 from cohort.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
                            shell_words_hint, with_prefetch)
@@ -461,6 +461,58 @@ def cachegrind(argv, env, stdin=None, output_file=None):
     return result
 
 
+# ---- layout noise -----------------------------------------------------------
+# A program's cache misses can hang on where its blocks fall within a page,
+# which no allocator chooses on purpose: one start-up request of another
+# size moves sqlite3's D1 misses under glibc by up to 10%
+# (docs/results-format.md, "Layout noise").
+# Counts are exact, so a single baseline run hides that; a few runs with the
+# heap and the stack moved show it.
+
+MAX_LAYOUT_RUNS = 16
+
+
+def layouts(n):
+    """n (heap shift, stack pad) pairs in bytes: the heap moved by 16-byte
+    steps and the stack by 64-byte steps across a page, by strides prime to
+    the page so that no two runs share either."""
+    return [(16 * (1 + (37 * k) % 255), 64 * (1 + (23 * k) % 63)) for k in range(1, n + 1)]
+
+
+def layout_counts(argv, env, base, n, stdin, output_file, log, name):
+    """cachegrind runs of one baseline under n moved layouts: [{heap_shift,
+    stack_pad, I_refs, D1_misses, LLd_misses}] of those that ran as the
+    baseline's own run did (same output); one that did not is left out,
+    with a line in the log."""
+    shim = str(shift_library())
+    out = []
+    for heap, pad in layouts(n):
+        e = dict(env)
+        e["LD_PRELOAD"] = f"{shim} {e['LD_PRELOAD']}" if e.get("LD_PRELOAD") else shim
+        e["COHORT_SHIFT_HEAP"] = str(heap)
+        e["COHORT_LAYOUT_PAD"] = "x" * pad   # the environment sits above the stack: this moves it
+        log(f"cohort bench: cachegrind {name}, heap +{heap} B, stack -{pad} B")
+        r = cachegrind(argv, e, stdin=stdin, output_file=output_file)
+        if "error" in r or r["output_sha256"] != base["output_sha256"] \
+                or r.get("output_file_sha256") != base.get("output_file_sha256"):
+            log(f"cohort bench: warning: {name} with its layout moved (heap +{heap} B) did not run as before; "
+                "left out of the band")
+            continue
+        out.append({"heap_shift": heap, "stack_pad": pad, "I_refs": r["I_refs"], "D1_misses": r["D1_misses"],
+                    "LLd_misses": r["LLd_misses"]})
+    return out
+
+
+def layout_band(base):
+    """[low, high]: the baseline's D1 misses over its moved layouts and its
+    own run, as ratios to its own run; None without moved layouts."""
+    moved = base.get("layouts") or []
+    if not moved or not base.get("D1_misses"):
+        return None
+    d1 = [base["D1_misses"], *(m["D1_misses"] for m in moved)]
+    return [min(d1) / base["D1_misses"], max(d1) / base["D1_misses"]]
+
+
 # ---- the whole bench -------------------------------------------------------
 
 def report_head(plan, profile):
@@ -533,7 +585,7 @@ def input_record(path):
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
           cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
-          extra_plans=(), prefetch=None):
+          extra_plans=(), prefetch=None, layout_runs=0):
     """The whole `cohort bench` (see the module's docstring). train: the
     training runs' argument strings (the plan's first, then the validation
     runs'), or None; train_stdin: a file for each, or None. stdin,
@@ -547,6 +599,9 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     first allocator (HALO's Figure 12). extra_plans: [(name, plan path)]
     run the same way, under their names (cohort tune's candidates).
     prefetch: a prefetch file, injected in a twin of each configuration.
+    layout_runs: further cachegrind runs of each baseline, each with its
+    heap and stack moved (layouts()), whose spread of D1 misses is the band
+    a ratio must leave to be a difference.
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -557,6 +612,12 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         raise CohortError(f"{outdir} exists and is not a directory")
     if trials < 1 or warmup < 0:
         raise CohortError("--trials must be at least 1 and --warmup at least 0")
+    if not 0 <= layout_runs <= MAX_LAYOUT_RUNS:
+        raise CohortError(f"--layout-runs must be 0 to {MAX_LAYOUT_RUNS}")
+    if layout_runs and cachegrind_args is None:
+        raise CohortError("--layout-runs moves the cachegrind runs' layout: it needs --cachegrind-args")
+    if layout_runs:
+        shift_library()   # built, or a one-line error before anything runs
     policies = list(policies)
     profiled = [p for p in policies if p in PROFILE_POLICIES]
     if profiled and train is None:
@@ -626,7 +687,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force, policies, sweep, extra_plans, prefetch)
+                          all_control, force, policies, sweep, extra_plans, prefetch, layout_runs)
         finally:
             if output_file is not None:
                 output_file.done()
@@ -690,7 +751,7 @@ def products(outdir, trained, stats_names, profiled=(), profiles=None, validatio
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
-           policies=("halo",), sweep=None, extra_plans=(), prefetch=None):
+           policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0):
     commands = {"ref": target}
     plans, swept = {}, []
     if train is not None:
@@ -815,10 +876,17 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 r["error"] = f"output differs from the {names[0]} baseline's"
             elif r.get("output_file_sha256") != first.get("output_file_sha256"):
                 r["error"] = f"output file differs from the {names[0]} baseline's"
+        for name, kind, alloc, make_env in configs:
+            if kind == "baseline" and layout_runs and "error" not in cg[name]:
+                cg[name]["layouts"] = layout_counts(cg_argv, make_env(None), cg[name], layout_runs,
+                                                    inputs["cachegrind"], output_file, log, name)
         for name, kind, alloc, _ in configs:
             if kind != "baseline" and name in ratios and "error" not in cg[name] and "error" not in cg[alloc]:
                 ratios[name]["d1_ratio"] = cg[name]["D1_misses"] / max(cg[alloc]["D1_misses"], 1)
                 ratios[name]["lld_ratio"] = cg[name]["LLd_misses"] / max(cg[alloc]["LLd_misses"], 1)
+                band = layout_band(cg[alloc])
+                if band is not None:
+                    ratios[name]["d1_layout_band"] = band
     runtime_stats = {}
     for name in names:
         p = stats_dir / f"{name}.json"
@@ -855,6 +923,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         "extra_plans": {n: str(path) for n, path in extra_plans},
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control, "prefetch": prefetch,
+                       "layout_runs": layout_runs,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
@@ -890,6 +959,23 @@ def load_results(path):
     return data
 
 
+def layout_lines(results):
+    """For each baseline whose layout was moved: the band of its own D1
+    misses, and which configurations measured against it stay inside."""
+    cg, lines = results.get("cachegrind") or {}, []
+    for base in results["parameters"].get("allocators", []):
+        band = layout_band(cg.get(base, {}))
+        if band is None:
+            continue
+        n = len(cg[base]["layouts"])
+        inside = [name for name, r in results["ratios"].items()
+                  if r.get("vs") == base and "d1_ratio" in r and band[0] <= r["d1_ratio"] <= band[1]]
+        lines.append(f"layout noise: {base}'s own D1 misses span {band[0]:.3f}-{band[1]:.3f} of its run over "
+                     f"{n} moved layout{'s' * (n != 1)}; inside that band, no difference: "
+                     + (", ".join(inside) if inside else "none"))
+    return lines
+
+
 def console_table(results):
     """The terminal's table: one row per configuration, columns aligned."""
     s, r, cg = results["summary"], results["ratios"], results["cachegrind"]
@@ -921,6 +1007,7 @@ def console_table(results):
              .rstrip() for row in rows]
     if cg is None:
         lines.append("(cache misses: give --cachegrind-args 'ARGS' to measure them with cachegrind)")
+    lines += layout_lines(results)
     for p in results["problems"]:
         lines.append(f"PROBLEM: {p}")
     return "\n".join(lines)

@@ -292,7 +292,7 @@ def cmd_bench(args, target):
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
                     all_control=not args.no_all, policies=parse_policies(args.policies),
-                    sweep=parse_sweep(args.sweep), prefetch=args.prefetch)
+                    sweep=parse_sweep(args.sweep), prefetch=args.prefetch, layout_runs=args.layout_runs)
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -588,6 +588,10 @@ def build_parser():
                          "never --stdin's file); with several --train, one per --train, in order")
     be.add_argument("--cachegrind-stdin", metavar="FILE",
                     help="standard input of the cachegrind runs (default: --stdin's file, else /dev/null)")
+    be.add_argument("--layout-runs", type=int, default=0, metavar="N",
+                    help="also run each baseline N more times under cachegrind with its heap and stack "
+                         "moved: the spread of its D1 misses is the band a D1 ratio must leave to be a "
+                         "difference (default: 0; at most 16)")
     be.add_argument("--output-file", metavar="PATH",
                     help="a file the program writes: removed before every run, its SHA-256 checked "
                          "after each like stdout's; must not exist (unless --force)")

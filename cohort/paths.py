@@ -48,6 +48,15 @@ def measure_tool():
     return p if p.is_file() and os.access(p, os.X_OK) else None
 
 
+def shift_library():
+    """build/tools/libcohort-shift.so, the preload that moves a run's heap
+    (tools/layout_shift.c; cohort bench --layout-runs)."""
+    p = ROOT / "build" / "tools" / "libcohort-shift.so"
+    if p.is_file():
+        return p
+    raise CohortError("libcohort-shift.so is not built (run `make`)")
+
+
 def plan_checker():
     """build/tools/cohort-plan-check: the runtime's own plan parser (tools/plan_check.c)."""
     p = ROOT / "build" / "tools" / "cohort-plan-check"

@@ -91,6 +91,30 @@ def against(r, name, base):
     return t, d
 
 
+def layout_section(runs, allocs):
+    """Where the bench moved its baselines' layouts (--layout-runs): each
+    baseline's band of its own D1 misses, and Cohort's ratio against it."""
+    from cohort.bench import layout_band
+    rows = []
+    for r in runs:
+        for a in allocs:
+            base = (r.get("cachegrind") or {}).get(a) or {}
+            band = layout_band(base)
+            if band is None:
+                continue
+            d1 = _ratio(r, f"cohort+{a}", "d1_ratio")
+            where = "-" if d1 is None else ("inside" if band[0] <= d1 <= band[1] else "outside")
+            rows.append(f"| {r['label']} | {a} | {len(base['layouts'])} | {band[0]:.3f}-{band[1]:.3f} | "
+                        f"{fmt(d1)} ({where}) |")
+    if not rows:
+        return []
+    return ["## Layout noise", "",
+            "Each baseline's own D1 misses with its heap and stack moved (`--layout-runs`), as ratios to "
+            "its run above: a D1 ratio inside that band is no difference (docs/results-format.md).", "",
+            "| workload | baseline | moved runs | band | cohort D1 vs baseline |", "|---|---|---|---|---|",
+            *rows, ""]
+
+
 def best_config(r):
     """The Cohort configuration with the lowest median time, or None."""
     ok = [n for n in configs_of(r) if r["summary"][n]["ok_trials"]]
@@ -200,6 +224,7 @@ def report(paths, output, title="Cohort benchmark report", force=False):
         miss_rows.append((r["label"], mrow))
         control_rows.append((r["label"], crow))
     lines.append("")
+    lines += layout_section(runs, allocs)
 
     figures = [
         ("fig13", miss_rows, "d1", "Figure 13: D1 misses / baseline (cachegrind)", "ratio (lower is better)",

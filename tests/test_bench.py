@@ -322,3 +322,68 @@ def test_affinity_distance_sweep_profiles_each_value_and_draws_figure_12(tmp_pat
              PROGRAMS / "dsgraph", "3000"])
     assert r.returncode != 0 and f"{mine} exists and is not a profile that cohort wrote" in r.stderr.decode()
     assert mine.read_text() == "my notes\n"
+
+
+def first_node(tmp_path, env):
+    """Where the `lines` program's first node landed (its log's first line)."""
+    log = tmp_path / "lines.log"
+    r = run([PROGRAMS / "lines", log], env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    return int(log.read_text().split("\n")[0].split()[3], 16)
+
+
+def test_the_shift_library_moves_the_heap_within_its_page(tmp_path):
+    import os
+    shim = ROOT / "build" / "tools" / "libcohort-shift.so"
+    plain = dict(os.environ)
+    plain.pop("LD_PRELOAD", None)
+    moved = dict(plain, LD_PRELOAD=str(shim), COHORT_SHIFT_HEAP="1040")
+    # A page-granular start (ASLR) leaves the offset within the page alone;
+    # the kept request moves it.
+    assert first_node(tmp_path, plain) % 4096 == first_node(tmp_path, plain) % 4096
+    assert first_node(tmp_path, moved) % 4096 != first_node(tmp_path, plain) % 4096
+    # Nonsense asks for nothing, and the program runs as before.
+    odd = dict(plain, LD_PRELOAD=str(shim), COHORT_SHIFT_HEAP="lots")
+    assert first_node(tmp_path, odd) % 4096 == first_node(tmp_path, plain) % 4096
+
+
+def test_bench_layout_runs_give_the_baselines_band(tmp_path, toy_plan):
+    r, out = bench(tmp_path, toy_plan, "ok", "--allocators", "glibc", "--no-random", "--no-all",
+                   "--cachegrind-args", "ok", "--layout-runs", "2")
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    assert res["parameters"]["layout_runs"] == 2
+    base = res["cachegrind"]["glibc"]
+    moved = base["layouts"]
+    assert len(moved) == 2
+    assert len({m["heap_shift"] for m in moved}) == 2 and len({m["stack_pad"] for m in moved}) == 2
+    # the same work, counted again: instructions hardly move
+    assert all(abs(m["I_refs"] - base["I_refs"]) < 0.01 * base["I_refs"] for m in moved)
+    low, high = res["ratios"]["cohort+glibc"]["d1_layout_band"]
+    d1 = [base["D1_misses"], *(m["D1_misses"] for m in moved)]
+    assert (low, high) == (min(d1) / base["D1_misses"], max(d1) / base["D1_misses"])
+    assert low <= 1.0 <= high
+    assert "layout-runs" not in str(res["problems"])
+    assert "layout noise: glibc's own D1 misses span" in r.stdout.decode()
+    assert "over 2 moved layouts" in r.stdout.decode()
+    assert "cachegrind glibc, heap +" in r.stderr.decode()
+    # the Cohort configuration itself is not moved: its counts are its own run's
+    assert "layouts" not in res["cachegrind"]["cohort+glibc"]
+    rep = tmp_path / "report.md"
+    r = run([COHORT, "report", out, "-o", rep])
+    assert r.returncode == 0, r.stderr.decode()
+    section = rep.read_text().split("## Layout noise")[1]
+    assert f"| benchtoy | glibc | 2 | {low:.3f}-{high:.3f} | " in section
+
+
+def test_bench_layout_runs_need_cachegrind_and_a_sane_count(tmp_path, toy_plan):
+    r = run([COHORT, "bench", "--plan", toy_plan, "--layout-runs", "2", "-o", tmp_path / "x", "--", TOY, "ok"])
+    assert r.returncode == 2
+    assert b"--layout-runs moves the cachegrind runs' layout: it needs --cachegrind-args" in r.stderr
+    assert b"Traceback" not in r.stderr and not (tmp_path / "x").exists()
+    for n in ("-1", "17"):
+        r = run([COHORT, "bench", "--plan", toy_plan, "--layout-runs", n, "--cachegrind-args", "ok",
+                 "-o", tmp_path / "x", "--", TOY, "ok"])
+        assert r.returncode != 0 and b"--layout-runs must be 0 to 16" in r.stderr
+        assert not (tmp_path / "x").exists()
