@@ -300,9 +300,15 @@ def cmd_bench(args, target):
 
 def cmd_tune(args, target):
     from cohort.tune import tune
-    done = tune(target, args.output, ref=args.ref, trials=args.trials, keep=args.keep, force=args.force)
-    vs = f"{done['vs_default']:.3f} of the default plan's median time, {done['vs_glibc']:.3f} of glibc's"
-    print(f"cohort tune: kept {done['best']} ({vs}) in {done['plan']}; the evidence is in {done['report']}")
+    done = tune(target, args.output, ref=args.ref, trials=args.trials, keep=args.keep, force=args.force,
+                stdin=args.stdin, ref_stdin=args.ref_stdin, allocator=args.allocator)
+    a = done["allocator"]
+    vs = f"{done['vs_default']:.3f} of the default plan's median time, {done['vs_allocator']:.3f} of {a}'s"
+    if done["best"] == "none":
+        print(f"cohort tune: {a} alone was fastest: Cohort does not pay on this program in front of it; "
+              f"{done['plan']} declares no group ({vs}); the evidence is in {done['report']}")
+    else:
+        print(f"cohort tune: kept {done['best']} ({vs}) in {done['plan']}; the evidence is in {done['report']}")
     return 0
 
 
@@ -611,12 +617,20 @@ def build_parser():
                         usage="%(prog)s [options] -o DIR -- PROG TRAIN-ARGS...",
                         description="Make a plan with every plan policy and with halo's parameters varied one "
                                     "at a time, screen them with cachegrind on the training input, confirm "
-                                    "the best few and the default plan by interleaved timing on --ref, and "
-                                    "keep the fastest as DIR/plan, with the evidence in DIR/tune.md. "
+                                    "the best few and the default plan by interleaved timing on --ref, "
+                                    "beside the allocator alone, and keep the fastest as DIR/plan, with the "
+                                    "evidence in DIR/tune.md. "
                                     "Takes minutes; progress goes to stderr.")
     tu.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the products")
     tu.add_argument("--ref", metavar="'ARGS'",
                     help="PROG's arguments for the timed confirmation (default: the training arguments)")
+    tu.add_argument("--stdin", metavar="FILE",
+                    help="standard input of the training runs (profiling, screening; default: /dev/null)")
+    tu.add_argument("--ref-stdin", metavar="FILE",
+                    help="standard input of the timed confirmation runs (default: --stdin's file)")
+    tu.add_argument("--allocator", default="glibc", choices=("glibc", "jemalloc", "tcmalloc"),
+                    help="the allocator every run is in front of, and the baseline (default: glibc); "
+                         "if it alone is fastest, the kept plan declares no group")
     tu.add_argument("--trials", type=int, default=7, help="timed rounds of the confirmation (default: 7)")
     tu.add_argument("--keep", type=int, default=3,
                     help="candidates confirmed by timing besides the default plan (default: 3)")

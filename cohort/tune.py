@@ -14,10 +14,15 @@ own program:
    misses), against glibc's;
 4. confirm the best few, and always the default plan (what `cohort
    optimize` makes), by interleaved timing on the reference input with
-   `cohort bench`;
+   `cohort bench`, beside the allocator alone;
 5. keep the one with the lowest median time as DIR/plan, and write the
-   evidence to DIR/tune.md.
+   evidence to DIR/tune.md. When the allocator alone is fastest, Cohort
+   does not pay on this program in front of it: DIR/plan is then a plan
+   with no group, under which `cohort run` leaves the runtime out.
 
+Every measurement is in front of one allocator (`--allocator`, glibc by
+default): a plan that beats glibc can lose to jemalloc, whose small-object
+path is cheaper (docs/planner.md, "The rest pool against jemalloc").
 The grid and the score are fixed, and the same for every program."""
 
 import shlex
@@ -29,7 +34,8 @@ from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, made_dirs, write_output
 from cohort.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
 from cohort.profile import TRACE_BUDGET, profile
-from cohort.runner import environment, exit_words, resolve_program
+from cohort.paths import allocator_library
+from cohort.runner import check_input, environment, exit_words, resolve_program
 
 # One parameter changed at a time from the defaults (128, 0.05, 16, 0.98).
 GRID = {
@@ -40,6 +46,7 @@ GRID = {
 }
 MISS_WEIGHTS = {"D1": 10, "LL": 100}   # cycles a miss costs, roughly (cachegrind's manual's model)
 DEFAULT = "halo"
+ALONE = "none"   # the allocator alone: no plan, no runtime
 
 
 def score(cg):
@@ -55,7 +62,8 @@ def plan_body(path):
 def products(outdir):
     """[(path, kind)] every tune writes directly into outdir (bench's own
     products in outdir/confirm are claimed by bench)."""
-    out = [(outdir / "profile.json", "profile"), (outdir / "plan", "plan"), (outdir / "tune.md", "report")]
+    out = [(outdir / "profile.json", "profile"), (outdir / "plan", "plan"), (outdir / "tune.md", "report"),
+           (outdir / f"plan-{ALONE}", "plan")]
     out += [(path, "profile") for path in distance_profiles(outdir).values()]
     out += [(outdir / f"plan-{name}", "plan") for name, _, _ in candidates()]
     return out
@@ -80,14 +88,31 @@ def candidates():
     return out
 
 
-def tune(target, outdir, ref=None, trials=7, keep=3, force=False, log=None):
+def alone_plan(default_plan, path, force):
+    """A plan with no group, from the default plan: its header and module
+    lines, so that it names the same program, and nothing else. Under it
+    `cohort run` and `cohort bench` leave the runtime out."""
+    keep = [ln for ln in Path(default_plan).read_text().splitlines()
+            if ln.split()[:1] in (["cohort-plan"], ["max-size"], ["module"], ["end"])]
+    text = "\n".join([keep[0], "# made by cohort tune: the allocator alone was fastest; no group", *keep[1:]]) + "\n"
+    write_output(path, text, "plan", force)
+
+
+def tune(target, outdir, ref=None, trials=7, keep=3, force=False, log=None, stdin=None, ref_stdin=None,
+         allocator="glibc"):
     """The whole `cohort tune`. target: the program and its training
     arguments; ref: the reference arguments (a string), timed to confirm
-    (default: the training arguments). Returns the summary dict."""
+    (default: the training arguments). stdin: the training run's standard
+    input (a file; default /dev/null); ref_stdin: the reference run's
+    (default: stdin's). allocator: the one every run is in front of.
+    Returns the summary dict."""
     log = log or (lambda m: print(m, file=sys.stderr))
     outdir = Path(outdir)
     if trials < 1 or keep < 1:
         raise CohortError("--trials and --keep must be at least 1")
+    allocator_library(allocator)   # known and installed, or a one-line error
+    stdin = check_input(stdin, "--stdin", rereadable=True) if stdin is not None else None
+    ref_stdin = check_input(ref_stdin, "--ref-stdin", rereadable=True) if ref_stdin is not None else stdin
     prog = resolve_program(target)
     ref_argv = [target[0], *(shlex.split(ref) if ref is not None else target[1:])]
     if outdir.exists() and not outdir.is_dir():
@@ -95,21 +120,21 @@ def tune(target, outdir, ref=None, trials=7, keep=3, force=False, log=None):
     with made_dirs(outdir):
         for path, kind in products(outdir):
             claim(path, kind, force)
-        return _tune(target, prog, outdir, ref_argv, trials, keep, force, log)
+        return _tune(target, prog, outdir, ref_argv, trials, keep, force, log, stdin, ref_stdin, allocator)
 
 
-def _tune(target, prog, outdir, ref_argv, trials, keep, force, log):
+def _tune(target, prog, outdir, ref_argv, trials, keep, force, log, stdin=None, ref_stdin=None, allocator="glibc"):
     cands = candidates()
     # 1. profiles
     log(f"cohort tune: profiling {' '.join(target)} (with the heap trace)")
-    _, rc = profile(target, outdir / "profile.json", force=force, trace_budget=TRACE_BUDGET)
+    _, rc = profile(target, outdir / "profile.json", force=force, trace_budget=TRACE_BUDGET, stdin=stdin)
     if rc != 0:
         raise CohortError(f"the training run {' '.join(target)} failed ({exit_words(rc)}); "
                           f"its profile is in {outdir / 'profile.json'}")
     sources = {None: outdir / "profile.json", **distance_profiles(outdir)}
     for v in GRID["affinity-distance"]:
         log(f"cohort tune: profiling again with affinity distance {v}")
-        _, rc = profile(target, sources[v], force=force, affinity_distance=v)
+        _, rc = profile(target, sources[v], force=force, affinity_distance=v, stdin=stdin)
         if rc != 0:
             raise CohortError(f"the training run failed with affinity distance {v} ({exit_words(rc)})")
 
@@ -133,15 +158,16 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log):
 
     # 3. screening on the training input
     base_env = clean_environment()
-    baseline = cachegrind(list(target), base_env)
+    lib = allocator_library(allocator)
+    baseline = cachegrind(list(target), dict(base_env, LD_PRELOAD=str(lib)) if lib else base_env, stdin=stdin)
     if "error" in baseline:
         raise CohortError(f"cachegrind could not run the training input: {baseline['error']}")
     screened = {}
     for i, (name, path) in enumerate(made, 1):
         log(f"cohort tune: screening {i}/{len(made)}: {name}")
-        cg = cachegrind(list(target), environment(plan=path, allocator="glibc", base=base_env))
+        cg = cachegrind(list(target), environment(plan=path, allocator=allocator, base=base_env), stdin=stdin)
         if "error" not in cg and cg["output_sha256"] != baseline["output_sha256"]:
-            cg["error"] = "its output differs from glibc's"
+            cg["error"] = f"its output differs from {allocator}'s"
         screened[name] = cg
     ok = [n for n, _ in made if "error" not in screened[n]]
     if DEFAULT not in ok:
@@ -153,43 +179,55 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log):
 
     # 4. confirmation by interleaved timing
     paths = dict(made)
-    results = bench(ref_argv, outdir / "confirm", trials=trials, warmup=1, allocators=("glibc",),
+    results = bench(ref_argv, outdir / "confirm", trials=trials, warmup=1, allocators=(allocator,),
                     plan=paths[DEFAULT], random_control=False, all_control=False, force=force, log=log,
-                    policies=("halo",), extra_plans=[(n, paths[n]) for n in shortlist if n != DEFAULT])
-    config = {n: ("cohort+glibc" if n == DEFAULT else n) for n in shortlist}
+                    policies=("halo",), extra_plans=[(n, paths[n]) for n in shortlist if n != DEFAULT],
+                    stdin=ref_stdin)
+    # The allocator alone is a candidate too: the baseline of the same rounds.
+    config = {ALONE: allocator, **{n: (f"cohort+{allocator}" if n == DEFAULT else n) for n in shortlist}}
     summary = results["summary"]
     timed = [n for n in shortlist if summary[config[n]]["ok_trials"]]
     if DEFAULT not in timed:
         raise CohortError(f"the default plan's timed runs failed: see {outdir / 'confirm' / 'results.json'}")
+    if summary[allocator]["ok_trials"]:
+        timed.append(ALONE)
     best = min(timed, key=lambda n: (summary[config[n]]["wall_median_s"], n != DEFAULT, n))
 
     # 5. keep the best plan, and the evidence
+    alone_plan(paths[DEFAULT], outdir / f"plan-{ALONE}", force)
+    paths[ALONE] = outdir / f"plan-{ALONE}"
     write_output(outdir / "plan", Path(paths[best]).read_text(), "plan", force)
     text = report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortlist, results, config, best,
-                  trials)
+                  trials, allocator)
     write_output(outdir / "tune.md", text, "report", force)
-    glibc = summary["glibc"]["wall_median_s"]
+    base = summary[allocator]["wall_median_s"]
     default = summary[config[DEFAULT]]["wall_median_s"]
     mine = summary[config[best]]["wall_median_s"]
-    return {"best": best, "plan": outdir / "plan", "report": outdir / "tune.md",
-            "vs_default": mine / default if default else None, "vs_glibc": mine / glibc if glibc else None}
+    return {"best": best, "plan": outdir / "plan", "report": outdir / "tune.md", "allocator": allocator,
+            "vs_default": mine / default if default else None, "vs_allocator": mine / base if base else None}
 
 
 def report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortlist, results, config, best,
-           trials):
+           trials, allocator="glibc"):
     base_score = score(baseline)
+    a = allocator
     lines = [REPORT_MARK, f"# cohort tune: {Path(target[0]).name}", "",
-             f"Training run `{' '.join(target)}`; reference run `{' '.join(ref_argv)}`.", "",
-             "## Decision", ""]
+             f"Training run `{' '.join(target)}`; reference run `{' '.join(ref_argv)}`; every run in front of "
+             f"{a}.", "", "## Decision", ""]
     s = results["summary"]
-    g, d, b = (s[n]["wall_median_s"] for n in ("glibc", config["halo"], config[best]))
-    lines.append(f"Kept **{best}**: median {b:.3f} s on the reference input, {b / g:.3f} of glibc's and "
-                 f"{b / d:.3f} of the default plan's ({DEFAULT}, what `cohort optimize` makes)"
-                 + (" (it is the default plan)" if best == DEFAULT else "") + ".")
+    g, d, b = (s[n]["wall_median_s"] for n in (a, config["halo"], config[best]))
+    if best == ALONE:
+        lines.append(f"Kept **{ALONE}**: {a} alone was the fastest on the reference input (median {b:.3f} s; "
+                     f"the default plan {d / g:.3f} of it). Cohort does not pay on this program in front of "
+                     f"{a}: DIR/plan declares no group, and `cohort run --plan` leaves the runtime out.")
+    else:
+        lines.append(f"Kept **{best}**: median {b:.3f} s on the reference input, {b / g:.3f} of {a}'s and "
+                     f"{b / d:.3f} of the default plan's ({DEFAULT}, what `cohort optimize` makes)"
+                     + (" (it is the default plan)" if best == DEFAULT else "") + ".")
     lines += ["", "## Screening: cachegrind on the training input", "",
               f"Score: instructions + {MISS_WEIGHTS['D1']} x D1 misses + {MISS_WEIGHTS['LL']} x LL data "
-              f"misses (estimated cycles), over glibc's ({base_score:,}). Deterministic.", "",
-              "| candidate | score vs glibc | D1 vs glibc | instructions vs glibc | same plan as |",
+              f"misses (estimated cycles), over {a}'s ({base_score:,}). Deterministic.", "",
+              f"| candidate | score vs {a} | D1 vs {a} | instructions vs {a} | same plan as |",
               "|---|---|---|---|---|"]
     order = sorted(screened, key=lambda n: (score(screened[n]) if "error" not in screened[n] else float("inf"), n))
     for n in order:
@@ -204,8 +242,8 @@ def report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortl
     for n, why in skipped.items():
         lines.append(f"| {n} | not made: {why} | - | - | - |")
     lines += ["", f"## Confirmation: {trials} interleaved trials on the reference input", "",
-              "| candidate | median s | p25 | p75 | vs glibc | vs default |", "|---|---|---|---|---|---|"]
-    for n in shortlist:
+              f"| candidate | median s | p25 | p75 | vs {a} | vs default |", "|---|---|---|---|---|---|"]
+    for n in [*shortlist, ALONE]:
         x = s[config[n]]
         if not x["ok_trials"]:
             lines.append(f"| {n} | failed | - | - | - | - |")
@@ -213,5 +251,5 @@ def report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortl
         m = x["wall_median_s"]
         lines.append(f"| {'**' + n + '**' if n == best else n} | {m:.3f} | {x['wall_p25_s']:.3f} | "
                      f"{x['wall_p75_s']:.3f} | {m / g:.3f} | {m / d:.3f} |")
-    lines += ["", f"glibc: median {g:.3f} s. The full timings are in confirm/results.json.", ""]
+    lines += ["", f"{ALONE}: {a} alone, without Cohort. The full timings are in confirm/results.json.", ""]
     return "\n".join(lines)

@@ -4,7 +4,7 @@ and its refusals."""
 
 import json
 
-from conftest import COHORT, PROGRAMS, run
+from conftest import COHORT, PROGRAMS, ROOT, run
 from cohort.tune import GRID, candidates
 
 DSG = PROGRAMS / "dsgraph"
@@ -27,13 +27,15 @@ def test_tune_keeps_the_fastest_confirmed_plan_with_its_evidence(tmp_path):
     assert "hot_streams" in json.loads((out / "profile.json").read_text())
     text = (out / "tune.md").read_text()
     best = text.split("Kept **")[1].split("**")[0]
-    assert best in names and (out / "plan").read_text() == (out / f"plan-{best}").read_text()
-    assert f"cohort tune: kept {best} (" in r.stdout.decode()
-    # the default plan is always confirmed; the kept one is the lowest median of those timed
+    assert best in [*names, "none"] and (out / "plan").read_text() == (out / f"plan-{best}").read_text()
+    assert (f"cohort tune: kept {best} (" if best != "none" else "glibc alone was fastest") in r.stdout.decode()
+    # the default plan is always confirmed, beside glibc alone; the kept one
+    # is the lowest median of those timed
     res = json.loads((out / "confirm" / "results.json").read_text())
-    timed = {"halo": res["summary"]["cohort+glibc"]["wall_median_s"]}
+    timed = {"halo": res["summary"]["cohort+glibc"]["wall_median_s"], "none": res["summary"]["glibc"]["wall_median_s"]}
     timed.update({n: res["summary"][n]["wall_median_s"] for n in res["extra_plans"]})
-    assert len(timed) <= 3 and min(timed.values()) == timed[best]
+    assert len(timed) <= 4 and min(timed.values()) == timed[best]
+    assert "| none |" in text or "| **none** |" in text
     for heading in ("## Decision", "## Screening: cachegrind on the training input", "## Confirmation"):
         assert heading in text
     # candidates with the same plan are screened once and named together
@@ -56,3 +58,51 @@ def test_tune_refuses_bad_input_in_one_line_and_keeps_the_users_files(tmp_path):
     r = run([COHORT, "tune", "-o", tmp_path / "v", "--", tmp_path / "no-such-program"])
     assert r.returncode != 0 and b"Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "u").exists() and not (tmp_path / "v").exists()
+
+
+def test_the_allocator_alone_is_a_plan_with_no_group_that_runs_without_the_runtime(tmp_path):
+    """What tune keeps when the allocator alone was fastest: the default
+    plan's program, no group; the runtime's own parser takes it, and
+    cohort run leaves libcohort out under it."""
+    from cohort.tune import alone_plan
+    opt = tmp_path / "opt"
+    r = run([COHORT, "optimize", "-o", opt, "--", DSG, "2000"])
+    assert r.returncode == 0, r.stderr.decode()
+    alone = tmp_path / "plan-none"
+    alone_plan(opt / "plan", alone, force=False)
+    text = alone.read_text()
+    modules = [ln for ln in (opt / "plan").read_text().splitlines() if ln.startswith("module ")]
+    assert modules and all(m in text.splitlines() for m in modules)
+    assert not [ln for ln in text.splitlines() if ln.split()[:1] in (["group"], ["site"], ["rest"], ["path"])]
+    r = run([ROOT / "build" / "tools" / "cohort-plan-check", alone])
+    assert r.returncode == 0, r.stderr.decode()
+    from cohort.runner import environment
+    env = environment(plan=alone, base={"PATH": "/usr/bin"})
+    assert "libcohort" not in env.get("LD_PRELOAD", "") and "COHORT_PLAN" not in env
+    r = run([DSG, "2000"], env=env)
+    assert r.returncode == 0, r.stderr.decode()
+
+
+def test_tune_reads_its_inputs_from_stdin_files_in_front_of_jemalloc(tmp_path):
+    prog = PROGRAMS / "stdinout"
+    train, ref = tmp_path / "train.txt", tmp_path / "ref.txt"
+    train.write_text("".join(f"line {i}\n" for i in range(3000)))
+    ref.write_text("".join(f"other {i}\n" for i in range(9000)))
+    out = tmp_path / "t"
+    r = run([COHORT, "tune", "-o", out, "--trials", "1", "--keep", "1", "--allocator", "jemalloc",
+             "--stdin", train, "--ref-stdin", ref, "--", prog, "-"])
+    assert r.returncode == 0, r.stderr.decode()
+    # the training run read its file: one allocation per line
+    assert json.loads((out / "profile.json").read_text())["totals"]["allocations"] >= 3000
+    res = json.loads((out / "confirm" / "results.json").read_text())
+    assert res["stdin"]["ref"]["path"] == str(ref) and res["parameters"]["allocators"] == ["jemalloc"]
+    assert "jemalloc" in res["summary"] and "cohort+jemalloc" in res["summary"]
+    text = (out / "tune.md").read_text()
+    assert "every run in front of jemalloc" in text and "| candidate | score vs jemalloc |" in text
+    # bad inputs: one line each, nothing made
+    for args, message in [(["--stdin", tmp_path / "nope"], "--stdin"),
+                          (["--ref-stdin", tmp_path], "--ref-stdin")]:
+        r = run([COHORT, "tune", *args, "-o", tmp_path / "u", "--", prog, "-"])
+        err = r.stderr.decode()
+        assert r.returncode != 0 and message in err and len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in err and not (tmp_path / "u").exists()
