@@ -4,7 +4,9 @@ report: results/report.md. BENCH_TRIALS (default 10) and BENCH_WORKLOADS
 (comma-separated) narrow it down; BENCH_POLICIES (comma-separated, default
 every policy `cohort bench --policies` knows: each plan policy planned from
 the one training profile, each online policy with none) and BENCH_ALLOCATORS
-(default glibc,jemalloc) choose the configurations. A workload that reads standard input
+(default glibc,jemalloc) choose the configurations; BENCH_LAYOUT_RUNS=N
+passes --layout-runs N (each baseline's band of D1 misses over moved
+layouts). A workload that reads standard input
 (`PHASE-stdin:` lines in its inputs file) gets each phase's input generated
 into its results directory and passed as --train-stdin, --stdin (the timed
 runs) and --cachegrind-stdin."""
@@ -48,6 +50,7 @@ def main():
     trials = os.environ.get("BENCH_TRIALS", "10")
     policies = os.environ.get("BENCH_POLICIES", ",".join(POLICIES))
     allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc")
+    layout = ["--layout-runs", os.environ["BENCH_LAYOUT_RUNS"]] if os.environ.get("BENCH_LAYOUT_RUNS") else []
     done, failed = [], []
     takes_stdin = None
     for name in names:
@@ -71,7 +74,7 @@ def main():
                 continue
         cmd = [str(COHORT), "bench", "--force", "--trials", trials, "--policies", policies,
                "--allocators", allocators, "--train", inp["train"],
-               "--cachegrind-args", inp["cachegrind"], *extra, "-o", str(out), "--",
+               "--cachegrind-args", inp["cachegrind"], *layout, *extra, "-o", str(out), "--",
                str(workloads.binary(name)), *inp["ref"].split()]
         r = subprocess.run(cmd, stderr=subprocess.DEVNULL)
         (failed if r.returncode else done).append(name)
