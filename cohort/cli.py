@@ -33,6 +33,40 @@ def note(message):
     print(f"cohort: {message}", file=sys.stderr)
 
 
+# Options whose value is the program's own arguments, as one string.
+PROGRAM_ARGUMENT_OPTIONS = ("--train", "--cachegrind-args", "--ref")
+
+
+def option_strings(parser):
+    """Every option string of the parser and of its subcommands."""
+    import argparse
+    found = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= option_strings(sub)
+    return found
+
+
+def attach_dash_values(ours, known):
+    """`--train -q` as `--train=-q`: the program's own arguments often start
+    with a dash, which argparse takes for an option of ours and then says
+    "expected one argument". A value that is itself one of Cohort's
+    options is left alone (a forgotten value is then still an error)."""
+    out, i = [], 0
+    while i < len(ours):
+        t = ours[i]
+        if t in PROGRAM_ARGUMENT_OPTIONS and i + 1 < len(ours) and ours[i + 1].startswith("-") \
+                and ours[i + 1].split("=")[0] not in known:
+            out.append(f"{t}={ours[i + 1]}")
+            i += 2
+            continue
+        out.append(t)
+        i += 1
+    return out
+
+
 def plan_option(path, what="--plan"):
     """A --plan argument: a plan file, or a directory holding one (said so)."""
     from cohort.planfile import plan_argument
@@ -713,6 +747,7 @@ def main(argv=None):
         utf8_output()
     ours, target = split_command(argv)
     parser = build_parser()
+    ours = attach_dash_values(ours, option_strings(parser))
     args, extra = parser.parse_known_args(ours)
     if extra:
         parser.error(misplaced(args, ours, extra))

@@ -372,3 +372,26 @@ def test_bench_stops_when_the_program_fails_without_cohort(tmp_path):
                                        "(exit 3: no such input); check the command and its arguments; "
                                        "nothing was measured")
     assert "round 2" not in err(r)
+
+
+def test_program_arguments_that_start_with_a_dash_need_no_equals_sign(tmp_path):
+    """`--train -q` and `--cachegrind-args '-q'` are the program's own
+    arguments, not Cohort's options: argparse alone would say "expected one
+    argument". A forgotten value before another of Cohort's options is
+    still an error."""
+    from cohort.cli import attach_dash_values, build_parser, option_strings
+    known = option_strings(build_parser())
+    assert "--layout-runs" in known and "--train" in known
+    assert attach_dash_values(["bench", "--train", "-q", "--cachegrind-args", "-x 3", "--trials", "1"], known) == \
+        ["bench", "--train=-q", "--cachegrind-args=-x 3", "--trials", "1"]
+    assert attach_dash_values(["tune", "--ref", "--stdin", "f"], known) == ["tune", "--ref", "--stdin", "f"]
+    assert attach_dash_values(["bench", "--trials", "-1"], known) == ["bench", "--trials", "-1"]
+    # end to end: the benchtoy program takes "ok" as its mode; -o's directory gets the plan
+    out = tmp_path / "opt"
+    r = run([COHORT, "optimize", "--train", "-v", "-o", out, "--", PROGRAMS / "benchtoy", "ok"])
+    err = r.stderr.decode()
+    assert "expected one argument" not in err
+    assert r.returncode == 0, err
+    assert "benchtoy -v: transfer score" in r.stdout.decode() + err   # validated on a run with its own argument
+    r = run([COHORT, "optimize", "--train", "--force", "-o", tmp_path / "x", "--", PROGRAMS / "benchtoy", "ok"])
+    assert r.returncode == 2 and b"expected one argument" in r.stderr
