@@ -135,6 +135,7 @@ SWEEPS = {
     "max-members": (int, 1, 4096, "max_members"),
     "entry-purity": (float, 0.0, 1.0, "entry_purity"),
     "group-threshold": (float, 0.0, 1.0, "group_threshold"),
+    "rest-max": (int, 16, 131072, "rest_max"),
 }
 PROFILE_SWEEPS = ("affinity-distance",)
 

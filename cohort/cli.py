@@ -382,7 +382,7 @@ def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
-                                            "identify", "policy")}
+                                            "rest_max", "identify", "policy")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost}
     return params
@@ -415,6 +415,10 @@ def add_plan_options(p):
     p.add_argument("--rest", default="pool", choices=("pool", "none"),
                    help="small allocations no group claims: one more pool, apart from the groups, "
                         "or the next allocator, as in HALO (default: pool)")
+    p.add_argument("--rest-max", type=int, default=256, metavar="BYTES",
+                   help="the largest request the rest pool takes (at most the plan's max-size); larger "
+                        "ones go to the next allocator. Above 256 bytes the runtime keeps one class per "
+                        "power of two (default: 256; cohort tune also tries 4096)")
     p.add_argument("--walk-cost", type=float, default=COST_DEFAULTS["walk_ns"], metavar="NS",
                    help="cost of a stack walk besides its frames, to weigh a group's identification "
                         f"(default: {COST_DEFAULTS['walk_ns']:g}, measured here)")
@@ -610,7 +614,7 @@ def build_parser():
     be.add_argument("--sweep", metavar="PARAM=V1,V2,...",
                     help="also run halo's plan for each value of one parameter, planned from --train: "
                          "affinity-distance (a profile per value; HALO's Figure 12), tolerance, "
-                         "max-members, entry-purity or group-threshold; e.g. "
+                         "max-members, entry-purity, group-threshold or rest-max; e.g. "
                          "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--train", action="append", metavar="'ARGS'",

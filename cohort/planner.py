@@ -544,7 +544,7 @@ def hds_groups(profile, accesses, edges, members):
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
               unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
-              unknown_path="auto", validations=(), policy="halo"):
+              unknown_path="auto", validations=(), policy="halo", rest_max=None):
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
@@ -637,7 +637,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
-        add_rest(plan, contexts, shape)
+        add_rest(plan, contexts, shape, REST_MAX if rest_max is None else rest_max)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
@@ -767,26 +767,32 @@ def rest_text(plan):
             f"allocations ({m['cost_ns'] / 1e6:.2f} ms)")
 
 
-def add_rest(plan, contexts, shape):
-    """The rest pool: every allocation of up to REST_MAX bytes that no group
-    claims. Larger ones stay with the next allocator: the pools serve them
-    from mixed bins that fragment under churn of varied sizes. Short-lived
-    objects go to the rest pool too: a pooled malloc+free pair costs less
-    than glibc's (docs/runtime.md, "The group allocator's own cost"), and a
-    site sent to the next allocator would cost every allocation the quick
-    test, where a plan with nothing but its rest pool needs none."""
-    plan.rest = len(plan.groups)
-    plan.rest_max = REST_MAX
-    plan.rest_one, plan.rest_layouts = shape   # rest_shape's verdict and model
-    for c in contexts:
-        if plan.predicted[c["id"]] is None and c["max_size"] <= REST_MAX:
-            plan.predicted[c["id"]] = plan.rest
-    if not plan.groups and plan.rest not in plan.predicted.values():
-        # nothing to place: a plan with no pool at all lets the runtime pass
-        # every call straight through, without even the quick test
-        plan.rest = plan.rest_max = None
+def add_rest(plan, contexts, shape, limit=REST_MAX):
+    """The rest pool: every allocation of up to `limit` bytes (--rest-max,
+    at most the plan's max-size) that no group claims. Larger ones stay
+    with the next allocator. Above REST_MAX bytes the runtime keeps them in
+    classes of their own, one per power of two, even when the pool stays
+    one; whether taking them pays is the program's (docs/planner.md, "The
+    rest pool's limit"), so the default stays REST_MAX and `cohort tune`
+    tries more. Short-lived objects go to the rest pool too: a pooled
+    malloc+free pair costs less than glibc's (docs/runtime.md, "The group
+    allocator's own cost"), and a site sent to the next allocator would
+    cost every allocation the quick test, where a plan with nothing but its
+    rest pool needs none."""
+    limit = min(limit, plan.max_size)
+    taken = [c for c in contexts if plan.predicted[c["id"]] is None and c["max_size"] <= limit]
+    if not plan.groups and not any(c["max_size"] <= REST_MAX for c in taken):
+        # nothing small to place (a program's stdio buffers alone are no
+        # reason to load the runtime): a plan with no pool at all lets the
+        # runtime pass every call straight through, without even the quick test
         plan.notes.append("no pool: nothing the profile saw would go to one, so the plan leaves every "
                           "allocation to the next allocator and the runtime passes calls straight through")
+        return
+    plan.rest = len(plan.groups)
+    plan.rest_max = limit
+    plan.rest_one, plan.rest_layouts = shape   # rest_shape's verdict and model
+    for c in taken:
+        plan.predicted[c["id"]] = plan.rest
 
 
 def assemble(profile, kept, params, notes):
@@ -1030,6 +1036,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
     if not 0 <= params.get("tolerance", 0.05) < 1 or params.get("max_members", 1) < 1 or \
             not 0 < params.get("entry_purity", 0.98) <= 1:
         raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")
+    if params.get("rest_max") is not None and not 16 <= params["rest_max"] <= MAX_MAX_SIZE:
+        raise CohortError(f"--rest-max must be 16 to {MAX_MAX_SIZE} bytes")
     if params.get("rest", "pool") not in ("pool", "none"):
         raise CohortError("--rest must be pool or none")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):

@@ -37,12 +37,14 @@ from cohort.profile import TRACE_BUDGET, profile
 from cohort.paths import allocator_library
 from cohort.runner import check_input, environment, exit_words, resolve_program
 
-# One parameter changed at a time from the defaults (128, 0.05, 16, 0.98).
+# One parameter changed at a time from the defaults (128, 0.05, 16, 0.98,
+# 256): the rest pool's limit up to the runtime's default max-size.
 GRID = {
     "affinity-distance": (32, 512),
     "tolerance": (0.02, 0.2),
     "max-members": (4, 64),
     "entry-purity": (0.9, 1.0),
+    "rest-max": (4096,),
 }
 MISS_WEIGHTS = {"D1": 10, "LL": 100}   # cycles a miss costs, roughly (cachegrind's manual's model)
 DEFAULT = "halo"

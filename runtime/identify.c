@@ -48,12 +48,31 @@ static bool rest_split;       /* the rest group is split: more than one class's 
 static char class_names[CH_MAX_GROUPS][40];
 /* The largest request of class c (below 71). */
 static size_t class_top(unsigned c) { return c < 16 ? 16 * (size_t)(c + 1) : (size_t)1 << (c - 7); }
+static bool rest_one_small;   /* one pool up to 256 bytes, classes above (split_rest) */
 static void split_rest(void) {
   memset(ch_rest_groups, rest, sizeof ch_rest_groups);
-  /* The plan chose the shape from the profile's model of both
-   * (docs/planner.md, "The rest pool's shape"); COHORT_REST overrides. */
-  if (rest < 0 || (ch_opt.rest_one >= 0 ? ch_opt.rest_one : ch_plan->rest_one)) return;
+  if (rest < 0) return;
   size_t top = rest_max < ch_max_size ? rest_max : ch_max_size;
+  /* The plan chose the shape from the profile's model of both
+   * (docs/planner.md, "The rest pool's shape"); COHORT_REST overrides. One
+   * pool is for small objects, kept in allocation order; a larger request
+   * spans lines of its own whatever its neighbours, and one pool of varied
+   * large sizes fragments under churn, so above 256 bytes the classes stay. */
+  if (ch_opt.rest_one >= 0 ? ch_opt.rest_one : ch_plan->rest_one) {
+    if (top <= 256) return;
+    unsigned plan_groups = ngroups;
+    for (unsigned c = 16; c < CH_REST_CLASSES - 1 && class_top(c - 1) < top && ngroups < CH_PLAN_GROUPS; c++) {
+      ch_rest_groups[c] = (int8_t)ngroups;
+      snprintf(class_names[ngroups], sizeof class_names[ngroups], "%.24s/%zu", ch_plan->group_names[rest],
+               class_top(c) < top ? class_top(c) : top);
+      ngroups++;
+    }
+    /* without ids left, the larger sizes share the last class's group */
+    for (unsigned c = 16; ngroups > plan_groups && c < CH_REST_CLASSES - 1 && class_top(c - 1) < top; c++)
+      if (ch_rest_groups[c] == rest) ch_rest_groups[c] = (int8_t)(ngroups - 1);
+    rest_one_small = rest_split = ngroups > plan_groups;
+    return;
+  }
   if (top <= 16) return;   /* one class */
   unsigned plan_groups = ngroups;
   rest_first = (unsigned)rest + 1 == ngroups ? (unsigned)rest : ngroups++;
@@ -268,7 +287,9 @@ void ch_identify_init(void) {
     control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
     ch_control_group = rest_only ? (unsigned)rest : 0;
     size_t lane_max = control_max;
-    if (rest_only && rest_split) {   /* the lane picks the class up to 256 bytes, the ordinary path above */
+    if (rest_only && rest_one_small) {   /* the lane serves the one pool, the ordinary path the classes above */
+      if (lane_max > 256) lane_max = 256;
+    } else if (rest_only && rest_split) {   /* the lane picks the class up to 256 bytes, the ordinary path above */
       ch_control_by_size = true;
       ch_control_group = rest_first;
       if (lane_max > 256) lane_max = 256;
@@ -327,9 +348,9 @@ bool ch_control_by_size;
 int ch_identify_control(size_t size) {
   if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
   tbudget--;   /* counted on budget_path when the counts are flushed */
-  return ch_opt.mode == CH_MODE_RANDOM ? (int)ch_random_group()
-         : ch_control_by_size              ? ch_rest_group(size)
-                                           : (int)ch_control_group;
+  return ch_opt.mode == CH_MODE_RANDOM         ? (int)ch_random_group()
+         : ch_control_by_size || rest_one_small ? ch_rest_group(size)
+                                                : (int)ch_control_group;
 }
 bool ch_identify_lane_ready(void) { return tregistered && ch_control_limit; }
 void ch_identify_controls_off(void) {

@@ -232,6 +232,14 @@ def test_plan_command_and_its_bad_input(pipeline, tmp_path):
     assert r.returncode != 0 and b"corrupt profile" in r.stderr and len(r.stderr.splitlines()) == 1
     r = run([COHORT, "plan", out / "profile.json", "--bogus"])
     assert r.returncode == 2 and b"unrecognized arguments" in r.stderr
+    r = run([COHORT, "plan", out / "profile.json", "-o", tmp_path / "p4", "--rest-max", "4096"])
+    assert r.returncode == 0, r.stderr
+    assert [ln.split()[2] for ln in (tmp_path / "p4").read_text().splitlines() if ln.startswith("rest ")] == \
+        ["max=4096"]
+    for v in ("8", "1000000"):
+        r = run([COHORT, "plan", out / "profile.json", "-o", tmp_path / "p5", "--rest-max", v])
+        assert r.returncode != 0 and b"--rest-max must be 16 to 131072 bytes" in r.stderr
+        assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "p5").exists()
 
 
 def test_run_refuses_a_plan_for_another_program(pipeline, tmp_path):
@@ -756,29 +764,36 @@ def test_max_size_is_kept_within_the_runtime_limits():
 
 
 def test_large_objects_stay_with_the_next_allocator_and_short_lived_ones_do_not(tmp_path):
-    """Objects over the rest pool's 256 bytes stay with the next allocator;
-    an interpreter's temporaries, which die at once, go to the rest pool
-    with the long-lived small ones (a pooled pair costs less than glibc's,
-    and a `next` verdict would cost every allocation the quick test)."""
+    """Objects over the rest pool's limit (256 bytes unless --rest-max says
+    more, at most the plan's max-size) stay with the next allocator; an
+    interpreter's temporaries, which die at once, go to the rest pool with
+    the long-lived small ones (a pooled pair costs less than glibc's, and a
+    `next` verdict would cost every allocation the quick test)."""
     from cohort.planner import make_plan
     profile = shape_profile([(0, [1, 9], 100000, 2000000), (1, [2, 9], 900000, 900000),
-                             (2, [3, 9], 500, 40000), (3, [4, 9], 800, 10000)],
+                             (2, [3, 9], 500, 40000), (3, [4, 9], 800, 10000), (4, [5, 9], 300, 9000)],
                             [(0, 0, 1500000)], 3_000_000)
-    temp, big = profile["contexts"][1], profile["contexts"][3]
+    temp, big, huge = profile["contexts"][1], profile["contexts"][3], profile["contexts"][4]
     temp.update(frees=900000, lifetime={"mean": 3.0, "max": 40, "live_at_exit": 0})
     big.update(min_size=2048, max_size=4000, bytes=800 * 3000)
+    huge.update(min_size=6000, max_size=6000, bytes=300 * 6000)
     plan = make_plan(profile)
-    assert plan.verdicts[2] == "cold" and plan.verdicts[3] == "cold" and plan.verdicts[4] == "cold"
+    assert all(plan.verdicts[s] == "cold" for s in (2, 3, 4, 5))
     assert "next" not in plan.verdicts.values()
-    assert plan.predicted == {0: 0, 1: 1, 2: 1, 3: None}
+    assert plan.predicted == {0: 0, 1: 1, 2: 1, 3: None, 4: None}
     text = agrees_with_runtime(plan, profile, tmp_path)
     assert text["rest_max"] == 256
+    # --rest-max 4096: the 2-4 KiB buffers too, never past the plan's max-size
+    plan = make_plan(profile, rest_max=4096)
+    assert plan.predicted == {0: 0, 1: 1, 2: 1, 3: 1, 4: None}
+    assert agrees_with_runtime(plan, profile, tmp_path)["rest_max"] == 4096
+    assert make_plan(profile, rest_max=100_000).rest_max == plan.max_size == 4096
 
 
 def test_plan_with_nothing_to_pool_has_no_pool():
     from cohort.planner import make_plan, render
     profile = shape_profile([(0, [1, 9], 900000, 900000)], [], 1_000_000)
-    profile["contexts"][0].update(min_size=1024, max_size=1024)
+    profile["contexts"][0].update(min_size=8192, max_size=8192)   # over the plan's max-size, 4096
     plan = make_plan(profile)
     assert plan.groups == [] and plan.rest is None and plan.predicted == {0: None}
     assert any(n.startswith("no pool") for n in plan.notes)
@@ -792,7 +807,7 @@ def test_run_leaves_the_runtime_out_under_a_plan_that_places_nothing(tmp_path):
     from cohort.planner import make_plan, render
     from cohort.runner import environment
     profile = shape_profile([(0, [1, 9], 900000, 900000)], [], 1_000_000)
-    profile["contexts"][0].update(min_size=1024, max_size=1024)
+    profile["contexts"][0].update(min_size=8192, max_size=8192)   # over the plan's max-size, 4096
     (tmp_path / "plan").write_text(render(make_plan(profile), profile))
     env = environment(plan=tmp_path / "plan", base={"PATH": "/usr/bin"})
     assert "LD_PRELOAD" not in env and "COHORT_PLAN" not in env
@@ -890,7 +905,7 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
         return p
 
     large = make_plan(with_size(4000), costs=MODEST_COSTS)
-    assert large.groups == [] and large.rest is None   # 4000 bytes: over the rest pool's 256, so no pool
+    assert large.groups == [] and large.rest is None   # 4000 bytes and nothing small: no pool at all
     note = next(n for n in large.notes if "costs more than its placement can save" in n)
     assert "its objects are of 4000 bytes on average, and a neighbour can share only the first and last " \
            "of their lines: 3% of those accesses" in note, note

@@ -88,6 +88,27 @@ def test_a_plans_groups_keep_theirs_and_the_rest_splits(tmp_path):
     assert st["groups"][0]["allocations"] == 2000
 
 
+def test_one_rest_pool_keeps_its_small_sizes_together_and_classes_above_256_bytes(tmp_path):
+    """`rest 0 max=1000 one` (a plan made with --rest-max 1000): the sizes up
+    to 256 bytes share the one pool, in allocation order; larger ones keep
+    a class per power of two, as under the split, so that varied large
+    blocks do not fragment the pool of small ones. The lane serves the
+    small ones, the ordinary path the classes."""
+    sizes = [24, 300, 40, 600, 256, 1000]
+    plan = write_plan(tmp_path / "plan", [BINARY], [], ["rest"], [], version=7, rest="0 max=1000 one",
+                      unknown_entry="cold")
+    _, objs, st = run_sizes(tmp_path, plan, sizes)
+    names = {g["id"]: g["name"] for g in st["groups"]}
+    group = {n: {g for _, g, _ in objs[f"s{n}"]} for n in sizes}
+    assert all(len(g) == 1 for g in group.values()), group
+    group = {n: g.pop() for n, g in group.items()}
+    assert group[24] == group[40] == group[256] and names[group[24]] == "rest"
+    assert names[group[300]] == "rest/512" and names[group[600]] == names[group[1000]] == "rest/1000"
+    # the small sizes interleave in allocation order in the one pool
+    small = sorted((a, n) for n in (24, 40, 256) for _, _, a in objs[f"s{n}"][:50])
+    assert len({n for _, n in small[:6]}) == 3
+
+
 def test_classes_above_256_bytes_are_powers_of_two(tmp_path):
     """A rest group allowed larger requests (max=1024): one class per power
     of two above 256 bytes, the last named after the group's limit."""
@@ -179,7 +200,9 @@ def test_the_plan_keeps_the_rest_shape_that_missed_less(shape_profiles, tmp_path
         assert r.returncode == 0 and r.stdout == base.stdout, r.stderr
         names = [g["name"] for g in json.loads(stats.read_text())["groups"]]
         assert "rest" in names or "rest/16" in names, (mode, names)
-        assert any(n.startswith("rest/") for n in names) != one, (mode, names)
+        # one pool keeps the sizes up to 256 bytes together (classes stay above)
+        small = [n for n in names if n.startswith("rest/") and int(n.split("/")[1]) <= 256]
+        assert bool(small) != one, (mode, names)
 
 
 def layouts(one, classes, objects):
