@@ -106,3 +106,24 @@ def test_tune_reads_its_inputs_from_stdin_files_in_front_of_jemalloc(tmp_path):
         err = r.stderr.decode()
         assert r.returncode != 0 and message in err and len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err and not (tmp_path / "u").exists()
+
+
+def test_tune_keeps_no_group_when_the_allocator_alone_is_fastest(tmp_path):
+    """benchtoy slow takes 50 ms longer under libcohort, whatever the plan:
+    the allocator alone wins the timing, and tune keeps a plan with no
+    group, says so, and explains it in tune.md."""
+    toy = PROGRAMS / "benchtoy"
+    out = tmp_path / "t"
+    r = run([COHORT, "tune", "-o", out, "--trials", "3", "--keep", "1", "--", toy, "slow"])
+    assert r.returncode == 0, r.stderr.decode()
+    assert "cohort tune: glibc alone was fastest: Cohort does not pay on this program in front of it" in \
+        r.stdout.decode()
+    plan = (out / "plan").read_text()
+    assert plan == (out / "plan-none").read_text()
+    assert "# made by cohort tune: the allocator alone was fastest; no group" in plan
+    assert not [ln for ln in plan.splitlines() if ln.split()[:1] in (["group"], ["rest"], ["site"])]
+    text = (out / "tune.md").read_text()
+    assert "Kept **none**: glibc alone was the fastest on the reference input" in text
+    assert "| **none** |" in text
+    from cohort.runner import environment
+    assert "libcohort" not in environment(plan=out / "plan", base={"PATH": "/usr/bin"}).get("LD_PRELOAD", "")

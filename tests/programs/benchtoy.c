@@ -1,8 +1,10 @@
 /* A tiny program for the bench harness's tests. It builds and walks a list
  * and prints a checksum; asked to, it misbehaves only when run under Cohort
  * (libcohort.so in LD_PRELOAD): "mismatch" prints other output, "crash"
- * dies of SIGSEGV after printing. */
+ * dies of SIGSEGV after printing, "slow" takes 50 ms longer (so that the
+ * allocator alone is always the fastest). */
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,5 +29,6 @@ int main(int argc, char **argv) {
   printf("checksum %ld\n", cohort && !strcmp(mode, "mismatch") ? s + 1 : s);
   fflush(stdout);
   if (cohort && !strcmp(mode, "crash")) raise(SIGSEGV);
+  if (cohort && !strcmp(mode, "slow")) nanosleep(&(struct timespec){0, 50000000}, NULL);
   return 0;
 }
