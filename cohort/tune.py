@@ -25,6 +25,7 @@ default): a plan that beats glibc can lose to jemalloc, whose small-object
 path is cheaper (docs/planner.md, "The rest pool against jemalloc").
 The grid and the score are fixed, and the same for every program."""
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -129,14 +130,17 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log, stdin=None, 
     cands = candidates()
     # 1. profiles
     log(f"cohort tune: profiling {' '.join(target)} (with the heap trace)")
-    _, rc = profile(target, outdir / "profile.json", force=force, trace_budget=TRACE_BUDGET, stdin=stdin)
+    # Every run reads --stdin's file, or /dev/null: never tune's own input,
+    # which the screening and timed runs could not read again.
+    train_in = stdin or os.devnull
+    _, rc = profile(target, outdir / "profile.json", force=force, trace_budget=TRACE_BUDGET, stdin=train_in)
     if rc != 0:
         raise CohortError(f"the training run {' '.join(target)} failed ({exit_words(rc)}); "
                           f"its profile is in {outdir / 'profile.json'}")
     sources = {None: outdir / "profile.json", **distance_profiles(outdir)}
     for v in GRID["affinity-distance"]:
         log(f"cohort tune: profiling again with affinity distance {v}")
-        _, rc = profile(target, sources[v], force=force, affinity_distance=v, stdin=stdin)
+        _, rc = profile(target, sources[v], force=force, affinity_distance=v, stdin=train_in)
         if rc != 0:
             raise CohortError(f"the training run failed with affinity distance {v} ({exit_words(rc)})")
 

@@ -127,3 +127,19 @@ def test_tune_keeps_no_group_when_the_allocator_alone_is_fastest(tmp_path):
     assert "| **none** |" in text
     from cohort.runner import environment
     assert "libcohort" not in environment(plan=out / "plan", base={"PATH": "/usr/bin"}).get("LD_PRELOAD", "")
+
+
+def test_tune_without_stdin_reads_dev_null_not_its_own_input(tmp_path):
+    """Cohort's own standard input is a pipe nobody closes: a profiling run
+    that inherited it would wait forever. Every run of tune reads /dev/null
+    unless --stdin names a file."""
+    import os
+    rfd, wfd = os.pipe()
+    try:
+        r = run([COHORT, "tune", "-o", tmp_path / "t", "--trials", "1", "--keep", "1", "--",
+                 PROGRAMS / "stdinout", "-"], stdin=rfd, timeout=300)
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads((tmp_path / "t" / "profile.json").read_text())["totals"]["allocations"] < 100
