@@ -453,6 +453,8 @@ def cachegrind(argv, env, stdin=None, output_file=None):
               "I_refs": grab("I   refs")}
     if split is not None:
         result["runtime_Ir"], result["runtime_D1_misses"] = split["Ir"], split["D1_misses"]
+        if split["D1_block_misses"] is not None:
+            result["runtime_D1_block_misses"] = split["D1_block_misses"]
     if r.returncode != 0 or result["D1_misses"] is None:
         result["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {r.returncode}"
     if output_file is not None:
@@ -981,7 +983,7 @@ def console_table(results):
     """The terminal's table: one row per configuration, columns aligned."""
     s, r, cg = results["summary"], results["ratios"], results["cachegrind"]
     head = ["config", "ok", "median s", "p25", "p75", "time vs", "peak RSS MiB"]
-    head += ["D1 misses", "D1 vs", "LL misses", "LL vs", "rt D1"] if cg is not None else ["D1 misses"]
+    head += ["D1 misses", "D1 vs", "LL misses", "LL vs", "rt D1", "rt meta"] if cg is not None else ["D1 misses"]
     rows = [head]
 
     def num(v, f="{:.3f}"):
@@ -997,11 +999,13 @@ def console_table(results):
         else:
             c = cg.get(name, {})
             d1, ll, rt = c.get("D1_misses"), c.get("LLd_misses"), c.get("runtime_D1_misses")
+            blocks = c.get("runtime_D1_block_misses")
             row += [f"{d1:,}" if d1 is not None else c.get("error", "-")[:30],
                     num(ratio.get("d1_ratio")) if ratio else "",
                     f"{ll:,}" if ll is not None else "-",
                     num(ratio.get("lld_ratio")) if ratio else "",
-                    f"{rt / d1:.1%}" if rt is not None and d1 else ""]
+                    f"{rt / d1:.1%}" if rt is not None and d1 else "",
+                    f"{(rt - blocks) / d1:.1%}" if rt is not None and blocks is not None and d1 else ""]
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))

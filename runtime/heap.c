@@ -4,7 +4,10 @@
  * from and the other chunks it owns. Freed blocks go into per-chunk bins
  * (segregated by size, linked through their first word), so space freed
  * inside a chunk is reused by the same group and a long-lived object cannot
- * pin an otherwise empty chunk. Only the owning thread touches a chunk's
+ * pin an otherwise empty chunk. A line that reads or writes such a block
+ * (the program's memory, not the heap's) says "[block]" in its comment:
+ * cohort bench counts the cache misses of those lines apart from the
+ * runtime's own metadata's (cohort/cgfile.py). Only the owning thread touches a chunk's
  * bins and counts; another thread's free sets the block's freed bit
  * atomically and pushes the block onto the owning heap's delayed list (in
  * batches), which the owner drains. Heaps are
@@ -280,13 +283,13 @@ static inline unsigned bin_for_block(size_t n) {
 static inline void bin_push(struct ch_chunk *c, void *p, size_t size) {
   unsigned b = bin_for_block(size);
   if (b >= NEXACT) ((size_t *)p)[2] = size;
-  ((uint64_t *)p)[1] = c->key;
-  *(void **)p = c->bins[b];
+  ((uint64_t *)p)[1] = c->key;   /* [block] its free key */
+  *(void **)p = c->bins[b];   /* [block] its link */
   c->bins[b] = p;
   if (b >= NEXACT) c->binmask |= (uint64_t)1 << b;
 }
 static inline void *bin_pop(struct ch_chunk *c, unsigned b) {
-  void *p = c->bins[b], *next = *(void **)p;
+  void *p = c->bins[b], *next = *(void **)p;   /* [block] the popped block's link */
   c->bins[b] = next;
   if (!next && b >= NEXACT) c->binmask &= ~((uint64_t)1 << b);
   return p;
@@ -313,7 +316,7 @@ static inline size_t bin_block_size(unsigned b, const void *p) {
 /* Does the block at p carry its chunk's key: in a bin, unless the program
  * copied freed memory there? */
 static inline bool holds_key(const struct ch_chunk *c, const void *p) {
-  return ((const uint64_t *)p)[1] == c->key;
+  return ((const uint64_t *)p)[1] == c->key;   /* [block] the free key's word */
 }
 /* Bytes below the bump pointer that are not live: exactly what the bins hold. */
 static inline size_t free_bytes(const struct ch_chunk *c) {
@@ -503,7 +506,7 @@ static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
   uint64_t *mark = h->scratch;
   for (uint64_t m = c->binmask | EXACT_BITS; m; m &= m - 1) {
     unsigned b = (unsigned)__builtin_ctzll(m);
-    for (void *p = c->bins[b]; p; p = *(void **)p) mark[granule(p) >> 6] |= gbit(granule(p));
+    for (void *p = c->bins[b]; p; p = *(void **)p) mark[granule(p) >> 6] |= gbit(granule(p));   /* [block] each binned block's link */
     c->bins[b] = NULL;
   }
   c->binmask = 0;
@@ -606,7 +609,7 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
     if (fresh) z = (char *)p >= old_hwm ? 0 : (size_t)(old_hwm - (char *)p) < req ? (size_t)(old_hwm - (char *)p) : req;
     if (z) memset(p, 0, z);
   }
-  if (!fresh) ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
+  if (!fresh) ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
   return p;
 }
 
@@ -727,7 +730,7 @@ static void *spill_take(struct ch_group_heap *gh, struct ch_chunk *cur, size_t n
   unsigned b = (unsigned)(n / CH_GRANULE - 1);
   if (!c->bins[b]) return bump_counted(gh, c, n, line ? 64 : CH_MIN_ALIGN);
   void *p = bin_pop(c, b);
-  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
+  ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
   note_alloc(gh, c, n);
   return p;
 }
@@ -854,7 +857,7 @@ static void *near_take(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) {
     }
   }
   note_alloc(gh, c, size);
-  ((uint64_t *)p)[1] = 0;   /* no free key in a live block */
+  ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
   return p;
 }
 /* The general path: near_take for a plain request of an exact bin's size
@@ -899,7 +902,7 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
   if (CH_LIKELY(n <= EXACT_MAX)) {
     void **bin = &c->bins[(n - 1) / CH_GRANULE];
     if ((p = *bin)) {
-      void *next = *(void **)p;
+      void *next = *(void **)p;   /* [block] the popped block's link */
       *bin = next;
       /* The next pop of this bin reads next's first word; the program will
        * write it. Fetching it now takes that miss off the next allocation's
@@ -910,7 +913,7 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
        * paid it on every allocation (allocbench deep: 2.2 x glibc's time,
        * 1.02 x without it). p instead: the line is in the cache already. */
       __builtin_prefetch(next ? next : p, 1);
-      ((uint64_t *)p)[1] = 0;   /* no free key in a live block; bumped memory holds none */
+      ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block; bumped memory holds none */
       goto done;
     }
   } else if (c->binmask & ((uint64_t)0xF << bin_of(n))) {
@@ -1197,7 +1200,7 @@ static inline bool block_start(const struct ch_chunk *c, const void *p) {
  * program that copies freed memory into a live block could plant the key
  * there; the owner, who may read its bins, makes sure. */
 static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t size) {
-  for (void *b = c->bins[bin_for_block(size)]; b; b = *(void **)b)
+  for (void *b = c->bins[bin_for_block(size)]; b; b = *(void **)b)   /* [block] each binned block's link */
     if (b == p) return true;
   return false;
 }
@@ -1237,7 +1240,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
     ch_invalid_pointer("free(): double free detected", p);
   /* The key sends the owner's own free of it, a double free, off its fast
    * path, to free_rest, which finds the freed bit. */
-  ((uint64_t *)p)[1] = c->key;
+  ((uint64_t *)p)[1] = c->key;   /* [block] its free key */
   struct ch_heap *owner = owner_of(atomic_load_explicit(&c->owner, memory_order_acquire));
   if (!owner) free_orphaned(own_heap, c, p);
   else if (!pool && !rbatch.exiting) free_remote_batched(owner, p);
@@ -1285,8 +1288,8 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
                                                              size_t b, uint64_t key) {
   uint32_t size = (uint32_t)(b + 1) * CH_GRANULE;
   uint64_t *blk = p;
-  blk[0] = (uint64_t)(uintptr_t)c->bins[b];
-  blk[1] = key;
+  blk[0] = (uint64_t)(uintptr_t)c->bins[b];   /* [block] its link */
+  blk[1] = key;   /* [block] its free key */
   c->bins[b] = p;
   note_free(h, c, size);
 }
@@ -1327,7 +1330,7 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
    * block, or the bump pointer's mark). */
   size_t b = (size_t)__builtin_ctzll((from >> 1) | (uint64_t)1 << NEXACT);
   uint64_t key = c->key;   /* read once: the block's stores below could alias it */
-  if (CH_UNLIKELY(b >= NEXACT || ((const uint64_t *)p)[1] == key)) {
+  if (CH_UNLIKELY(b >= NEXACT || ((const uint64_t *)p)[1] == key)) {   /* [block] the freed block's key word */
     free_rest(h, c, p);
     return;
   }

@@ -63,7 +63,9 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     for c in ("cohort+glibc", "random", "all"):
         assert 0 < cg[c]["runtime_Ir"] < cg[c]["I_refs"]
         assert 0 <= cg[c]["runtime_D1_misses"] <= cg[c]["D1_misses"]
-    assert "rt D1" in r.stdout.decode()
+        assert 0 <= cg[c]["runtime_D1_block_misses"] <= cg[c]["runtime_D1_misses"]
+    assert cg["glibc"]["runtime_D1_block_misses"] == 0
+    assert "rt D1" in r.stdout.decode() and "rt meta" in r.stdout.decode()
     # Without --stdin every run reads /dev/null; no output file was checked.
     assert {k: v["path"] for k, v in res["stdin"].items()} == {"ref": "/dev/null", "cachegrind": "/dev/null"}
     assert res["output_file"] is None and all("output_file_sha256" not in t for t in res["trials"])
@@ -387,3 +389,24 @@ def test_bench_layout_runs_need_cachegrind_and_a_sane_count(tmp_path, toy_plan):
                  "-o", tmp_path / "x", "--", TOY, "ok"])
         assert r.returncode != 0 and b"--layout-runs must be 0 to 16" in r.stderr
         assert not (tmp_path / "x").exists()
+
+
+def test_the_runtimes_misses_on_the_programs_blocks_are_counted_apart(tmp_path):
+    """cgfile: D1 misses on runtime lines marked "[block]" (a freed or handed
+    block's link and key) against the rest, the runtime's metadata; unknown
+    (None) when a runtime line's source cannot be read."""
+    from cohort.cgfile import runtime_share
+    heap = ROOT / "runtime" / "heap.c"
+    lines = heap.read_text().split("\n")
+    marked = next(i for i, t in enumerate(lines, 1) if "[block]" in t)
+    plain = next(i for i, t in enumerate(lines, 1) if "[block]" not in t and i > 100)
+    out = tmp_path / "cg.out"
+    out.write_text("events: Ir D1mr D1mw\n"
+                   f"fl={heap}\nfn=free\n{marked} 5 7 1\n{plain} 9 2 0\n"
+                   "fl=/usr/src/prog.c\nfn=main\n10 100 50 5\n")
+    got = runtime_share(out)
+    assert got == {"Ir": 14, "D1_misses": 10, "D1_block_misses": 8}
+    out.write_text("events: Ir D1mr D1mw\n"
+                   f"fl={ROOT / 'runtime' / 'gone.c'}\nfn=ch_free\n3 1 4 0\n"
+                   f"fl={heap}\nfn=free\n{marked} 5 7 1\n")
+    assert runtime_share(out) == {"Ir": 6, "D1_misses": 12, "D1_block_misses": None}
