@@ -34,7 +34,7 @@ from cohort.cgfile import runtime_share
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, measure_tool, shift_library
-from cohort.planner import PLAN_POLICIES
+from cohort.planner import MAX_MAX_SIZE, PLAN_POLICIES
 from cohort.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
                            shell_words_hint, with_prefetch)
 
@@ -135,7 +135,7 @@ SWEEPS = {
     "max-members": (int, 1, 4096, "max_members"),
     "entry-purity": (float, 0.0, 1.0, "entry_purity"),
     "group-threshold": (float, 0.0, 1.0, "group_threshold"),
-    "rest-max": (int, 16, 131072, "rest_max"),
+    "rest-max": (int, 16, MAX_MAX_SIZE, "rest_max"),
 }
 PROFILE_SWEEPS = ("affinity-distance",)
 
@@ -185,6 +185,12 @@ def parse_policies(text):
     return names
 
 
+def alone_environment(base_env, lib):
+    """A run of the allocator alone: lib (allocator_library's) preloaded,
+    or nothing for glibc's own malloc."""
+    return dict(base_env, LD_PRELOAD=str(lib)) if lib else dict(base_env)
+
+
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
                    policies=("halo",), plans=None, swept=(), prefetch=None):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
@@ -200,7 +206,7 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
         lib = allocator_library(a)
 
         def baseline(stats, lib=lib):
-            return dict(base_env, LD_PRELOAD=str(lib)) if lib else dict(base_env)
+            return alone_environment(base_env, lib)
 
         def optimised(stats, a=a):
             return environment(plan=plan, allocator=a, stats=stats, base=base_env)

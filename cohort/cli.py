@@ -8,7 +8,7 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.planner import COST_DEFAULTS, PLAN_POLICIES
+from cohort.planner import COST_DEFAULTS, PLAN_POLICIES, REST_MAX
 
 
 class Parser(argparse.ArgumentParser):
@@ -333,12 +333,12 @@ def cmd_bench(args, target):
 
 
 def cmd_tune(args, target):
-    from cohort.tune import tune
+    from cohort.tune import ALONE, tune
     done = tune(target, args.output, ref=args.ref, trials=args.trials, keep=args.keep, force=args.force,
                 stdin=args.stdin, ref_stdin=args.ref_stdin, allocator=args.allocator)
     a = done["allocator"]
     vs = f"{done['vs_default']:.3f} of the default plan's median time, {done['vs_allocator']:.3f} of {a}'s"
-    if done["best"] == "none":
+    if done["best"] == ALONE:
         print(f"cohort tune: {a} alone was fastest: Cohort does not pay on this program in front of it; "
               f"{done['plan']} declares no group ({vs}); the evidence is in {done['report']}")
     else:
@@ -415,10 +415,10 @@ def add_plan_options(p):
     p.add_argument("--rest", default="pool", choices=("pool", "none"),
                    help="small allocations no group claims: one more pool, apart from the groups, "
                         "or the next allocator, as in HALO (default: pool)")
-    p.add_argument("--rest-max", type=int, default=256, metavar="BYTES",
+    p.add_argument("--rest-max", type=int, default=REST_MAX, metavar="BYTES",
                    help="the largest request the rest pool takes (at most the plan's max-size); larger "
-                        "ones go to the next allocator. Above 256 bytes the runtime keeps one class per "
-                        "power of two (default: 256; cohort tune also tries 4096)")
+                        f"ones go to the next allocator. Above {REST_MAX} bytes the runtime keeps one class "
+                        f"per power of two (default: {REST_MAX}; cohort tune also tries 4096)")
     p.add_argument("--walk-cost", type=float, default=COST_DEFAULTS["walk_ns"], metavar="NS",
                    help="cost of a stack walk besides its frames, to weigh a group's identification "
                         f"(default: {COST_DEFAULTS['walk_ns']:g}, measured here)")
@@ -666,7 +666,7 @@ def build_parser():
                     help="standard input of the training runs (profiling, screening; default: /dev/null)")
     tu.add_argument("--ref-stdin", metavar="FILE",
                     help="standard input of the timed confirmation runs (default: --stdin's file)")
-    tu.add_argument("--allocator", default="glibc", choices=("glibc", "jemalloc", "tcmalloc"),
+    tu.add_argument("--allocator", default="glibc", choices=tuple(ALLOCATORS),
                     help="the allocator every run is in front of, and the baseline (default: glibc); "
                          "if it alone is fastest, the kept plan declares no group")
     tu.add_argument("--trials", type=int, default=7, help="timed rounds of the confirmation (default: 7)")

@@ -544,7 +544,7 @@ def hds_groups(profile, accesses, edges, members):
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
               unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
-              unknown_path="auto", validations=(), policy="halo", rest_max=None):
+              unknown_path="auto", validations=(), policy="halo", rest_max=REST_MAX):
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
@@ -637,7 +637,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
-        add_rest(plan, contexts, shape, REST_MAX if rest_max is None else rest_max)
+        add_rest(plan, contexts, shape, rest_max)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify)
     if not plan.groups:
@@ -767,7 +767,7 @@ def rest_text(plan):
             f"allocations ({m['cost_ns'] / 1e6:.2f} ms)")
 
 
-def add_rest(plan, contexts, shape, limit=REST_MAX):
+def add_rest(plan, contexts, shape, limit):
     """The rest pool: every allocation of up to `limit` bytes (--rest-max,
     at most the plan's max-size) that no group claims. Larger ones stay
     with the next allocator. Above REST_MAX bytes the runtime keeps them in

@@ -30,12 +30,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from cohort.bench import PROFILE_SWEEPS, SWEEPS, bench, cachegrind, clean_environment, sweep_name, sweep_profiles
+from cohort.bench import (PROFILE_SWEEPS, SWEEPS, alone_environment, bench, cachegrind, clean_environment,
+                          sweep_name, sweep_profiles)
 from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, made_dirs, write_output
+from cohort.paths import allocator_library
 from cohort.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
 from cohort.profile import TRACE_BUDGET, profile
-from cohort.paths import allocator_library
 from cohort.runner import check_input, environment, exit_words, resolve_program
 
 # One parameter changed at a time from the defaults (128, 0.05, 16, 0.98,
@@ -164,8 +165,7 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log, stdin=None, 
 
     # 3. screening on the training input
     base_env = clean_environment()
-    lib = allocator_library(allocator)
-    baseline = cachegrind(list(target), dict(base_env, LD_PRELOAD=str(lib)) if lib else base_env, stdin=stdin)
+    baseline = cachegrind(list(target), alone_environment(base_env, allocator_library(allocator)), stdin=stdin)
     if "error" in baseline:
         raise CohortError(f"cachegrind could not run the training input: {baseline['error']}")
     screened = {}

@@ -57,38 +57,28 @@ static void split_rest(void) {
    * (docs/planner.md, "The rest pool's shape"); COHORT_REST overrides. One
    * pool is for small objects, kept in allocation order; a larger request
    * spans lines of its own whatever its neighbours, and one pool of varied
-   * large sizes fragments under churn, so above 256 bytes the classes stay. */
-  if (ch_opt.rest_one >= 0 ? ch_opt.rest_one : ch_plan->rest_one) {
-    if (top <= 256) return;
-    unsigned plan_groups = ngroups;
-    for (unsigned c = 16; c < CH_REST_CLASSES - 1 && class_top(c - 1) < top && ngroups < CH_PLAN_GROUPS; c++) {
-      ch_rest_groups[c] = (int8_t)ngroups;
-      snprintf(class_names[ngroups], sizeof class_names[ngroups], "%.24s/%zu", ch_plan->group_names[rest],
-               class_top(c) < top ? class_top(c) : top);
-      ngroups++;
-    }
-    /* without ids left, the larger sizes share the last class's group */
-    for (unsigned c = 16; ngroups > plan_groups && c < CH_REST_CLASSES - 1 && class_top(c - 1) < top; c++)
-      if (ch_rest_groups[c] == rest) ch_rest_groups[c] = (int8_t)(ngroups - 1);
-    rest_one_small = rest_split = ngroups > plan_groups;
-    return;
-  }
-  if (top <= 16) return;   /* one class */
+   * large sizes fragments under churn, so above 256 bytes the classes stay:
+   * one pool splits from class 16 on, and keeps the rest group's own id. */
+  bool one = ch_opt.rest_one >= 0 ? ch_opt.rest_one : ch_plan->rest_one;
+  unsigned from = one ? 16 : 1;   /* the first class with a group of its own */
+  if (top <= class_top(from - 1)) return;   /* one class */
   unsigned plan_groups = ngroups;
-  rest_first = (unsigned)rest + 1 == ngroups ? (unsigned)rest : ngroups++;
+  rest_first = one || (unsigned)rest + 1 == ngroups ? (unsigned)rest : ngroups++;
   size_t served[CH_MAX_GROUPS] = {0};   /* the largest request each class's group takes */
   unsigned g = rest_first;
-  served[g] = 16;
+  served[g] = class_top(from - 1);
   ch_rest_groups[0] = ch_rest_groups[CH_REST_CLASSES - 1] = (int8_t)g;
-  for (unsigned c = 1; c < CH_REST_CLASSES - 1 && class_top(c - 1) < top; c++) {
+  for (unsigned c = from; c < CH_REST_CLASSES - 1 && class_top(c - 1) < top; c++) {
     if (ngroups < CH_PLAN_GROUPS) g = ngroups++;   /* else the last class takes the larger sizes too */
     ch_rest_groups[c] = (int8_t)g;
     served[g] = class_top(c) < top ? class_top(c) : top;
   }
   if (ngroups == plan_groups) return;   /* no id left: one rest pool */
   rest_split = true;
+  rest_one_small = one;
   const char *name = ch_plan->group_names[rest];
-  for (unsigned k = rest_first; k < ngroups; k++)   /* consecutive: rest_first is the plan's last or after it */
+  /* consecutive: rest_first is the plan's last or after it; one pool keeps its name */
+  for (unsigned k = one ? plan_groups : rest_first; k < ngroups; k++)
     snprintf(class_names[k], sizeof class_names[k], "%.24s/%zu", name, served[k]);
 }
 /* May the lane pick a class's group as the first class's + the class, for
