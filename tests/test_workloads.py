@@ -1,9 +1,10 @@
 """The benchmark workloads of issues 11, 12 and 17 (bintree, quadtree, treesort,
-treesim, graph, calc, mixed, wrapsim, xform, render) on small inputs: the checksum must not depend on where
-objects live (glibc, jemalloc, Cohort grouping everything, Cohort's random
-placement), their inputs files must be complete, and the standard-input
-convention (PHASE-stdin lines, cohort.workloads.stdin_file, bench-suite's
-options) must work. test_bench.py runs every workload's train input through
+treesim, graph, calc, mixed, wrapsim, xform, render), and wrapkinds and wards,
+on small inputs: the checksum must not depend on where objects live (glibc,
+jemalloc, Cohort grouping everything, Cohort's random placement), their
+inputs files must be complete, and the standard-input convention
+(PHASE-stdin lines, cohort.workloads.stdin_file, bench-suite's options) must
+work. test_bench.py runs every workload's train input through
 cohort optimize."""
 
 import importlib.util
@@ -16,7 +17,8 @@ from conftest import BUILD, COHORT, JEMALLOC, ROOT, cohort_env, run
 from cohort import workloads
 from cohort.handplan import call_sites, write_plan
 
-NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render"]
+NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render",
+       "wrapkinds", "wards"]
 
 # Smaller than the train inputs: a few hundredths of a second each.
 SMALL = {
@@ -30,6 +32,8 @@ SMALL = {
     "wrapsim": ["3", "40", "7"],
     "xform": ["800", "3", "4", "7"],
     "render": ["40", "30", "3", "5", "150"],
+    "wrapkinds": ["20000", "2"],
+    "wards": ["3", "15", "7"],
 }
 
 
