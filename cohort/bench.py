@@ -136,6 +136,7 @@ SWEEPS = {
     "entry-purity": (float, 0.0, 1.0, "entry_purity"),
     "group-threshold": (float, 0.0, 1.0, "group_threshold"),
     "rest-max": (int, 16, MAX_MAX_SIZE, "rest_max"),
+    "scale": (float, 1.0, 1e9, "scale"),
 }
 PROFILE_SWEEPS = ("affinity-distance",)
 

@@ -9,6 +9,7 @@ from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
 from cohort.planner import COST_DEFAULTS, PLAN_POLICIES, REST_MAX
+from cohort.scale import DEFAULT_SCALE
 
 
 class Parser(argparse.ArgumentParser):
@@ -154,7 +155,7 @@ def cmd_explain(args, target):
         raise CohortError("a plan already has its groups: give a plan or --policy, not both")
     text = explain(args.profile, plan, graph_path=None if graph == "-" else graph,
                    top=args.top, force=args.force, validate=args.validate or (), policy=args.policy,
-                   ds_graph_path=args.ds_graph)
+                   ds_graph_path=args.ds_graph, scale=args.scale)
     sys.stdout.write(text)
     if graph != "-":
         print(f"cohort: drew the affinity graph in {graph}", file=sys.stderr)
@@ -274,11 +275,12 @@ def training_runs(args, target):
 
 def cmd_optimize(args, target):
     from cohort.explain import plan_and_explain
-    from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs
+    from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs, write_output
     from cohort.planner import report
     from cohort.profile import profile, summary
     from cohort.runner import exit_words, shell_words_hint
     runs = training_runs(args, target)
+    ref = ref_run(args, target)
     out = Path(args.output)
     if os.path.lexists(out) and not out.is_dir():
         raise CohortError(f"{out} exists and is not a directory")
@@ -309,12 +311,54 @@ def cmd_optimize(args, target):
         if status:
             return status
         done = [profiles[0]]
-    plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:],
-                                  **plan_params(args))
+    params = plan_params(args)
+    plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:], **params)
+    if ref is not None:
+        confirmed = confirm_plan(args, ref, done, params)
+        if confirmed is not None:
+            plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:],
+                                          **dict(params, exclude=confirmed.exclude, rest=confirmed.rest))
+            text = "\n".join(confirmed.lines) + "\n"
+            explained = out / "explain.txt"
+            write_output(explained, explained.read_text() + "\n" + text, "explain", True)
+            print(text, end="")
     print(report(plan, prof))
     note(f"wrote {', '.join(str(p) for p in products + profiles[1:])}"
          + (f"; planned on {done[0]}, validated on {', '.join(map(str, done[1:]))}" if len(done) > 1 else ""))
     return 0
+
+
+def ref_run(args, target):
+    """`cohort optimize --ref`'s run, checked before anything is profiled:
+    (argv, standard input or None), or None without --ref."""
+    import shlex
+    from cohort.runner import check_input
+    if args.ref is None:
+        if args.ref_stdin is not None:
+            raise CohortError("--ref-stdin is the standard input of the --ref run: give --ref too")
+        return None
+    try:
+        words = shlex.split(args.ref)
+    except ValueError as e:
+        raise CohortError(f"--ref {args.ref!r}: {e}") from None
+    stdin = check_input(args.ref_stdin, "--ref-stdin", rereadable=True) if args.ref_stdin is not None else None
+    return [target[0], *words], stdin
+
+
+def confirm_plan(args, ref, profiles, params):
+    """`cohort optimize --ref`: the plan measured on the larger input
+    (confirm.py). A run that fails, or prints other output under a plan,
+    leaves the plan unconfirmed: a CohortError, or with --allow-failure a
+    warning and None."""
+    from cohort.confirm import confirm
+    try:
+        return confirm(profiles[0], ref[0], params, validate=profiles[1:], allocator=args.allocator,
+                       stdin=ref[1], log=lambda m: print(m, file=sys.stderr))
+    except CohortError as e:
+        if not args.allow_failure:
+            raise CohortError(f"{e}; it is written unconfirmed to {Path(args.output) / 'plan'}") from None
+        note(f"WARNING: {e} (--allow-failure: the unconfirmed plan stays)")
+        return None
 
 
 def cmd_bench(args, target):
@@ -382,7 +426,7 @@ def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
-                                            "rest_max", "identify", "policy")}
+                                            "rest_max", "identify", "policy", "scale")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost}
     return params
@@ -397,8 +441,23 @@ POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+
                "--trace); docs/planner.md (default: halo)")
 
 
+def scale_value(text):
+    """--scale: a number of at least 1, else one line (argparse's usage error)."""
+    from cohort.scale import check_scale
+    try:
+        return check_scale(text)
+    except CohortError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_plan_options(p):
     p.add_argument("--policy", default="halo", choices=PLAN_POLICIES, help=POLICY_HELP)
+    p.add_argument("--scale", type=scale_value, default=None, metavar="S",
+                   help="the production input's size over the training input's (a number of at least 1): "
+                        "every group is priced where the plan runs, its accesses and allocations grown S "
+                        "times and its misses priced at the cache level that serves them there "
+                        f"(default: fitted on a --train/--validate run of another size, else "
+                        f"{DEFAULT_SCALE:g}; docs/planner.md, \"A miss at the run's scale\")")
     p.add_argument("--min-weight", type=float, default=None, metavar="W",
                    help="drop edges lighter than W (default: 1/1000 of the heaviest edge)")
     p.add_argument("--max-members", type=int, default=16, metavar="N",
@@ -531,6 +590,10 @@ def build_parser():
     ex.add_argument("--policy", default="halo", choices=PLAN_POLICIES,
                     help="without a plan: the groups of this policy of cohort plan (default: halo)")
     ex.add_argument("--top", type=int, default=10, help="how many hot contexts to list (default: 10)")
+    ex.add_argument("--scale", type=scale_value, default=None, metavar="S",
+                    help="price each group where the plan runs: at S times the profiled input (default: "
+                         "as cohort plan, fitted on a --validate run of another size, else "
+                         f"{DEFAULT_SCALE:g})")
     ex.add_argument("--force", action="store_true", help="overwrite a graph file cohort did not draw")
     ex.add_argument("--validate", action="append", metavar="PROFILE",
                     help="the profile of another run of the program: show how the plan transfers to "
@@ -557,6 +620,15 @@ def build_parser():
                          "shell command line: a run's standard input is --train-stdin")
     op.add_argument("--train-stdin", action="append", metavar="FILE",
                     help="standard input of the --train runs, one per --train in order")
+    op.add_argument("--ref", metavar="'ARGS'",
+                    help="confirm the plan on a larger input before writing it: PROG with these arguments "
+                         "under cachegrind, the plan against itself without each group, without its rest "
+                         "pool, and against the allocator alone; what loses there is dropped "
+                         "(docs/planner.md, \"Confirmed on a larger input\")")
+    op.add_argument("--ref-stdin", metavar="FILE", help="standard input of the --ref run (default: /dev/null)")
+    op.add_argument("--allocator", default="glibc", choices=tuple(ALLOCATORS),
+                    help="the allocator the plan will run in front of, which --ref measures against "
+                         "(default: glibc)")
     op.set_defaults(func=cmd_optimize)
 
     lo = sub.add_parser("loads", help="find delinquent loads and their strides (MO's prefetch profile)",

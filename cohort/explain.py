@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from cohort import dsgraph, grouping, planner, transfer
+from cohort import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 from cohort.graphsvg import compact, render
@@ -68,11 +69,12 @@ def plan_groups(profile, plan):
     return plan["groups"], group_of, conj, frames, plan.get("rest"), roles
 
 
-def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False):
+def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False, pricing=None):
     """Per group: the most its placement can save (its internal affinity at
     one avoided miss each) against the stack walks that end in it and the
     stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
-    as the planner prices them (docs/planner.md)."""
+    as the planner prices them (docs/planner.md), where the plan runs
+    (`pricing`: scale.Pricing; None: over the profiled run)."""
     costs = planner.COST_DEFAULTS
     inside, outside = [0] * len(names), [0] * len(names)
     if profile.get("families") is not None:   # the graph the planner grouped
@@ -100,22 +102,30 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     everything = transfer.run_accesses(profile["contexts"])
     for g in list(range(len(names))) + [None]:
         n, frames = walked.get(g, (0, 0))
-        ns = n * costs["walk_ns"] + frames * costs["frame_ns"]
+        at = None
+        if g is not None and g != rest:
+            misses = transfer.context_misses(profile["contexts"], members.get(g, []), everything)
+            if pricing is not None:
+                at = pricing.at(profile["contexts"], members.get(g, []), misses,
+                                misses is not None and transfer.stays_cached(misses))
+        grown = at.allocations if at else 1.0
+        ns = (n * costs["walk_ns"] + frames * costs["frame_ns"]) * grown
         ident = (f"{n} stack walks of {frames / n:.1f} frames end here, about {ns / 1e6:.2f} ms"
                  if n else "no stack walk ends here")
-        ident += transfer.stubs_clause(*(stubs or {}).get(g, (0, 0.0)))
+        calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
+        ident += transfer.stubs_clause(calls, stub_ns * grown)
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
-            misses = transfer.context_misses(profile["contexts"], members.get(g, []), everything)
             mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
             strangers = 1.0 if rest is None else transfer.rest_strangers(
                 profile["contexts"], members.get(g, []), lambda c: group_of.get(c["id"]) == rest, rest_one)
-            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers)
+            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
                       f"{transfer.misses_clause(misses)}{transfer.large_clause(mean)}"
-                      f"{transfer.strangers_clause(strangers, rest_one)}); identification: {ident}")
+                      f"{transfer.strangers_clause(strangers, rest_one)}{at.clause() if at else ''}); "
+                      f"identification: {ident}")
     return out
 
 
@@ -169,11 +179,13 @@ def ds_picture(profile, g, group_of, names):
 
 
 def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=(), policy="halo",
-            ds_graph_path=None):
+            ds_graph_path=None, scale=None):
     """Returns the text; writes the picture to graph_path, and that of the
     DS graph to ds_graph_path. validate: profiles of other runs of the
     program, on which the plan's transfer is shown. policy: without a plan,
-    the groups of this policy (planner.PLAN_POLICIES)."""
+    the groups of this policy (planner.PLAN_POLICIES). scale: the
+    production input's size over the profiled one's, where groups are
+    priced (None: the planner's default, scale.py)."""
     profile = load_profile(profile_path)
     if ds_graph_path:
         dsgraph.require(profile, "--ds-graph")
@@ -182,11 +194,14 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         plan = read_plan(plan_path)
         names, group_of, conj, walks, rest, roles = plan_groups(profile, plan)
         source = f"plan {plan_path}"
-        transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS) for v in validations]
+        pricing = scaling.Pricing.of(profile, planner.COST_DEFAULTS, planner.growth_of(profile, validations, scale))
+        transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS, pricing=pricing)
+                     for v in validations]
         stubs = transfer.stub_shares(transfer.patched_sites(plan, transfer.plan_site_map(plan, profile)[0]),
                                      profile["sites"], planner.COST_DEFAULTS)
     else:
-        made = planner.make_plan(profile, validations=validations, policy=policy)
+        made = planner.make_plan(profile, validations=validations, policy=policy, scale=scale)
+        pricing = made.pricing
         transfers = made.transfers
         names = [g.name for g in made.groups] + (["rest"] if made.rest is not None else [])
         group_of = {c: g for c, g in made.predicted.items() if g is not None}
@@ -200,7 +215,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
-    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one)
+    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
@@ -303,6 +318,6 @@ def plan_and_explain(outdir, force=False, profile_path=None, validate=(), **para
     profile_path = Path(profile_path or outdir / "profile.json")
     made = planner.plan_command(profile_path, outdir / "plan", force=force, validate=validate, **params)
     text = explain(profile_path, outdir / "plan", graph_path=outdir / "graph.svg", force=force,
-                   validate=validate)
+                   validate=validate, scale=params.get("scale"))
     write_output(outdir / "explain.txt", text, "explain", force)
     return made

@@ -5,12 +5,14 @@ Grouping (grouping.py) decides which contexts share a pool; identification
 puts both into a plan within the runtime's limits, decides the quick test's
 verdicts for entry sites, and reports what it did."""
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cohort import dsgraph, grouping, hotstreams, identification, planfile, transfer
+from cohort import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -60,6 +62,7 @@ class Plan:
     unknown_path: str = "walk"                  # a walk leaving the paths: "walk" on, or "cold"
     paths_complete: bool = True                 # every walked context has its path (no limit hit)
     transfers: list = field(default_factory=list)   # transfer.Transfer per validation run
+    pricing: object = None                          # scale.Pricing its groups were priced with
     policy: str = "halo"                            # how the groups were formed (PLAN_POLICIES)
 
 
@@ -252,11 +255,18 @@ class Worth:
     stub_ns: float = 0.0               # what their stubs cost
     strangers: float = 1.0             # transfer.rest_strangers: what a pool of its own takes it from
     one_pool: bool = False             # the rest pool stays one pool
+    at: object = None                  # scale.AtScale: the group where the plan runs (None: the profiled run)
+
+    @property
+    def grown(self):
+        """What its identification is multiplied by where the plan runs."""
+        return self.at.allocations if self.at else 1.0
 
     @property
     def cost_ns(self):
-        """What identifying its objects costs in all: decisions and stubs."""
-        return self.walk_ns + self.stub_ns
+        """What identifying its objects costs in all, decisions and stubs,
+        where the plan runs."""
+        return (self.walk_ns + self.stub_ns) * self.grown
 
     @property
     def pays(self):
@@ -283,7 +293,8 @@ def stub_costs(plan, profile, costs):
                                 profile["sites"], costs)
 
 
-def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None):
+def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None,
+           pricing=None):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
     over the groups' nodes. Every allocation its entry site does not decide
     is charged to the groups its entry site walks for, shared by their
@@ -298,7 +309,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     their selectors span the call sites of several structures, often hot
     recursive ones. rest_pool: "classes" or "one", the shape of the rest
     pool every small object no group claims goes to (None: none), against
-    which a group's saving is weighed (transfer.rest_strangers)."""
+    which a group's saving is weighed (transfer.rest_strangers). pricing:
+    the scale.Pricing that prices both sides where the plan runs (None:
+    over the profiled run, miss_ns a miss)."""
     stubs = stub_costs(plan, profile, costs) if identify == "patched" and profile else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     sites_walk = {}
@@ -332,9 +345,11 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         one = rest_pool == "one"
         strangers = 1.0 if rest_pool is None else transfer.rest_strangers(
             contexts, g.members, lambda c: plan.predicted.get(c["id"]) is None, one)
+        at = pricing.at(contexts, g.members, misses, misses is not None and transfer.stays_cached(misses)) \
+            if pricing else None
         worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean,
-                           strangers=strangers, one_pool=one,
-                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers),
+                           strangers=strangers, one_pool=one, at=at,
+                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers, at),
                            identify="walk" if g.merged and stubs is None else identify,
                            stub_calls=round(calls), stub_ns=ns))
     for w in sites_walk.values():
@@ -349,13 +364,33 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     return worth
 
 
-def replay(plan, profile, validations, costs, identify, rest_pool=None):
+def replay(plan, profile, validations, costs, identify, rest_pool=None, pricing=None):
     """The plan replayed on each validation run's profile (transfer.py),
     its merged groups priced as stack walks there too (assess), its groups
-    weighed against the rest pool of shape rest_pool (None: the plan's)."""
+    weighed against the rest pool of shape rest_pool (None: the plan's),
+    each run priced where the plan runs (pricing, in proportion to its size)."""
     read = as_read(plan, profile)
     walked = {i for i, g in enumerate(plan.groups) if g.merged}
-    return [transfer.evaluate(read, profile, v, costs, identify, walked, rest_pool) for v in validations]
+    return [transfer.evaluate(read, profile, v, costs, identify, walked, rest_pool, pricing) for v in validations]
+
+
+def growth_of(profile, validations, scale):
+    """How the plan's figures grow to the run it is for (scale.Growth): fitted
+    on the validation run whose size differs most from the training run's,
+    when one differs enough (scale.MIN_FIT_RATIO), else in proportion to
+    `scale` (the user's --scale; None: scale.DEFAULT_SCALE)."""
+    size = sum(c["allocations"] for c in profile["contexts"])
+    best = None
+    for v in validations or ():
+        n = sum(c["allocations"] for c in v["contexts"])
+        if size and n and (best is None or abs(math.log(n / size)) > best[0]):
+            best = (abs(math.log(n / size)), v)
+    if best is not None:
+        keys = (transfer.family_keys(profile), transfer.family_keys(best[1]))
+        fitted = scaling.fit(profile, best[1], keys, scale)
+        if fitted is not None:
+            return fitted
+    return scaling.uniform(scale)
 
 
 def as_read(plan, profile):
@@ -544,7 +579,8 @@ def hds_groups(profile, accesses, edges, members):
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
               unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
-              unknown_path="auto", validations=(), policy="halo", rest_max=REST_MAX):
+              unknown_path="auto", validations=(), policy="halo", rest_max=REST_MAX, scale=None,
+              cache_sizes=None, exclude=()):
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
@@ -588,6 +624,11 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
             g.members = [c for n in g.nodes for c in members[n]]
     kept = [g for g in formed if g.kept]
     rejected = [g for g in formed if not g.kept]
+    excluded = {tuple(sorted(m)) for m in exclude}
+    for g in [g for g in kept if tuple(sorted(g.members)) in excluded]:
+        notes.append(f"group around context {g.members[0]} dropped: it lost where the plan was measured "
+                     f"(cohort optimize --ref)")
+        kept.remove(g)
     if len(kept) > MAX_GROUPS:
         notes.append(f"{len(kept) - MAX_GROUPS} groups dropped: the runtime takes at most {MAX_GROUPS}")
         kept = sorted(kept, key=lambda g: -(sum(contexts[c]["accesses"] for c in g.members) if keep_all
@@ -599,13 +640,15 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     shape = rest_shape([profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()], costs)
     rest_pool = None if rest != "pool" else "one" if shape[0] else "classes"
+    pricing = scaling.Pricing.of(profile, costs, growth_of(profile, validations, scale), cache_sizes)
     while True:
         plan = assemble(profile, kept, params, list(notes))
-        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool)
+        plan.pricing = pricing
+        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool, pricing)
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
         if not losers and validations and not keep_all:
-            plan.transfers = replay(plan, profile, validations, costs, identify, rest_pool)
+            plan.transfers = replay(plan, profile, validations, costs, identify, rest_pool, pricing)
             moved = [(i, t) for t in plan.transfers for i, gt in enumerate(t.groups)
                      if gt is not None and not gt.pays]
             if moved:
@@ -618,7 +661,12 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                 continue
         if not losers:
             break
-        i = max(losers, key=lambda i: (plan.worth[i].outside - plan.worth[i].inside) * costs["miss_ns"]
+        # A group used more with others than within goes whatever it costs,
+        # so those go first: while one stays grouped, the objects it would
+        # leave to the rest pool are no group's strangers there, and the
+        # groups that share their place look as if they gained nothing.
+        apart = [i for i in losers if plan.worth[i].inside <= plan.worth[i].outside]
+        i = max(apart or losers, key=lambda i: (plan.worth[i].outside - plan.worth[i].inside) * costs["miss_ns"]
                 + plan.worth[i].cost_ns - plan.worth[i].saving_ns)
         g, w = plan.groups[i], plan.worth[i]
         if w.inside <= w.outside:
@@ -632,14 +680,14 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it"
                          f"{transfer.misses_clause(w.misses)}{transfer.large_clause(w.mean_size)}"
-                         f"{transfer.strangers_clause(w.strangers, w.one_pool)})")
+                         f"{transfer.strangers_clause(w.strangers, w.one_pool)}{w.at.clause() if w.at else ''})")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
     if rest == "pool":
         add_rest(plan, contexts, shape, rest_max)
     if validations:   # as the plan file will be, rest pool and all
-        plan.transfers = replay(plan, profile, validations, costs, identify)
+        plan.transfers = replay(plan, profile, validations, costs, identify, pricing=pricing)
     if not plan.groups:
         plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold,
                                       policy)
@@ -996,20 +1044,23 @@ def report(plan, profile):
 def identification_text(w, digits=2):
     """What identifying a group's objects past their entry site costs, and
     its selector stubs."""
+    ns = w.walk_ns * w.grown
     if w.identify == "patched":
         text = (f"{w.walked_allocations} allocations decided from patched call sites (a walk would "
-                f"step {w.frames:.1f} frames), about {w.walk_ns / 1e6:.{digits}f} ms")
+                f"step {w.frames:.1f} frames), about {ns / 1e6:.{digits}f} ms")
     else:
-        text = f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {w.walk_ns / 1e6:.{digits}f} ms"
-    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns, digits)
+        text = f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {ns / 1e6:.{digits}f} ms"
+    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown, digits)
 
 
 def worth_text(w):
     walks = (identification_text(w) if w.walked_allocations
-             else "no stack walk (decided by entry or stop sites)" + transfer.stubs_clause(w.stub_calls, w.stub_ns))
+             else "no stack walk (decided by entry or stop sites)"
+            + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
-            f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool)}); "
+            f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool)}"
+            f"{w.at.clause() if w.at else ''}); "
             f"identification: {walks}")
 
 

@@ -102,6 +102,9 @@ class GroupTransfer:
     stub_ns: float = 0.0   # what their stubs cost
     strangers: float = 1.0     # rest_strangers there
     one_pool: bool = False     # the plan's rest pool stays one pool
+    pricing: object = None     # scale.Pricing of that run (None: at its own scale)
+    members: list = None       # its context ids there
+    contexts: list = None      # that run's contexts
 
     @property
     def misses(self):
@@ -115,13 +118,24 @@ class GroupTransfer:
         return self.bytes / self.allocations if self.allocations else 0.0
 
     @property
+    def at(self):
+        if self.pricing is None or self.contexts is None:
+            return None
+        misses = self.misses
+        return self.pricing.at(self.contexts, self.members or [], misses,
+                               misses is not None and stays_cached(misses))
+
+    @property
     def saving_ns(self):
-        return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size, self.strangers)
+        return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size, self.strangers,
+                         self.at)
 
     @property
     def cost_ns(self):
-        """What identifying its objects costs there: decisions and stubs."""
-        return self.walk_ns + self.stub_ns
+        """What identifying its objects costs there, decisions and stubs,
+        at the scale it is priced at."""
+        at = self.at
+        return (self.walk_ns + self.stub_ns) * (at.allocations if at else 1.0)
 
     @property
     def pays(self):
@@ -133,12 +147,15 @@ class GroupTransfer:
         if self.inside <= self.outside:
             return (f"its objects there are used with objects outside it ({self.outside} affinitive "
                     f"accesses) at least as much as with each other ({self.inside})")
+        at = self.at
+        grown = at.allocations if at else 1.0
         return (f"identifying its {self.walked} allocations past their entry costs about "
-                f"{self.walk_ns / 1e6:.2f} ms there{stubs_clause(self.stub_calls, self.stub_ns, lead=' and ')}, "
+                f"{self.walk_ns * grown / 1e6:.2f} ms there"
+                f"{stubs_clause(self.stub_calls, self.stub_ns * grown, lead=' and ')}, "
                 f"more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
                 f"{misses_clause(self.misses)}{large_clause(self.mean_size)}"
-                f"{strangers_clause(self.strangers, self.one_pool)})")
+                f"{strangers_clause(self.strangers, self.one_pool)}{at.clause() if at else ''})")
 
 
 @dataclass
@@ -245,7 +262,7 @@ def group_pays(inside, outside, saving, cost):
     return inside > outside and saving > cost
 
 
-def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0):
+def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=None):
     """The most a group's placement can save: the affinitive accesses it
     gains (its affinity inside less its affinity with objects outside),
     each at best one D1 miss turned into a hit (`miss_ns`), of which only
@@ -261,11 +278,21 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0):
     evicted), an access that hits has nothing to gain, so the saving is
     bounded by those misses. Otherwise they were evicted and fetched again,
     misses that grow with the input as the affinity does, which then
-    stands alone (docs/planner.md, *Savings bounded by misses*)."""
+    stands alone (docs/planner.md, *Savings bounded by misses*).
+    at: the group at the scale the plan runs at (scale.AtScale): the
+    accesses grow with it, the misses of objects that stay in the cache
+    there with their lines, and an avoided miss saves what the level that
+    serves it there costs (docs/planner.md, *A miss at the run's scale*);
+    None prices the profiled run itself at `miss_ns`."""
     gain = max(0, inside - outside) * line_share(mean_size) * strangers
-    if misses is not None and stays_cached(misses):
-        gain = min(gain, misses[0])
-    return gain * costs["miss_ns"]
+    if at is None:
+        if misses is not None and stays_cached(misses):
+            gain = min(gain, misses[0])
+        return gain * costs["miss_ns"]
+    gain *= at.accesses
+    if misses is not None and at.cached:
+        gain = min(gain, misses[0] * at.lines)
+    return gain * at.miss_ns
 
 
 # An object of more than this many bytes shares at most a line with each
@@ -429,7 +456,7 @@ def stub_shares(patched, sites, costs):
     return out
 
 
-def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=None):
+def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=None, pricing=None):
     """The plan (as read_plan gives it) made from `train`, replayed on the
     profile `run` of another input. costs: the planner's (COST_DEFAULTS).
     walked: groups the planner prices as stack walks whatever their sites
@@ -439,7 +466,9 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
     rest_pool: "classes" or "one", the rest pool the group's saving is
     weighed against (rest_strangers); by default the plan's own, if any.
     A plan still being made has no rest group yet: then what no group
-    claims is what would go to it."""
+    claims is what would go to it. pricing: the training run's
+    scale.Pricing, which the run is priced at in proportion to its size
+    (None: at its own scale, miss_ns a miss)."""
     real = {g for g in range(len(plan["groups"])) if g != plan.get("rest")}
     dec, to_profile = decisions(plan, run)
     train_decisions, _ = decisions(plan, train)
@@ -454,7 +483,10 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
     total = predicted = known = grouped = walk_none = bits_none = left = 0
     measured = all("d1_misses" in c for c in run["contexts"])
     everything = run_accesses(run["contexts"])
-    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None, run_accesses=everything)
+    if pricing is not None:
+        pricing = pricing.relative(run, sum(c["allocations"] for c in train["contexts"]))
+    groups = [GroupTransfer(name=n, costs=costs, d1_misses=0 if measured else None, run_accesses=everything,
+                            pricing=pricing, contexts=run["contexts"])
               for n in plan["groups"]]
     selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
@@ -466,6 +498,8 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
             if g in real:
                 groups[g].stub_calls, groups[g].stub_ns = round(calls), ns
     members = {g: [] for g in real}   # context ids decided into each group there
+    for g in real:
+        groups[g].members = members[g]
     for c in run["contexts"]:
         n = c["allocations"]
         g, frames, gone = dec[c["id"]]

@@ -504,7 +504,8 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     call the program makes ten million times, the stubs cost 30 ms more
     and the group is dropped, with the calls named; when the site is called
     only for the allocations it leads to, the stubs cost 3 ms and the group
-    stays. A profile that does not count calls prices no stub."""
+    stays. A profile that does not count calls prices no stub. Priced at the
+    profiled run's own scale (scale=1), where a miss costs L2's price."""
     from cohort.planner import COST_DEFAULTS, make_plan, worth_text
 
     def with_calls(calls):
@@ -513,13 +514,13 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
             site["calls"] = calls if site["id"] == 10 else 1_000_000
         return p
 
-    hot = make_plan(with_calls(10_000_000), costs=MODEST_COSTS)
+    hot = make_plan(with_calls(10_000_000), costs=MODEST_COSTS, scale=1)
     assert hot.groups == [] and hot.rest == 0
     note = next(n for n in hot.notes if "costs more than its placement can save" in n)
     assert "its patched call sites' stubs run on 10000000 calls, about 30.0 ms" in note
     agrees_with_runtime(hot, with_calls(10_000_000), tmp_path)
 
-    cool = make_plan(with_calls(1_000_000), costs=MODEST_COSTS)
+    cool = make_plan(with_calls(1_000_000), costs=MODEST_COSTS, scale=1)
     assert len(cool.groups) == 1 and cool.worth[0].pays
     assert cool.worth[0].stub_calls == 1_000_000
     assert cool.worth[0].stub_ns == 1_000_000 * COST_DEFAULTS["stub_ns"]
@@ -545,7 +546,8 @@ def test_strangers(tmp_path):
     making as many objects, half of its class is others', and the saving
     is half the affinity; in one rest pool the cold objects of any size
     count. Planned against the next allocator (--rest none), as HALO does,
-    the whole affinity counts."""
+    the whole affinity counts. Priced at the profiled run's own scale
+    (scale=1), where a miss costs L2's price."""
     from cohort.planner import COST_DEFAULTS, make_plan, worth_text
 
     def listed(cold_size, one=False):
@@ -565,7 +567,7 @@ def test_strangers(tmp_path):
             "another context's") in note, note
     agrees_with_runtime(alone, listed(100), tmp_path)
 
-    shared = make_plan(listed(32))
+    shared = make_plan(listed(32), scale=1)
     assert len(shared.groups) == 1 and shared.worth[0].strangers == 0.5
     assert shared.worth[0].saving_ns == 400_000 * 0.5 * COST_DEFAULTS["miss_ns"]
     assert "50% of the allocations its objects would lie among are another context's" in worth_text(shared.worth[0])
@@ -574,7 +576,7 @@ def test_strangers(tmp_path):
     assert one.rest_one and len(one.groups) == 1 and one.worth[0].strangers == 0.5
     assert "in the rest pool, 50% of the allocations" in worth_text(one.worth[0])
 
-    halo = make_plan(listed(100), rest="none")
+    halo = make_plan(listed(100), rest="none", scale=1)
     assert len(halo.groups) == 1 and halo.worth[0].strangers == 1.0
     assert halo.worth[0].saving_ns == 400_000 * COST_DEFAULTS["miss_ns"]
     assert "would lie among" not in worth_text(halo.worth[0])
@@ -606,10 +608,12 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
             f"times, in {lines} lines at most") in note
     agrees_with_runtime(cached, with_misses(lines), tmp_path)
 
-    evicted = make_plan(with_misses(lines + 1), costs=MODEST_COSTS)
+    evicted = make_plan(with_misses(lines + 1), costs=MODEST_COSTS, scale=1)
     assert len(evicted.groups) == 1 and evicted.worth[0].pays
-    # half the cells' size class is their twin's (test_strangers)
-    assert evicted.worth[0].saving_ns == (16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"])
+    # half the cells' size class is their twin's (test_strangers); their lines
+    # are touched too far apart to stay in any cache: a miss costs memory's price
+    assert evicted.worth[0].at.level == "memory"
+    assert evicted.worth[0].saving_ns == (16_000_000 * 0.5 * evicted.worth[0].at.miss_ns)
     assert "stayed in the cache" not in worth_text(evicted.worth[0])
 
     # without misses in the profile
@@ -894,7 +898,8 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
     the affinity counts, and the group is dropped, with the sizes named (a
     stock perl's arenas and interpreter state were so grouped, and missed
     more). At 256 bytes or less the objects lie in lines neighbours share
-    whole, and the group stays."""
+    whole, and the group stays. Priced at the profiled run's own scale
+    (scale=1), where a miss costs L2's price."""
     from cohort.planner import COST_DEFAULTS, make_plan, worth_text
 
     def with_size(size):
@@ -904,14 +909,14 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
             c["min_size"] = c["max_size"] = size
         return p
 
-    large = make_plan(with_size(4000), costs=MODEST_COSTS)
+    large = make_plan(with_size(4000), costs=MODEST_COSTS, scale=1)
     assert large.groups == [] and large.rest is None   # 4000 bytes and nothing small: no pool at all
     note = next(n for n in large.notes if "costs more than its placement can save" in n)
     assert "its objects are of 4000 bytes on average, and a neighbour can share only the first and last " \
            "of their lines: 3% of those accesses" in note, note
     assert "from 16000000 affinitive accesses inside it" in note and "against at most 1.8 ms" in note, note
 
-    small = make_plan(with_size(256), costs=MODEST_COSTS)
+    small = make_plan(with_size(256), costs=MODEST_COSTS, scale=1)
     assert len(small.groups) == 1 and small.worth[0].pays
     assert small.worth[0].saving_ns == 16_000_000 * 0.5 * COST_DEFAULTS["miss_ns"]   # the twin: half its class
     assert "a neighbour can share" not in worth_text(small.worth[0])

@@ -66,7 +66,7 @@ def test_a_group_whose_stubs_run_far_more_on_a_validation_run_is_dropped():
     but a million times on the other run, where its stub would cost 3 ms
     for 400 affinitive accesses: group 0 does not transfer and goes, with
     the calls named; group 1, whose sites run as often as in training,
-    stays."""
+    stays. Priced at the runs' own scale (scale=1)."""
     def counted(p, calls):
         for site in p["sites"]:
             site["calls"] = calls.get(site["id"], 100)
@@ -75,7 +75,7 @@ def test_a_group_whose_stubs_run_far_more_on_a_validation_run_is_dropped():
     val = counted(prof(TRAIN, [(0, 0, 400), (1, 1, 400)], ["/x/prog", "other"]), {10: 1_000_000})
     costs = dict(FREE_WALKS["costs"], patched_ns=0)
     assert len(make_plan(train, costs=costs).groups) == 2
-    plan = make_plan(train, costs=costs, validations=[val])
+    plan = make_plan(train, costs=costs, validations=[val], scale=1)
     assert [g.conjunctions for g in plan.groups] == [[(11,)]]
     note = next(n for n in plan.notes if "does not transfer to the run `/x/prog other`" in n)
     assert "its patched call sites' stubs run on 1000000 calls, about 3.00 ms" in note

@@ -1,0 +1,119 @@
+"""Confirmation by measurement: `cohort optimize --ref 'ARGS'` (docs/planner.md,
+"Confirmed on a larger input").
+
+The planner decides on a model of the training run, priced at the scale the
+plan runs at (scale.py). A model can be wrong both ways, so before the plan
+is written it is measured on a larger input the user names, under cachegrind
+in the fixed geometry, scored as `cohort tune` screens (estimated cycles:
+instructions + 10 x D1 misses + 100 x LL data misses), in front of the
+allocator it will run with:
+
+1. the allocator alone, whose output every other run must print too;
+2. the plan; then, one group at a time, from the one the model thought least
+   of, the plan made again without it: a group without which the plan
+   scores no worse is dropped (what costs as much as it gains is not kept);
+3. the plan with its rest pool against the same plan with every ungrouped
+   object left to the allocator (`--rest none`);
+4. the result against the allocator alone: if the allocator alone scores
+   better, the plan keeps no group.
+
+Every step is reported with its figures. A --ref run that fails, or whose
+output differs from the allocator alone's, stops the confirmation with one
+line; the plan is then written unconfirmed."""
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cohort.bench import alone_environment, cachegrind, clean_environment
+from cohort.errors import CohortError
+from cohort.paths import allocator_library
+from cohort.planner import plan_command
+from cohort.runner import environment, exit_words
+from cohort.tune import score
+
+
+@dataclass
+class Confirmation:
+    """What the measurement decided: groups dropped (each by its
+    contexts), the rest pool's verdict, and the report's lines."""
+    exclude: list = field(default_factory=list)
+    rest: str = "pool"
+    alone_wins: bool = False
+    lines: list = field(default_factory=list)
+
+
+def figures(cg, base):
+    """One measurement against the allocator alone's, for the report."""
+    return (f"score {score(cg) / score(base):.3f}, instructions {cg['I_refs'] / max(base['I_refs'], 1):.3f}, "
+            f"D1 misses {cg['D1_misses'] / max(base['D1_misses'], 1):.3f}, "
+            f"LL misses {cg['LLd_misses'] / max(base['LLd_misses'], 1):.3f}")
+
+
+def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None):
+    """Measure the plan that plan_command makes from profile_path with
+    `params` on the run ref_argv (its standard input: stdin, or /dev/null)
+    and return the Confirmation. CohortError when the run fails, or prints
+    other output under a plan than under the allocator alone."""
+    log = log or (lambda m: None)
+    lib = allocator_library(allocator)
+    base_env = clean_environment()
+    run = " ".join(ref_argv)
+    log(f"cohort optimize: confirming on `{run}` under cachegrind: {allocator} alone")
+    alone = cachegrind(list(ref_argv), alone_environment(base_env, lib), stdin=stdin)
+    if "error" in alone:
+        raise CohortError(f"the --ref run `{run}` failed in front of {allocator} alone "
+                          f"({exit_words(alone['exit']) if alone['exit'] else alone['error']}); the plan is "
+                          f"not confirmed")
+    out = Confirmation(rest=params.get("rest", "pool"))
+    out.lines.append(f"Confirmed on `{run}` (cachegrind, fixed geometry), in front of {allocator}; every figure "
+                     f"is over {allocator} alone's (score: instructions + 10 x D1 misses + 100 x LL misses)")
+
+    with tempfile.TemporaryDirectory(prefix="cohort-confirm-") as tmp:
+        def measured(exclude, rest, what):
+            path = Path(tmp) / f"plan-{len(list(Path(tmp).iterdir()))}"
+            plan, _ = plan_command(profile_path, path, validate=validate,
+                                   **dict(params, exclude=exclude, rest=rest))
+            log(f"cohort optimize: confirming: {what}")
+            cg = cachegrind(list(ref_argv), environment(plan=path, allocator=allocator, base=base_env),
+                            stdin=stdin)
+            if "error" in cg:
+                raise CohortError(f"the --ref run `{run}` failed under {what} ({cg['error']}); the plan is "
+                                  f"not confirmed")
+            if cg["output_sha256"] != alone["output_sha256"]:
+                raise CohortError(f"the --ref run `{run}` printed other output under {what} than in front of "
+                                  f"{allocator} alone; the plan is not confirmed")
+            return plan, cg
+
+        plan, best = measured(out.exclude, out.rest, "the plan")
+        out.lines.append(f"  the plan ({len(plan.groups)} groups): {figures(best, alone)}")
+        # The group the model thought least of first: its margin of saving over cost.
+        order = sorted(range(len(plan.groups)), key=lambda i: plan.worth[i].saving_ns - plan.worth[i].cost_ns)
+        for members, name in [(plan.groups[i].members, plan.groups[i].name) for i in order]:
+            smaller, without = measured(out.exclude + [members], out.rest, f"the plan without {name}")
+            if score(without) <= score(best):
+                out.exclude.append(members)
+                plan = smaller
+                out.lines.append(f"  group {name} (contexts {' '.join(map(str, members))}) dropped: without it "
+                                 f"{figures(without, alone)}, against {figures(best, alone)} with it")
+                best = without
+            else:
+                out.lines.append(f"  group {name} (contexts {' '.join(map(str, members))}) kept: with it "
+                                 f"{figures(best, alone)}, against {figures(without, alone)} without it")
+        if out.rest == "pool":
+            _, bare = measured(out.exclude, "none", "the plan with no rest pool")
+            if score(bare) <= score(best):
+                out.rest = "none"
+                out.lines.append(f"  rest pool dropped (every ungrouped object to {allocator}): without it "
+                                 f"{figures(bare, alone)}, against {figures(best, alone)} with it")
+                best = bare
+            else:
+                out.lines.append(f"  rest pool kept: with it {figures(best, alone)}, against "
+                                 f"{figures(bare, alone)} with every ungrouped object in {allocator}")
+        if score(alone) < score(best):
+            out.alone_wins = True
+            out.exclude += [g.members for g in plan.groups]
+            out.rest = "none"
+            out.lines.append(f"  {allocator} alone scores better than what is left of the plan "
+                             f"({figures(best, alone)}): the plan keeps no group and no rest pool")
+    return out

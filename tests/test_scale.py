@@ -1,0 +1,156 @@
+"""A group's worth at the scale the plan runs at (cohort/scale.py;
+docs/planner.md, "A miss at the run's scale"): users profile a small input
+and run a large one, so the planner prices a group's avoided misses at the
+cache level that serves them there, and its identification at the
+allocations made there."""
+
+import copy
+import json
+
+from conftest import COHORT, run
+from cohort import scale as scaling
+from cohort.planner import make_plan, report
+
+# The machine the tests price for, whatever this one's sysfs says.
+SIZES = {1: 32 << 10, 2: 1 << 20, 3: 32 << 20}
+SIZE = 48
+
+
+def wrapped_kinds(n, passes, misses=True):
+    """HALO's Figure 2 behind one wrapper: trades (context 0), quotes (1)
+    and remarks (2), n of each, all made through one allocation function
+    (entry site 1, which every allocation enters at, so each is decided from
+    the constructor's call site one frame out: 2, 3 or 4). Trades and quotes
+    are walked `passes` times together; remarks are set aside. All three
+    share a size class, so the rest pool interleaves them."""
+    site = lambda i: {"id": i, "module": 0, "offset": 0x100 + i, "call": "direct",  # noqa: E731
+                      "function": None, "file": None, "line": None}
+    walked = 2 * n * passes
+    contexts = []
+    for i, (s, acc) in enumerate(((2, walked), (3, walked), (4, n))):
+        c = {"id": i, "sites": [1, s, 9], "allocations": n, "accesses": acc, "truncated": False,
+             "bytes": SIZE * n, "min_size": SIZE, "max_size": SIZE, "frees": 0,
+             "lifetime": {"mean": None, "max": None, "live_at_exit": n}}
+        if misses:   # the walked kinds are evicted between passes: a miss a line a pass
+            c["d1_misses"] = acc // 2 if i < 2 else n
+        contexts.append(c)
+    edges = [(0, 0, n * passes), (1, 1, n * passes), (0, 1, 2 * n * passes), (0, 2, n // 10), (1, 2, n // 10)]
+    return {"parameters": {"max_size": 4096},
+            "totals": {"accesses": 2 * walked + n, "allocations": 3 * n, "peak_live_bytes": 3 * n * SIZE},
+            "target": {"argv": ["/x/kinds", str(n), str(passes)], "executable": "/x/kinds"},
+            "modules": [{"id": 0, "path": "/x/kinds", "build_id": "ab", "system": False}],
+            "sites": [site(i) for i in range(12)],
+            "contexts": contexts,
+            "graph": {"nodes": [0, 1, 2], "edges": [list(e) for e in edges], "coverage": 1.0}}
+
+
+def test_machine_levels_and_their_prices(tmp_path):
+    """Levels from sysfs, data and unified caches only; L2 at the planner's
+    miss price, the rest at what cohort-latency measured; a distance past
+    every cache is memory's."""
+    for i, (level, kind, size) in enumerate(((1, "Data", "32K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "1024K"), (3, "Unified", "32768K"))):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert scaling.cache_sizes(str(tmp_path)) == SIZES
+    assert scaling.cache_sizes(str(tmp_path / "none")) == scaling.FALLBACK_SIZES
+    machine, l1 = scaling.Machine.here({"miss_ns": 3.5}, SIZES)
+    assert l1 == 32 << 10
+    assert machine.serves(512 << 10) == ("L2", 3.5)
+    assert machine.serves(8 << 20) == ("L3", scaling.LEVEL_NS[3] - scaling.L1_NS)
+    assert machine.serves(64 << 20) == ("memory", scaling.MEMORY_NS - scaling.L1_NS)
+
+
+def test_a_group_behind_a_wrapper_is_priced_where_the_plan_runs():
+    """Trained small (6,000 objects of each kind, 3 passes: 864 KiB live, in
+    L2), the walked kinds' group saves less than deciding its objects from
+    the constructors' patched call sites costs: priced at the training run,
+    it is dropped. The production run is larger; at ten times the
+    training run (the default, or --scale 10) its objects are touched again
+    after megabytes of other data, each avoided miss is served by L3, and the
+    group pays; the remarks, used more with the group than with each other,
+    go to the rest pool either way."""
+    profile = wrapped_kinds(6000, 3)
+    small = make_plan(profile, scale=1, cache_sizes=SIZES)
+    assert small.groups == []
+    note = next(n for n in small.notes if "costs more than its placement can save" in n)
+    assert "at 1 times the profiled run (--scale)" in note and "served by L2, 3.5 ns" in note, note
+
+    for plan, said in ((make_plan(profile, cache_sizes=SIZES), "(the default: no --scale)"),
+                       (make_plan(profile, scale=10, cache_sizes=SIZES), "(--scale)")):
+        assert [sorted(g.members) for g in plan.groups] == [[0, 1]]
+        w = plan.worth[0]
+        assert w.pays and w.at.level == "L3" and w.at.accesses == 10
+        assert w.cost_ns == (w.walk_ns + w.stub_ns) * 10
+        assert f"at 10 times the profiled run {said}" in report(plan, profile)
+    far = make_plan(profile, scale=100, cache_sizes=SIZES)
+    assert far.worth[0].at.level == "memory"
+
+
+def test_growth_is_fitted_on_a_run_of_another_size():
+    """Given a second run twice the size, with twice the passes, each
+    context grows as it did between the runs: the walked kinds' accesses
+    with the square of the size. A run of the same size fits nothing."""
+    small, large = wrapped_kinds(6000, 3), wrapped_kinds(12000, 6)
+    large["target"]["argv"] = ["/x/kinds", "12000", "6"]
+    plan = make_plan(small, validations=[large], cache_sizes=SIZES)
+    w = plan.worth[0]
+    assert w.at.growth.source == "`/x/kinds 12000 6`"
+    assert abs(w.at.allocations - 10) < 1e-9          # allocations grow with the size
+    assert abs(w.at.accesses - 100) < 1e-6             # accesses with its square: 10 ** 2
+    assert w.pays
+    assert make_plan(small, validations=[copy.deepcopy(small)], cache_sizes=SIZES).pricing.growth.source \
+        == "default"
+
+
+def test_a_few_objects_whose_number_does_not_grow_keep_their_distance():
+    """Three objects read on every record, evicted now and then: fitted on a
+    run twice the size, their lines do not grow, so the distance between
+    two touches of one of them stays where it was; in proportion to the
+    scale (no second run) it would grow tenfold."""
+    def parser(records):
+        p = wrapped_kinds(records, 1)
+        p["contexts"][2].update(allocations=3, bytes=3 * 200, min_size=200, max_size=200,
+                                accesses=records * 3, d1_misses=records // 4)
+        p["target"]["argv"] = ["/x/kinds", str(records)]
+        return p
+    train, other = parser(20000), parser(40000)
+    keys = ({c["id"]: c["id"] for c in train["contexts"]}, {c["id"]: c["id"] for c in other["contexts"]})
+    fitted = scaling.fit(train, other, keys)
+    assert fitted.contexts[2][2] == 0.0                # its bytes do not grow
+    pricing = scaling.Pricing.of(train, {"miss_ns": 3.5}, fitted, SIZES)
+    from cohort.transfer import context_misses, run_accesses
+    misses = context_misses(train["contexts"], [2], run_accesses(train["contexts"]))
+    trained = misses[2] * 64
+    at = pricing.at(train["contexts"], [2], misses, False)
+    assert abs(at.distance - trained) / trained < 0.01
+    proportional = scaling.Pricing.of(train, {"miss_ns": 3.5}, scaling.uniform(), SIZES)
+    assert abs(proportional.at(train["contexts"], [2], misses, False).distance - 10 * trained) / trained < 0.1
+
+
+def test_a_group_used_more_with_others_goes_before_the_groups_it_would_leave_alone():
+    """While the remarks are a group of their own, nothing else shares the
+    walked kinds' place in the rest pool, and their group seems to gain
+    nothing there. The remarks' group, used more with the walked kinds than
+    with each other, goes first whatever it costs; then the walked kinds'
+    group is weighed against the rest pool the remarks are in."""
+    profile = wrapped_kinds(6000, 3)
+    profile["graph"]["edges"].append([2, 2, 1000])   # the remarks have a loop: HALO forms their group
+    plan = make_plan(profile, cache_sizes=SIZES)
+    assert [sorted(g.members) for g in plan.groups] == [[0, 1]]
+    assert plan.worth[0].strangers > 0
+
+
+def test_scale_must_be_a_number_of_at_least_one(tmp_path):
+    """--scale 0.5 or a word: one line, exit 2, nothing written."""
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(wrapped_kinds(100, 1)))
+    for bad in ("0.5", "ten", "nan"):
+        r = run([COHORT, "plan", str(path), "-o", str(tmp_path / "plan"), "--scale", bad], text=True)
+        assert r.returncode == 2, r.stderr
+        assert "a scale is a number of at least 1" in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "plan").exists()
