@@ -2,14 +2,18 @@
 pass-through overhead, cost of a grouped allocation, identification cost.
 Interleaved trials, medians and quartiles of allocbench's ns/op.
 Usage: .venv/bin/python scripts/bench-runtime.py [TRIALS] [SECTION ...]
-with sections passthrough, real, grouped, pairs, groups, deep, alt (default:
-all). The pairs section counts, under cachegrind, what one malloc+free pair
+with sections passthrough, real, grouped, pairs, groups, deep, alt, wrapper
+(default: all). The pairs section counts, under cachegrind, what one malloc+free pair
 of allocbench churn costs (mode all: no identification), and the groups
 section (1, 4, 16 and 63 groups, for allocbench groups and for allocbench
 stream, whose requests do not change with G) also counts, under cachegrind
 (fixed geometry), the
 instructions and D1 misses each malloc+free pair costs: the difference
-between runs of 2N and N pairs, divided by N, so start-up is left out."""
+between runs of 2N and N pairs, divided by N, so start-up is left out.
+The wrapper section counts the same for allocbench wrapper (two kinds made
+through the program's own wrapper and a shared helper, told apart two
+frames past the entry): the rest pool alone, against the two kinds grouped
+and decided from patched selector and stop sites, and by stack walks."""
 
 import re
 import statistics
@@ -29,7 +33,7 @@ BIN = ROOT / "build" / "workloads" / "allocbench"
 OUT = ROOT / "demo-out"
 TRIALS, names = script_arguments(sys.argv, __doc__, 11)
 GROUP_COUNTS = (1, 4, 16, 63)
-SECTIONS = set(names) or {"passthrough", "real", "grouped", "pairs", "groups", "deep", "alt"}
+SECTIONS = set(names) or {"passthrough", "real", "grouped", "pairs", "groups", "deep", "alt", "wrapper"}
 
 
 def plans():
@@ -81,6 +85,22 @@ def alt_plans():
         "ab patched, entry walk": (ab_entry, "1"),
         "ab-recursive walked": (rec, "0"),
         "ab-recursive patched": (rec, "1"),
+    }
+
+
+def wrapper_plans():
+    """For allocbench wrapper: {case: plan}. "rest" sends both kinds to the
+    rest pool with no identification; "grouped" is what cohort plan writes
+    for them: the entry (xalloc's call of malloc) marked walk, each kind's
+    call of new_cell a selector and a stop site of its group."""
+    entry = call_sites(BIN, "xalloc", "malloc")[0]
+    red = call_sites(BIN, "make_red", "new_cell")[0]
+    blue = call_sites(BIN, "make_blue", "new_cell")[0]
+    return {
+        "rest": write_plan(OUT / "ab-wrap-rest.plan", [BIN], [], ["rest"], [], version=4, rest=0),
+        "grouped": write_plan(OUT / "ab-wrap.plan", [BIN], [(0, entry, "walk"), (0, red, "stop=0"),
+                                                          (0, blue, "stop=1")], ["red", "blue", "rest"],
+                              [(0, [1]), (1, [2])], version=4, rest=2),
     }
 
 
@@ -229,6 +249,21 @@ def main():
     # allocations share nothing below main's loop. "mode all" is the same
     # grouped allocation with no identification at all: a case's cost of
     # identification per allocation is its time minus that line's.
+    if "wrapper" in SECTIONS:
+        plans = wrapper_plans()
+        n = 200_000
+        base = per_pair(lambda k: [BIN, "wrapper", k], environment(plan=plans["rest"]), n)
+        print("\nidentification through a wrapper (allocbench wrapper: two kinds through xalloc and a shared "
+              "new_cell, told apart two frames out), cachegrind, per malloc+free pair")
+        for name, env in (("rest pool alone", environment(plan=plans["rest"])),
+                          ("grouped, patched selector and stop sites", environment(plan=plans["grouped"])),
+                          ("grouped, stack walks (COHORT_PATCH=0)", environment(plan=plans["grouped"], patch="0"))):
+            ir, d1 = per_pair(lambda k: [BIN, "wrapper", k], env, n)
+            print(f"  {name:<44} {ir:7.1f} instructions ({ir - base[0]:+6.1f}), {d1:5.2f} D1 misses")
+        cases = {k: ([BIN, "wrapper", 2_000_000], environment(plan=v)) for k, v in plans.items()}
+        cases["grouped, walked"] = ([BIN, "wrapper", 2_000_000], environment(plan=plans["grouped"], patch="0"))
+        show("identification through a wrapper, timed", measure(cases), "rest")
+
     if "alt" in SECTIONS:
         for depth in (3, 15, 40):
             alt = [BIN, "alt", 1_000_000, depth]

@@ -143,3 +143,34 @@ def test_a_path_ends_the_walk_early(tmp_path):
     assert st["identification"]["path"] == 100 and st["identification"]["walk_group"] == 100
     frames = st["frames_walked"]
     assert frames["1"] >= 100   # the 100 decided by the path, one frame past the entry; the others walk further
+
+
+def test_the_wrapper_benchmark_decides_its_kinds_from_patched_sites(tmp_path):
+    """scripts/bench-runtime.py's wrapper case measures what it says: under
+    its grouped plan every allocation of allocbench wrapper is decided from
+    the bits of the patched selector and stop sites two frames past the
+    entry (none walks), half of them into each kind's group; under its rest
+    plan none is identified at all."""
+    import importlib.util
+    import json
+    import sys
+    from conftest import ROOT, cohort_env, run
+    spec = importlib.util.spec_from_file_location("bench_runtime", ROOT / "scripts" / "bench-runtime.py")
+    saved = sys.argv
+    sys.argv = ["bench-runtime.py", "1", "wrapper"]
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.argv = saved
+    mod.OUT = tmp_path
+    plans = mod.wrapper_plans()
+    stats = tmp_path / "stats.json"
+    r = run([mod.BIN, "wrapper", 2000], env=cohort_env(plan=plans["grouped"], stats=stats))
+    assert r.returncode == 0, r.stderr
+    st = json.loads(stats.read_text())
+    assert st["identification"]["patched"] >= 2000 and st["identification"].get("walk_group", 0) == 0
+    assert [(g["name"], g["allocations"]) for g in st["groups"][:2]] == [("red", 1000), ("blue", 1000)]
+    r = run([mod.BIN, "wrapper", 2000], env=cohort_env(plan=plans["rest"], stats=stats))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(stats.read_text())["identification"].get("patched", 0) == 0

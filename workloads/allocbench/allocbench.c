@@ -14,6 +14,12 @@
  *                             octal digits), each its own call site of
  *                             malloc: a plan that names those sites spreads
  *                             the churn over G groups
+ *   allocbench wrapper N      N malloc+free pairs of 48 bytes through the
+ *                             program's own wrapper (xalloc) and a list-cell
+ *                             helper (new_cell) that two kinds share
+ *                             (make_red, make_blue, in turn): the kind is
+ *                             told two frames past the entry, as HALO's
+ *                             wrapper case
  *   allocbench stream N G     as groups, but every request's size (16, 96
  *                             or 176 bytes) is drawn independently of the
  *                             function that makes it: the request stream
@@ -115,6 +121,39 @@ NOINLINE double run_groups(long n, int groups, unsigned window, int same_stream)
   return ns;
 }
 
+/* The wrapper case: every call keeps its frame (no tail calls), so the
+ * kind is on the stack two frames out from malloc's caller. */
+NOINLINE void *xalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) abort();
+  sink += (uintptr_t)p;
+  return p;
+}
+
+NOINLINE void *new_cell(size_t n) {
+  void *p = xalloc(n);
+  sink += 1;
+  return p;
+}
+
+NOINLINE void *make_red(void) {
+  void *p = new_cell(48);
+  sink += 2;
+  return p;
+}
+
+NOINLINE void *make_blue(void) {
+  void *p = new_cell(48);
+  sink += 3;
+  return p;
+}
+
+NOINLINE double run_wrapper(long n) {
+  double t0 = now();
+  for (long i = 0; i < n; i++) free((i & 1) ? make_red() : make_blue());
+  return (now() - t0) / n;
+}
+
 NOINLINE double run_deep(long n, int depth) {
   double t0 = now();
   descend(depth, n);
@@ -122,7 +161,7 @@ NOINLINE double run_deep(long n, int depth) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|groups|stream N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|wrapper|groups|stream N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
   long n = atol(argv[2]);
   double ns = 0;
   if (!strcmp(argv[1], "churn")) {
@@ -149,6 +188,8 @@ int main(int argc, char **argv) {
     ns = run_deep(n, argc > 3 ? atoi(argv[3]) : 15);
   } else if (!strcmp(argv[1], "alt")) {
     ns = run_alt(n, argc > 3 ? atoi(argv[3]) : 15);
+  } else if (!strcmp(argv[1], "wrapper")) {
+    ns = run_wrapper(n);
   } else if (!strcmp(argv[1], "groups") || !strcmp(argv[1], "stream")) {
     int g = argc > 3 ? atoi(argv[3]) : 1;
     unsigned w = argc > 4 ? (unsigned)atoi(argv[4]) : 1024;
