@@ -50,6 +50,11 @@ def policy_plan(outdir, policy):
     """Where a bench writes the plan of a policy other than halo."""
     return Path(outdir) / f"plan-{policy}"
 
+
+def allocator_plan(outdir, allocator):
+    """Where a bench writes halo's plan made for an allocator after the first."""
+    return Path(outdir) / f"plan-for-{allocator}"
+
 FORMAT = "cohort-results"
 VERSION = 1
 GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
@@ -193,14 +198,16 @@ def alone_environment(base_env, lib):
 
 
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
-                   policies=("halo",), plans=None, swept=(), prefetch=None):
+                   policies=("halo",), plans=None, swept=(), prefetch=None, plans_for=None):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
     takes the statistics path (or None). halo is cohort+ALLOC in front of each
     allocator; every other policy runs under its own name in front of the
     first: a plan policy with its plan (plans: {policy: path}), an online
     one with none; then each plan of a sweep (swept: [(name, path)]).
     prefetch: a prefetch file (cohort prefetch); each baseline and each
-    Cohort configuration then has a twin NAME+prefetch that injects it."""
+    Cohort configuration then has a twin NAME+prefetch that injects it.
+    plans_for: {allocator: the plan cohort+ALLOC runs instead of `plan`},
+    made for it (a plan's rest pool is decided for the allocator underneath)."""
     base_env = clean_environment(base_env)
     configs = []
     for a in allocators:
@@ -210,7 +217,7 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
             return alone_environment(base_env, lib)
 
         def optimised(stats, a=a):
-            return environment(plan=plan, allocator=a, stats=stats, base=base_env)
+            return environment(plan=(plans_for or {}).get(a, plan), allocator=a, stats=stats, base=base_env)
 
         configs.append((a, "baseline", a, baseline))
         if "halo" in policies:
@@ -690,7 +697,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if prefetch is not None:
         stats_names += [f"{n}+prefetch" for n in [*allocators, *stats_names] if n not in ("random", "all")]
     for path, kind in products(outdir, train is not None, stats_names, profiled + swept,
-                               sweep_profiles(outdir, sweep), validations=len(inputs["validate"])):
+                               sweep_profiles(outdir, sweep), validations=len(inputs["validate"]),
+                               planned_for=allocators[1:] if "halo" in policies else ()):
         if os.path.lexists(path):
             claim(path, kind, force)
     with made_dirs(outdir):
@@ -743,14 +751,16 @@ def validation_profiles(outdir, n):
     return [Path(outdir) / f"profile-{k}.json" for k in range(2, n + 2)]
 
 
-def products(outdir, trained, stats_names, profiled=(), profiles=None, validations=0):
+def products(outdir, trained, stats_names, profiled=(), profiles=None, validations=0, planned_for=()):
     """[(path, kind)] of every file a bench writes into outdir. profiled:
     the plan policies besides halo and the sweep's configurations, each
     with its plan; profiles: a sweep's own ({value: path}); validations:
-    how many validation runs leave a profile each."""
+    how many validation runs leave a profile each; planned_for: the
+    allocators after the first, for which halo's plan is made again."""
     out = [(outdir / "results.json", "results")]
     if trained:
         out += [(outdir / name, kind) for name, kind in OPTIMIZE_PRODUCTS.items()]
+        out += [(allocator_plan(outdir, a), "plan") for a in planned_for]
         out += [(p, "profile") for p in validation_profiles(outdir, validations)]
     out += [(policy_plan(outdir, p), "plan") for p in profiled]
     out += [(p, "profile") for p in (profiles or {}).values()]
@@ -763,7 +773,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
            policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0):
     commands = {"ref": target}
-    plans, swept = {}, []
+    plans, swept, plans_for = {}, [], {}
     if train is not None:
         from cohort.explain import plan_and_explain
         from cohort.planner import PLAN_DEFAULTS, plan_command
@@ -801,10 +811,18 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                     f"its profile is left out{shell_words_hint(argv[1:])}")
             else:
                 validated.append(path)
-        plan_and_explain(outdir, force=force, validate=validated, **PLAN_DEFAULTS)
+        plan_and_explain(outdir, force=force, validate=validated, **dict(PLAN_DEFAULTS, allocator=allocators[0]))
         written = [outdir / n for n in OPTIMIZE_PRODUCTS] + validation_profiles(outdir, len(validate_argv))
         if "halo" in policies:
             plan = outdir / "plan"
+            # cohort+ALLOC runs the plan made for ALLOC: its rest pool is
+            # decided for the allocator underneath (planner.rest_against).
+            for a in allocators[1:]:
+                made, prof = plan_command(outdir / "profile.json", allocator_plan(outdir, a), force=force,
+                                          validate=validated, **dict(PLAN_DEFAULTS, allocator=a))
+                plans_for[a] = allocator_plan(outdir, a).resolve()
+                written.append(allocator_plan(outdir, a))
+                log(f"cohort bench: cohort+{a}: {report_head(made, prof)}")
         for p in policies:
             if p in PROFILE_POLICIES:
                 made, prof = plan_command(outdir / "profile.json", policy_plan(outdir, p), force=force,
@@ -819,10 +837,11 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     if plan is not None:
         plan = Path(plan).resolve()
     named = swept + list(extra_plans)   # plans run under names of their own
-    for path in ([plan] if plan is not None else []) + list(plans.values()) + [p for _, p in named]:
+    for path in ([plan] if plan is not None else []) + list(plans.values()) + list(plans_for.values()) + \
+            [p for _, p in named]:
         check_plan_fits(path, prog)
     configs = configurations(allocators, plan, random_control, all_control=all_control, policies=policies,
-                             plans=plans, swept=named, prefetch=prefetch)
+                             plans=plans, swept=named, prefetch=prefetch, plans_for=plans_for)
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)

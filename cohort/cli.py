@@ -85,6 +85,7 @@ def cmd_run(args, target):
     plan = plan_option(args.plan)
     if plan:
         check_plan_fits(plan, resolve_program(target))
+        warn_allocator(plan, args.allocator)
     elif not args.mode and not args.policy:
         late = [a for a in target[1:] if a.split("=")[0] in ("--plan", "--mode", "--allocator", "--stats")]
         note(f"no --plan and no --mode: running {target[0]} in pass-through (nothing is grouped)"
@@ -106,6 +107,17 @@ def cmd_run(args, target):
         note(f"plan {plan} places no object (it has no group): running without the runtime"
              + (f"; no statistics in {args.stats}" if args.stats else ""))
     exec_program(target, env)
+
+
+def warn_allocator(plan, allocator):
+    """A plan made for another allocator than the one it runs in front of:
+    its rest pool was decided for that one (docs/planner.md, "The rest pool
+    against the allocator underneath"). One warning; the run goes on."""
+    from cohort.planfile import made_for
+    made = made_for(plan)
+    if made is not None and made != allocator:
+        note(f"WARNING: plan {plan} was made for {made}, and runs in front of {allocator}: its rest pool was "
+             f"decided for {made} (make it again with `cohort plan --allocator {allocator}`)")
 
 
 def training_failed(target, rc, allow, then):
@@ -426,7 +438,7 @@ def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
-                                            "rest_max", "identify", "policy", "scale")}
+                                            "rest_max", "identify", "policy", "scale", "allocator")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost}
     return params
@@ -438,7 +450,8 @@ POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+
                "list, tree or array of pointers, with what hangs off it), apa-maximal (a pool per "
                "connected data structure); or hds, HALO's hot-data-streams comparator (co-allocation sets "
                "from the heap trace's hot data streams, by immediate call site; its profile needs "
-               "--trace); docs/planner.md (default: halo)")
+               "--trace); or rest, no group: every small object in the rest pool alone, the control "
+               "a plan's groups must beat; docs/planner.md (default: halo)")
 
 
 def scale_value(text):
@@ -471,9 +484,14 @@ def add_plan_options(p):
                    help="let an entry site alone decide group G when G gets at least F of the "
                         "allocations entering there and no other group gets any (default: 0.98; "
                         "1 = only when exact)")
-    p.add_argument("--rest", default="pool", choices=("pool", "none"),
+    p.add_argument("--allocator", default="glibc", choices=tuple(ALLOCATORS),
+                   help="the allocator the plan will run in front of: its rest pool is decided for it, "
+                        "the plan names it, and optimize --ref measures against it (default: glibc)")
+    p.add_argument("--rest", default="auto", choices=("pool", "none", "auto"),
                    help="small allocations no group claims: one more pool, apart from the groups, "
-                        "or the next allocator, as in HALO (default: pool)")
+                        "or the next allocator, as in HALO; auto: the pool in front of glibc, and in "
+                        "front of an allocator of size classes (jemalloc, tcmalloc, mimalloc) only where "
+                        "the profile's model says it pays there (default: auto)")
     p.add_argument("--rest-max", type=int, default=REST_MAX, metavar="BYTES",
                    help="the largest request the rest pool takes (at most the plan's max-size); larger "
                         f"ones go to the next allocator. Above {REST_MAX} bytes the runtime keeps one class "
@@ -626,9 +644,6 @@ def build_parser():
                          "pool, and against the allocator alone; what loses there is dropped "
                          "(docs/planner.md, \"Confirmed on a larger input\")")
     op.add_argument("--ref-stdin", metavar="FILE", help="standard input of the --ref run (default: /dev/null)")
-    op.add_argument("--allocator", default="glibc", choices=tuple(ALLOCATORS),
-                    help="the allocator the plan will run in front of, which --ref measures against "
-                         "(default: glibc)")
     op.set_defaults(func=cmd_optimize)
 
     lo = sub.add_parser("loads", help="find delinquent loads and their strides (MO's prefetch profile)",

@@ -38,7 +38,7 @@ class Confirmation:
     """What the measurement decided: groups dropped (each by its
     contexts), the rest pool's verdict, and the report's lines."""
     exclude: list = field(default_factory=list)
-    rest: str = "pool"
+    rest: str = "auto"
     alone_wins: bool = False
     lines: list = field(default_factory=list)
 
@@ -65,7 +65,7 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
         raise CohortError(f"the --ref run `{run}` failed in front of {allocator} alone "
                           f"({exit_words(alone['exit']) if alone['exit'] else alone['error']}); the plan is "
                           f"not confirmed")
-    out = Confirmation(rest=params.get("rest", "pool"))
+    out = Confirmation(rest=params.get("rest", "auto"))
     out.lines.append(f"Confirmed on `{run}` (cachegrind, fixed geometry), in front of {allocator}; every figure "
                      f"is over {allocator} alone's (score: instructions + 10 x D1 misses + 100 x LL misses)")
 
@@ -100,16 +100,24 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
             else:
                 out.lines.append(f"  group {name} (contexts {' '.join(map(str, members))}) kept: with it "
                                  f"{figures(best, alone)}, against {figures(without, alone)} without it")
-        if out.rest == "pool":
-            _, bare = measured(out.exclude, "none", "the plan with no rest pool")
-            if score(bare) <= score(best):
-                out.rest = "none"
-                out.lines.append(f"  rest pool dropped (every ungrouped object to {allocator}): without it "
-                                 f"{figures(bare, alone)}, against {figures(best, alone)} with it")
-                best = bare
+        # The rest pool's other choice: without it where the plan has one,
+        # with it where the plan left it out (in front of an allocator of
+        # size classes); a tie goes to the plan without it.
+        has_rest = plan.rest is not None
+        other, other_cg = measured(out.exclude, "none" if has_rest else "pool",
+                                   "the plan with no rest pool" if has_rest else "the plan with a rest pool")
+        if has_rest or other.rest is not None:   # the two plans differ
+            with_, without = (best, other_cg) if has_rest else (other_cg, best)
+            keep = score(with_) < score(without)
+            out.rest = "pool" if keep else "none"
+            if keep:
+                out.lines.append(f"  rest pool kept: with it {figures(with_, alone)}, against "
+                                 f"{figures(without, alone)} with every ungrouped object in {allocator}")
             else:
-                out.lines.append(f"  rest pool kept: with it {figures(best, alone)}, against "
-                                 f"{figures(bare, alone)} with every ungrouped object in {allocator}")
+                out.lines.append(f"  rest pool left out (every ungrouped object to {allocator}): without it "
+                                 f"{figures(without, alone)}, against {figures(with_, alone)} with it")
+            if keep != has_rest:
+                plan, best = other, other_cg
         if score(alone) < score(best):
             out.alone_wins = True
             out.exclude += [g.members for g in plan.groups]

@@ -15,6 +15,25 @@ from cohort.errors import CohortError
 from cohort.paths import plan_checker
 
 PLAN_VERSION = 7        # the version written; 1 to 6 are still read
+# The comment that names the allocator a plan was made to run in front of
+# (its rest pool was decided for it: docs/planner.md, "The rest pool against
+# the allocator underneath"); the runtime reads no comment.
+ALLOCATOR_MARK = "# made for allocator"
+
+
+def made_for(path):
+    """The allocator a plan file was made for, or None (older plans, and
+    plans written by hand, do not say)."""
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.startswith(ALLOCATOR_MARK):
+                    return line[len(ALLOCATOR_MARK):].split()[0] if line[len(ALLOCATOR_MARK):].split() else None
+                if line.strip() and not line.startswith("#") and not line.startswith("cohort-plan"):
+                    return None
+    except OSError:
+        return None
+    return None
 MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 _BLANKS = re.compile(r"[ \t]+")

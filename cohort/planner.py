@@ -63,6 +63,7 @@ class Plan:
     paths_complete: bool = True                 # every walked context has its path (no limit hit)
     transfers: list = field(default_factory=list)   # transfer.Transfer per validation run
     pricing: object = None                          # scale.Pricing its groups were priced with
+    allocator: str = "glibc"                        # the allocator it was made to run in front of
     policy: str = "halo"                            # how the groups were formed (PLAN_POLICIES)
 
 
@@ -229,8 +230,18 @@ def group_label(profile, members, conjunctions=()):
 # interleaved runs, medians 10.26 ns by class and 9.10 ns in one pool
 # (cachegrind: 124.1 against 117.7 instructions and 1.10 against 0.90 D1
 # misses per pair, the classes' own chunk headers and heap lines).
+# rest_ns is what a malloc+free pair in the rest pool costs over the same
+# pair in jemalloc's thread cache: `scripts/bench-runtime.py`'s stream at
+# one group, 2026-11-29, 10.84 ns against 8.98 (stop 74's run); cachegrind
+# on calc counts 90 instructions a pair against jemalloc's 67.
 COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
-                 "stub_ns": 3.0}
+                 "stub_ns": 3.0, "rest_ns": 1.9}
+
+# The allocators a plan may be made for: glibc's malloc keeps a header
+# beside each block and places small blocks of every size together, which
+# the rest pool beats; jemalloc and tcmalloc keep small blocks by size class
+# in slabs, the rest pool's layout split by class, at a cheaper pair.
+SIZE_CLASS_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
 
 
 @dataclass
@@ -452,7 +463,11 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
 
 
 HDS_POLICY = "hds"
-PLAN_POLICIES = ("halo",) + dsgraph.DS_POLICIES + (HDS_POLICY,)
+# No group: every small object in the rest pool, the control a plan's groups
+# must beat (as random placement and one pool for everything are the
+# runtime's): `cohort bench --policies halo,rest`, and a `cohort tune` candidate.
+REST_POLICY = "rest"
+PLAN_POLICIES = ("halo",) + dsgraph.DS_POLICIES + (HDS_POLICY, REST_POLICY)
 # Policies that keep every group they form, as their papers do: no affinity
 # or cost pruning, and no dropping of groups that do not transfer.
 KEEP_ALL = dsgraph.APA_POLICIES + (HDS_POLICY,)
@@ -578,9 +593,9 @@ def hds_groups(profile, accesses, edges, members):
 
 
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
-              unknown_entry="auto", entry_purity=0.98, rest="pool", costs=None, identify="patched",
+              unknown_entry="auto", entry_purity=0.98, rest="auto", costs=None, identify="patched",
               unknown_path="auto", validations=(), policy="halo", rest_max=REST_MAX, scale=None,
-              cache_sizes=None, exclude=()):
+              cache_sizes=None, exclude=(), allocator="glibc"):
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
@@ -609,7 +624,9 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         for key, w in dsgraph.traversal_weights(profile, unit_of, accesses).items():
             edges[key] = edges.get(key, 0) + w
     keep_all = policy in KEEP_ALL
-    if policy == HDS_POLICY:    # groups of contexts already, with their nodes
+    if policy == REST_POLICY:
+        formed, notes = [], []
+    elif policy == HDS_POLICY:    # groups of contexts already, with their nodes
         formed, notes = hds_groups(profile, accesses, edges, members)
     else:
         if policy in dsgraph.APA_POLICIES:
@@ -639,6 +656,10 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                      f"objects of {MIN_MAX_SIZE} bytes to an eighth of its 1 MiB chunks")
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     shape = rest_shape([profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()], costs)
+    if rest == "auto":
+        rest, why = rest_against(allocator, shape, costs)
+        if why:
+            notes.append(why)
     rest_pool = None if rest != "pool" else "one" if shape[0] else "classes"
     pricing = scaling.Pricing.of(profile, costs, growth_of(profile, validations, scale), cache_sizes)
     while True:
@@ -684,6 +705,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
+    plan.allocator = allocator
     if rest == "pool":
         add_rest(plan, contexts, shape, rest_max)
     if validations:   # as the plan file will be, rest pool and all
@@ -731,6 +753,8 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
     hint = runtime_hint(profile)
     if hint:
         return f"no groups: {hint}"
+    if policy == REST_POLICY:
+        return "no groups: --policy rest keeps every small object in the rest pool alone"
     if small == 0:
         return (f"no groups: the program made no heap allocation of up to {p} bytes "
                 f"({sum(c['allocations'] for c in profile['contexts'])} allocations in all); Cohort "
@@ -799,6 +823,34 @@ def rest_shape(models, costs):
     summed = dict(models[0], one=dict(models[0]["one"], d1_misses=one),
                   classes=dict(models[0]["classes"], d1_misses=classes), objects=objects)
     return saving <= cost, dict(summed, saving_ns=saving, cost_ns=cost, runs=len(models))
+
+
+def rest_against(allocator, shape, costs):
+    """Whether the rest pool pays in front of `allocator` ("pool" or
+    "none"), and why (docs/planner.md, "The rest pool against the
+    allocator underneath"). In front of glibc it does. An allocator of size
+    classes already keeps small objects of a size together in allocation
+    order, as the rest pool split by class does, at a cheaper pair: the
+    rest pool pays there only as one pool, when the profile's model says
+    one pool in allocation order misses less than classes by more than its
+    objects' pairs cost over the allocator's (rest_ns each)."""
+    if allocator not in SIZE_CLASS_ALLOCATORS:
+        return "pool", None
+    one, m = shape
+    if not m:
+        return "none", (f"in front of {allocator} every ungrouped object goes to {allocator} (--rest none): "
+                        f"the profile has no model of the rest pool's layouts to say it pays")
+    saving = (m["classes"]["d1_misses"] - m["one"]["d1_misses"]) * costs["miss_ns"]
+    cost = m["objects"] * costs["rest_ns"]
+    if one and saving > cost:
+        return "pool", (f"in front of {allocator} the rest pool stays, as one pool: in allocation order the "
+                        f"profile's model misses {m['classes']['d1_misses'] - m['one']['d1_misses']} times less "
+                        f"than by class ({allocator}'s layout), {saving / 1e6:.2f} ms, more than its "
+                        f"{m['objects']} pairs cost over {allocator}'s ({cost / 1e6:.2f} ms)")
+    return "none", (f"in front of {allocator} every ungrouped object goes to {allocator} (--rest none): one pool "
+                    f"in allocation order saves {max(saving, 0) / 1e6:.2f} ms of D1 misses in the profile's "
+                    f"model against {allocator}'s classes, no more than its {m['objects']} pairs cost over "
+                    f"{allocator}'s ({cost / 1e6:.2f} ms)")
 
 
 def rest_text(plan):
@@ -970,7 +1022,7 @@ def assemble(profile, kept, params, notes):
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
     lines = [f"cohort-plan {planfile.PLAN_VERSION}", f"# made by cohort plan{'' if plan.policy == 'halo' else ' --policy ' + plan.policy} from {source}",
-             f"max-size {plan.max_size}"]
+             f"{planfile.ALLOCATOR_MARK} {plan.allocator}", f"max-size {plan.max_size}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     for i, m in enumerate(plan.modules):
         mod = profile["modules"][m]
@@ -1089,8 +1141,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
         raise CohortError("tolerance must be in [0, 1), max members at least 1, entry purity in (0, 1]")
     if params.get("rest_max") is not None and not 16 <= params["rest_max"] <= MAX_MAX_SIZE:
         raise CohortError(f"--rest-max must be 16 to {MAX_MAX_SIZE} bytes")
-    if params.get("rest", "pool") not in ("pool", "none"):
-        raise CohortError("--rest must be pool or none")
+    if params.get("rest", "auto") not in ("pool", "none", "auto"):
+        raise CohortError("--rest must be pool, none or auto")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
         raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --miss-cost and --split-cost "
                           "must be finite and not negative")

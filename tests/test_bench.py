@@ -185,7 +185,7 @@ def test_online_policies_need_no_plan(tmp_path):
 
 @pytest.mark.parametrize("policies, message", [
     ("halo,tuned", "--policies: 'tuned' is not a policy Cohort has (known: halo, halo+ds, apa-all, "
-                   "apa-collections, apa-maximal, hds, dpa, mo)"),
+                   "apa-collections, apa-maximal, hds, rest, dpa, mo)"),
     ("halo,apa-all", "--policies apa-all needs a profile: give --train 'TRAIN ARGS' (one training run "
                      "feeds every plan policy); --plan is halo's plan only"),
     ("dpa,dpa", "--policies names a policy twice"),

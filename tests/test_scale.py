@@ -154,3 +154,49 @@ def test_scale_must_be_a_number_of_at_least_one(tmp_path):
         assert "a scale is a number of at least 1" in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert not (tmp_path / "plan").exists()
+
+
+def rest_model(one, classes, objects=20_000):
+    return {"max_size": 256, "objects": objects, "accesses": 501_000,
+            "one": {"d1_misses": one, "ll_misses": 0}, "classes": {"d1_misses": classes, "ll_misses": 0}}
+
+
+def test_the_rest_pool_is_decided_for_the_allocator_underneath(tmp_path):
+    """In front of glibc the rest pool stays. In front of jemalloc, whose
+    size classes keep small objects of a size together as the rest pool's
+    classes do, every ungrouped object goes to jemalloc, unless the
+    profile's model says one pool in allocation order misses less than
+    classes by more than its pairs cost over jemalloc's; a profile without
+    the model leaves it out. The plan names its allocator."""
+    from cohort.planner import COST_DEFAULTS, render
+    p = wrapped_kinds(6000, 3)
+    glibc = make_plan(p, cache_sizes=SIZES)
+    assert glibc.rest is not None and glibc.allocator == "glibc"
+    bare = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
+    assert bare.rest is None and bare.allocator == "jemalloc"
+    assert any("no model of the rest pool's layouts" in n for n in bare.notes)
+    assert "# made for allocator jemalloc" in render(bare, p)
+    cheap = 20_000 * COST_DEFAULTS["rest_ns"] / COST_DEFAULTS["miss_ns"]   # misses its pairs' cost buys
+    p["rest_layouts"] = rest_model(100, 100 + int(cheap) - 1)
+    assert make_plan(p, allocator="jemalloc", cache_sizes=SIZES).rest is None
+    p["rest_layouts"] = rest_model(100, 100 + int(cheap) + 1000)
+    kept = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
+    assert kept.rest is not None and kept.rest_one
+    assert any("the rest pool stays, as one pool" in n for n in kept.notes)
+    assert make_plan(p, allocator="jemalloc", rest="pool", cache_sizes=SIZES).rest is not None
+
+
+def test_a_plan_run_in_front_of_another_allocator_is_warned_about(tmp_path):
+    """cohort run names the allocator a plan was made for when it runs in
+    front of another, and goes on."""
+    from conftest import PROGRAMS
+    toy = PROGRAMS / "benchtoy"
+    r = run([COHORT, "optimize", "-o", tmp_path / "opt", "--allocator", "jemalloc", "--rest", "pool", "--", toy],
+            text=True)
+    assert r.returncode == 0, r.stderr
+    assert "# made for allocator jemalloc" in (tmp_path / "opt" / "plan").read_text()
+    r = run([COHORT, "run", "--plan", tmp_path / "opt", "--", toy], text=True)
+    assert r.returncode == 0, r.stderr
+    assert "was made for jemalloc, and runs in front of glibc" in r.stderr
+    r = run([COHORT, "run", "--plan", tmp_path / "opt", "--allocator", "jemalloc", "--", toy], text=True)
+    assert r.returncode == 0 and "was made for" not in r.stderr

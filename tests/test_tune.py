@@ -18,7 +18,7 @@ def test_tune_keeps_the_fastest_confirmed_plan_with_its_evidence(tmp_path):
     # progress while it runs
     assert "cohort tune: profiling" in err and "cohort tune: screening 1/" in err and "cohort tune: confirming halo" in err
     names = [n for n, _, _ in candidates()]
-    assert len(names) == 6 + sum(len(v) for v in GRID.values())
+    assert len(names) == 7 + sum(len(v) for v in GRID.values())   # the plan policies, rest among them
     for n in names:   # every candidate made (hds from the trace of the one training profile)
         assert (out / f"plan-{n}").read_text().startswith("cohort-plan ")
     for v in GRID["affinity-distance"]:
