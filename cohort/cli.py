@@ -345,6 +345,8 @@ def ref_run(args, target):
     (argv, standard input or None), or None without --ref."""
     import shlex
     from cohort.runner import check_input
+    if args.ref_trials < 0:
+        raise CohortError(f"--ref-trials must be 0 or more, not {args.ref_trials}")
     if args.ref is None:
         if args.ref_stdin is not None:
             raise CohortError("--ref-stdin is the standard input of the --ref run: give --ref too")
@@ -365,7 +367,7 @@ def confirm_plan(args, ref, profiles, params):
     from cohort.confirm import confirm
     try:
         return confirm(profiles[0], ref[0], params, validate=profiles[1:], allocator=args.allocator,
-                       stdin=ref[1], log=lambda m: print(m, file=sys.stderr))
+                       stdin=ref[1], log=lambda m: print(m, file=sys.stderr), trials=args.ref_trials)
     except CohortError as e:
         if not args.allow_failure:
             raise CohortError(f"{e}; it is written unconfirmed to {Path(args.output) / 'plan'}") from None
@@ -644,6 +646,10 @@ def build_parser():
                          "pool, and against the allocator alone; what loses there is dropped "
                          "(docs/planner.md, \"Confirmed on a larger input\")")
     op.add_argument("--ref-stdin", metavar="FILE", help="standard input of the --ref run (default: /dev/null)")
+    op.add_argument("--ref-trials", type=int, default=5, metavar="N",
+                    help="after the cachegrind steps, time the plan, its rest pool alone and the allocator "
+                         "alone on the --ref input in N interleaved rounds and keep the fastest (default: 5; "
+                         "0: cachegrind only)")
     op.set_defaults(func=cmd_optimize)
 
     lo = sub.add_parser("loads", help="find delinquent loads and their strides (MO's prefetch profile)",

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort.bench import alone_environment, cachegrind, clean_environment
+from cohort.bench import alone_environment, bench, cachegrind, clean_environment
 from cohort.errors import CohortError
 from cohort.paths import allocator_library
 from cohort.planner import plan_command
@@ -50,11 +50,12 @@ def figures(cg, base):
             f"LL misses {cg['LLd_misses'] / max(base['LLd_misses'], 1):.3f}")
 
 
-def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None):
+def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None, trials=5):
     """Measure the plan that plan_command makes from profile_path with
     `params` on the run ref_argv (its standard input: stdin, or /dev/null)
     and return the Confirmation. CohortError when the run fails, or prints
-    other output under a plan than under the allocator alone."""
+    other output under a plan than under the allocator alone. trials: the
+    rounds of the timing that follows the cachegrind steps (0: none)."""
     log = log or (lambda m: None)
     lib = allocator_library(allocator)
     base_env = clean_environment()
@@ -124,4 +125,48 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
             out.rest = "none"
             out.lines.append(f"  {allocator} alone scores better than what is left of the plan "
                              f"({figures(best, alone)}): the plan keeps no group and no rest pool")
+        elif trials and (plan.groups or plan.rest is not None):
+            timed(out, plan, profile_path, ref_argv, params, validate, allocator, stdin, trials, log, Path(tmp))
     return out
+
+
+def timed(out, plan, profile_path, ref_argv, params, validate, allocator, stdin, trials, log, tmp):
+    """What cachegrind kept, timed against what it would fall back to: the
+    plan, its rest pool alone (when it has groups) and the allocator alone,
+    in `trials` interleaved rounds; the fastest median stays. cachegrind
+    does not see every cost (the real caches' hierarchy, the TLB, the
+    prefetchers: docs/runtime.md), and a plan that wins its model can
+    still lose the clock."""
+    paths = {"plan": tmp / "timed-plan", "rest": tmp / "timed-rest"}
+    plan_command(profile_path, paths["plan"], validate=validate,
+                 **dict(params, exclude=out.exclude, rest=out.rest))
+    extra = []
+    if plan.groups:
+        plan_command(profile_path, paths["rest"], validate=validate,
+                     **dict(params, exclude=out.exclude + [g.members for g in plan.groups], rest=out.rest))
+        extra = [("rest", paths["rest"])]
+    log(f"cohort optimize: confirming by timing, {trials} interleaved rounds")
+    results = bench(list(ref_argv), tmp / "timed", trials=trials, warmup=1, allocators=(allocator,),
+                    plan=paths["plan"], random_control=False, all_control=False, force=True, log=log,
+                    policies=("halo",), extra_plans=extra, stdin=stdin)
+    summary = results["summary"]
+    names = {"plan": f"cohort+{allocator}", "alone": allocator, **({"rest": "rest"} if extra else {})}
+    failed = [k for k, n in names.items() if not summary[n]["ok_trials"]]
+    if failed:
+        raise CohortError(f"the --ref run `{' '.join(ref_argv)}` failed or printed other output when timed under "
+                          f"{' and '.join(failed)}; the plan is not confirmed")
+    median = {k: summary[n]["wall_median_s"] for k, n in names.items()}
+    quart = {k: (summary[n]["wall_p25_s"], summary[n]["wall_p75_s"]) for k, n in names.items()}
+    best = min(median, key=lambda k: (median[k], k != "plan"))
+    said = ", ".join(f"{k} {median[k]:.3f} s [{quart[k][0]:.3f}-{quart[k][1]:.3f}]" for k in names)
+    out.lines.append(f"  timed, {trials} interleaved rounds (medians, quartiles): {said}")
+    if best == "plan":
+        out.lines.append("  the plan is the fastest: kept")
+        return
+    out.exclude += [g.members for g in plan.groups]
+    if best == "alone":
+        out.alone_wins = True
+        out.rest = "none"
+        out.lines.append(f"  {allocator} alone is the fastest: the plan keeps no group and no rest pool")
+    else:
+        out.lines.append("  the rest pool alone is the fastest: the plan keeps no group")

@@ -660,7 +660,14 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         rest, why = rest_against(allocator, shape, costs)
         if why:
             notes.append(why)
-    rest_pool = None if rest != "pool" else "one" if shape[0] else "classes"
+    # What a group's objects would otherwise lie among: the rest pool, of
+    # its shape; an allocator of size classes, as the rest pool by class
+    # (its classes keep a size's objects together in allocation order);
+    # glibc, objects of every size (None: the whole affinity counts).
+    if rest == "pool":
+        rest_pool = "one" if shape[0] else "classes"
+    else:
+        rest_pool = "classes" if allocator in SIZE_CLASS_ALLOCATORS else None
     pricing = scaling.Pricing.of(profile, costs, growth_of(profile, validations, scale), cache_sizes)
     while True:
         plan = assemble(profile, kept, params, list(notes))
@@ -713,6 +720,11 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     if not plan.groups:
         plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold,
                                       policy)
+    elif pricing.growth.source == "default" and not keep_all:
+        plan.notes.append(f"the groups are priced at {pricing.growth.scale:g} times the training run, with "
+                          f"every figure assumed to grow in proportion: a group whose objects are made and "
+                          f"used mostly at start-up does not grow so. Give --scale, a --train run of another "
+                          f"size (its growth is then measured), or --ref to confirm on a larger input")
     hint = runtime_hint(profile)
     if hint:
         plan.notes.append(hint)

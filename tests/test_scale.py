@@ -200,3 +200,26 @@ def test_a_plan_run_in_front_of_another_allocator_is_warned_about(tmp_path):
     assert "was made for jemalloc, and runs in front of glibc" in r.stderr
     r = run([COHORT, "run", "--plan", tmp_path / "opt", "--allocator", "jemalloc", "--", toy], text=True)
     assert r.returncode == 0 and "was made for" not in r.stderr
+
+
+def test_a_group_whose_use_does_not_grow_with_the_input_is_dropped():
+    """A gawk report's shape: objects made and used together while the
+    input is read, then left alone. Trained on one run, the group is priced
+    as if its use grew with its allocations, and kept (the plan says the
+    growth was assumed). A second run twice the size whose objects are as
+    many times more, but used no more, fits that growth: their decisions
+    cost ten times more at the default scale, their use saves no more, and
+    the group goes."""
+    small = wrapped_kinds(6000, 3)
+    alone = make_plan(small, cache_sizes=SIZES)
+    assert len(alone.groups) == 1
+    assert any("priced at 10 times the training run, with every figure assumed" in n for n in alone.notes)
+    large = wrapped_kinds(12000, 3)
+    large["target"]["argv"] = ["/x/kinds", "12000", "used once"]
+    for c, c_small in zip(large["contexts"], small["contexts"]):
+        c["accesses"], c["d1_misses"] = c_small["accesses"], c_small["d1_misses"]
+    large["graph"]["edges"] = copy.deepcopy(small["graph"]["edges"])
+    large["totals"]["accesses"] = small["totals"]["accesses"]
+    fitted = make_plan(small, validations=[large], cache_sizes=SIZES)
+    assert fitted.groups == []
+    assert not any("with every figure assumed" in n for n in fitted.notes)
