@@ -121,7 +121,7 @@ class Growth:
     power of it that each context's allocations, accesses and bytes, and the
     run's accesses and live bytes, grow by (1: in proportion)."""
     scale: float = DEFAULT_SCALE
-    source: str = "default"            # "default", "--scale", or the run it was fitted on
+    source: str = "default"            # "default", "--scale", "relative" (a validation run's), or the run fitted on
     contexts: dict = None               # {context id: (allocations, accesses, bytes) exponents}; None: all 1
     run: tuple = (1.0, 1.0)             # (accesses, live bytes) exponents of the run
 
@@ -130,6 +130,8 @@ class Growth:
             return f"at {self.scale:g} times the profiled run (the default: no --scale)"
         if self.source == "--scale":
             return f"at {self.scale:g} times the profiled run (--scale)"
+        if self.source == "relative":
+            return f"at {self.scale:g} times this run (the plan's scale over this run's size)"
         return f"at {self.scale:g} times the profiled run, growth fitted on {self.source}"
 
     def factor(self, exponent):
@@ -304,6 +306,6 @@ class Pricing:
         allocations = sum(c["allocations"] for c in profile["contexts"])
         ratio = allocations / train_allocations if train_allocations else 1.0
         growth = Growth(scale=max(1.0, self.growth.scale / ratio) if ratio else self.growth.scale,
-                        source=self.growth.source)
+                        source="relative")
         return Pricing(growth=growth, machine=self.machine, l1_bytes=self.l1_bytes,
                        live_bytes=profile.get("totals", {}).get("peak_live_bytes", 0))
