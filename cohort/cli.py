@@ -442,7 +442,8 @@ def plan_params(args):
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
                                             "rest_max", "identify", "policy", "scale", "allocator")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
-                       "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost}
+                       "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost,
+                       "passthrough_ns": args.passthrough_cost}
     return params
 
 
@@ -517,6 +518,10 @@ def add_plan_options(p):
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")
+    p.add_argument("--passthrough-cost", type=float, default=COST_DEFAULTS["passthrough_ns"], metavar="NS",
+                   help="what the runtime costs each allocation it hands to the next allocator, charged to the "
+                        "groups of a plan with no rest pool, which load it for themselves "
+                        f"(default: {COST_DEFAULTS['passthrough_ns']:g}, measured here)")
     p.add_argument("--split-cost", type=float, default=COST_DEFAULTS["split_ns"], metavar="NS",
                    help="what splitting the rest pool by size class costs each small allocation, "
                         "against the D1 misses the profile's model says it saves "

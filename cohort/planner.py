@@ -234,8 +234,14 @@ def group_label(profile, members, conjunctions=()):
 # pair in jemalloc's thread cache: `scripts/bench-runtime.py`'s stream at
 # one group, 2026-11-29, 10.84 ns against 8.98 (stop 74's run); cachegrind
 # on calc counts 90 instructions a pair against jemalloc's 67.
+# passthrough_ns is what the runtime's plan mode costs a malloc+free pair it
+# hands to the next allocator (the quick test, the forwarding):
+# `allocbench churn 20000000` in front of jemalloc under a plan whose entry
+# is cold, 14.5-15.7 ns against jemalloc alone's 8.5-11.2, three alternating
+# runs, 2026-11-29. A plan with no rest pool loads the runtime for its
+# groups alone, so they pay it for every allocation they do not take.
 COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
-                 "stub_ns": 3.0, "rest_ns": 1.9}
+                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 5.5}
 
 # The allocators a plan may be made for: glibc's malloc keeps a header
 # beside each block and places small blocks of every size together, which
@@ -267,6 +273,8 @@ class Worth:
     strangers: float = 1.0             # transfer.rest_strangers: what a pool of its own takes it from
     one_pool: bool = False             # the rest pool stays one pool
     at: object = None                  # scale.AtScale: the group where the plan runs (None: the profiled run)
+    passed: int = 0                    # allocations the runtime hands on for it (its share; no rest pool)
+    passthrough_ns: float = 0.0        # what handing them on costs
 
     @property
     def grown(self):
@@ -277,7 +285,7 @@ class Worth:
     def cost_ns(self):
         """What identifying its objects costs in all, decisions and stubs,
         where the plan runs."""
-        return (self.walk_ns + self.stub_ns) * self.grown
+        return (self.walk_ns + self.stub_ns + self.passthrough_ns) * self.grown
 
     @property
     def pays(self):
@@ -305,7 +313,7 @@ def stub_costs(plan, profile, costs):
 
 
 def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None,
-           pricing=None):
+           pricing=None, passthrough=False):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
     over the groups' nodes. Every allocation its entry site does not decide
     is charged to the groups its entry site walks for, shared by their
@@ -322,7 +330,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     pool every small object no group claims goes to (None: none), against
     which a group's saving is weighed (transfer.rest_strangers). pricing:
     the scale.Pricing that prices both sides where the plan runs (None:
-    over the profiled run, miss_ns a miss)."""
+    over the profiled run, miss_ns a miss). passthrough: the plan has no
+    rest pool, so the runtime is loaded for its groups alone, and they pay
+    for every allocation it hands on (passthrough_ns)."""
     stubs = stub_costs(plan, profile, costs) if identify == "patched" and profile else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     sites_walk = {}
@@ -372,6 +382,16 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
             worth[g].frames += w["frames"] * part
     for x in worth:
         x.frames = x.frames / x.walked_allocations if x.walked_allocations else 0.0
+    if passthrough and worth:
+        # No rest pool: the runtime is loaded for the groups alone, and
+        # hands every other allocation on at passthrough_ns, shared by the
+        # groups as their allocations are.
+        mine = [sum(contexts[c]["allocations"] for c in g.members) for g in plan.groups]
+        passed = sum(c["allocations"] for c in contexts) - sum(mine)
+        for x, n in zip(worth, mine):
+            part = n / sum(mine) if sum(mine) else 1 / len(worth)
+            x.passed = round(passed * part)
+            x.passthrough_ns = passed * part * costs["passthrough_ns"]
     return worth
 
 
@@ -672,7 +692,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     while True:
         plan = assemble(profile, kept, params, list(notes))
         plan.pricing = pricing
-        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool, pricing)
+        plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool, pricing,
+                            passthrough=rest != "pool")
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
         if not losers and validations and not keep_all:
@@ -1105,22 +1126,30 @@ def report(plan, profile):
     return "\n".join(out)
 
 
+def handed_text(w, digits=2):
+    """For a plan with no rest pool: what the runtime its group needs costs
+    the allocations it hands on (assess)."""
+    return (f"; the runtime it needs hands {w.passed} other allocations on to the next allocator, about "
+            f"{w.passthrough_ns * w.grown / 1e6:.{digits}f} ms" if w.passed else "")
+
+
 def identification_text(w, digits=2):
     """What identifying a group's objects past their entry site costs, and
     its selector stubs."""
     ns = w.walk_ns * w.grown
+    handed = handed_text(w, digits)
     if w.identify == "patched":
         text = (f"{w.walked_allocations} allocations decided from patched call sites (a walk would "
                 f"step {w.frames:.1f} frames), about {ns / 1e6:.{digits}f} ms")
     else:
         text = f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {ns / 1e6:.{digits}f} ms"
-    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown, digits)
+    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown, digits) + handed
 
 
 def worth_text(w):
     walks = (identification_text(w) if w.walked_allocations
              else "no stack walk (decided by entry or stop sites)"
-            + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown))
+            + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown) + handed_text(w))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
             f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool)}"
@@ -1156,8 +1185,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
     if params.get("rest", "auto") not in ("pool", "none", "auto"):
         raise CohortError("--rest must be pool, none or auto")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
-        raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --miss-cost and --split-cost "
-                          "must be finite and not negative")
+        raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --miss-cost, --split-cost and "
+                          "--passthrough-cost must be finite and not negative")
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
     plan = make_plan(profile, validations=validations, **params)

@@ -287,7 +287,7 @@ def synthetic_profile(hot_allocs, cold_allocs):
             "graph": {"nodes": [0], "edges": [[0, 0, 500]], "coverage": 1.0}}
 
 
-FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0}}   # verdict logic alone
+FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0, "passthrough_ns": 0}}   # verdict logic alone
 
 
 def test_entry_verdicts_exact_and_by_purity():
@@ -709,8 +709,10 @@ def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dr
     profile = shape_profile(ctxs, edges, 2_000_000)
     # against the next allocator, as HALO plans: every context here is of
     # one size, so the rest pool's classes would leave these groups nothing
-    # to take their objects from (test_strangers)
-    plan = make_plan(profile, rest="none")
+    # to take their objects from (test_strangers); what the runtime costs the
+    # allocations it hands on is test_a_plan_without_a_rest_pool_pays_for_the_runtime's
+    free = {"passthrough_ns": 0}
+    plan = make_plan(profile, rest="none", costs=free)
     assert sorted(sorted(g.members) for g in plan.groups) == [[0, 1, 2], [3]]
     merged = next(i for i, g in enumerate(plan.groups) if 0 in g.members)
     assert plan.worth[merged].inside == 248000 and plan.worth[merged].outside == 20000
@@ -718,7 +720,7 @@ def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dr
     assert plan.predicted == {0: merged, 1: merged, 2: merged, 3: 1 - merged}
     agrees_with_runtime(plan, profile, tmp_path)
 
-    plan = make_plan(profile, max_members=1, rest="none")
+    plan = make_plan(profile, max_members=1, rest="none", costs=free)
     assert [g.members for g in plan.groups] == [[3]]
     assert plan.worth[0].inside == 37000 and plan.worth[0].outside == 20000
     dropped = [n for n in plan.notes if "used with objects outside it" in n]

@@ -223,3 +223,20 @@ def test_a_group_whose_use_does_not_grow_with_the_input_is_dropped():
     fitted = make_plan(small, validations=[large], cache_sizes=SIZES)
     assert fitted.groups == []
     assert not any("with every figure assumed" in n for n in fitted.notes)
+
+
+def test_a_plan_without_a_rest_pool_pays_for_the_runtime_it_loads():
+    """With no rest pool (in front of jemalloc, or --rest none), the runtime
+    is loaded for the groups alone, and every allocation they do not take is
+    handed on at passthrough_ns: the groups pay for it, and say so. With a
+    rest pool the runtime is there anyway, and they do not."""
+    from cohort.planner import COST_DEFAULTS, worth_text
+    p = wrapped_kinds(6000, 3)
+    bare = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
+    w = bare.worth[0]
+    assert bare.rest is None and w.passed == 6000   # the remarks
+    assert w.passthrough_ns == 6000 * COST_DEFAULTS["passthrough_ns"]
+    assert w.cost_ns == (w.walk_ns + w.stub_ns + w.passthrough_ns) * w.grown
+    assert "the runtime it needs hands 6000 other allocations on to the next allocator" in worth_text(w)
+    pooled = make_plan(p, cache_sizes=SIZES)
+    assert pooled.rest is not None and pooled.worth[0].passed == 0 and pooled.worth[0].passthrough_ns == 0
