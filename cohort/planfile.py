@@ -20,6 +20,10 @@ PLAN_VERSION = 7        # the version written; 1 to 6 are still read
 # the allocator underneath"); the runtime reads no comment.
 ALLOCATOR_MARK = "# made for allocator"
 
+MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
+MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
+_BLANKS = re.compile(r"[ \t]+")
+
 
 def made_for(path):
     """The allocator a plan file was made for, or None (older plans, and
@@ -28,15 +32,13 @@ def made_for(path):
         with open(path, errors="replace") as f:
             for line in f:
                 if line.startswith(ALLOCATOR_MARK):
-                    return line[len(ALLOCATOR_MARK):].split()[0] if line[len(ALLOCATOR_MARK):].split() else None
+                    words = line[len(ALLOCATOR_MARK):].split()
+                    return words[0] if words else None
                 if line.strip() and not line.startswith("#") and not line.startswith("cohort-plan"):
-                    return None
+                    return None   # the header's comments are over
     except OSError:
         return None
     return None
-MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
-MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
-_BLANKS = re.compile(r"[ \t]+")
 
 
 def plan_argument(path, what="--plan"):
