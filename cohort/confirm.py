@@ -28,7 +28,9 @@ from pathlib import Path
 from cohort.bench import alone_environment, bench, cachegrind, clean_environment
 from cohort.errors import CohortError
 from cohort.paths import allocator_library
-from cohort.planner import plan_command
+from cohort.files import write_output
+from cohort.planner import load_validations, make_plan, render
+from cohort.profilefile import load_profile
 from cohort.runner import environment, exit_words
 from cohort.tune import score
 
@@ -39,7 +41,6 @@ class Confirmation:
     contexts), the rest pool's verdict, and the report's lines."""
     exclude: list = field(default_factory=list)
     rest: str = "auto"
-    alone_wins: bool = False
     lines: list = field(default_factory=list)
 
 
@@ -51,7 +52,7 @@ def figures(cg, base):
 
 
 def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None, trials=5):
-    """Measure the plan that plan_command makes from profile_path with
+    """Measure the plan that make_plan makes from profile_path with
     `params` on the run ref_argv (its standard input: stdin, or /dev/null)
     and return the Confirmation. CohortError when the run fails, or prints
     other output under a plan than under the allocator alone. trials: the
@@ -66,6 +67,16 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
         raise CohortError(f"the --ref run `{run}` failed in front of {allocator} alone "
                           f"({exit_words(alone['exit']) if alone['exit'] else alone['error']}); the plan is "
                           f"not confirmed")
+    # Read once: a large program's profile takes seconds to load, and every
+    # variant below is planned from it.
+    profile = load_profile(profile_path)
+    validations = load_validations(profile, validate, f"profile {profile_path}")
+
+    def planned(path, exclude, rest):
+        plan = make_plan(profile, validations=validations, **dict(params, exclude=exclude, rest=rest))
+        write_output(path, render(plan, profile, source=Path(profile_path).name), "plan", True)
+        return plan
+
     out = Confirmation(rest=params.get("rest", "auto"))
     out.lines.append(f"Confirmed on `{run}` (cachegrind, fixed geometry), in front of {allocator}; every figure "
                      f"is over {allocator} alone's (score: instructions + 10 x D1 misses + 100 x LL misses)")
@@ -73,8 +84,7 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
     with tempfile.TemporaryDirectory(prefix="cohort-confirm-") as tmp:
         def measured(exclude, rest, what):
             path = Path(tmp) / f"plan-{len(list(Path(tmp).iterdir()))}"
-            plan, _ = plan_command(profile_path, path, validate=validate,
-                                   **dict(params, exclude=exclude, rest=rest))
+            plan = planned(path, exclude, rest)
             log(f"cohort optimize: confirming: {what}")
             cg = cachegrind(list(ref_argv), environment(plan=path, allocator=allocator, base=base_env),
                             stdin=stdin)
@@ -120,30 +130,27 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
             if keep != has_rest:
                 plan, best = other, other_cg
         if score(alone) < score(best):
-            out.alone_wins = True
             out.exclude += [g.members for g in plan.groups]
             out.rest = "none"
             out.lines.append(f"  {allocator} alone scores better than what is left of the plan "
                              f"({figures(best, alone)}): the plan keeps no group and no rest pool")
         elif trials and (plan.groups or plan.rest is not None):
-            timed(out, plan, profile_path, ref_argv, params, validate, allocator, stdin, trials, log, Path(tmp))
+            timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, Path(tmp))
     return out
 
 
-def timed(out, plan, profile_path, ref_argv, params, validate, allocator, stdin, trials, log, tmp):
+def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp):
     """What cachegrind kept, timed against what it would fall back to: the
     plan, its rest pool alone (when it has groups) and the allocator alone,
     in `trials` interleaved rounds; the fastest median stays. cachegrind
     does not see every cost (the real caches' hierarchy, the TLB, the
     prefetchers: docs/runtime.md), and a plan that wins its model can
-    still lose the clock."""
+    still lose the clock. planned(path, exclude, rest): writes that plan."""
     paths = {"plan": tmp / "timed-plan", "rest": tmp / "timed-rest"}
-    plan_command(profile_path, paths["plan"], validate=validate,
-                 **dict(params, exclude=out.exclude, rest=out.rest))
+    planned(paths["plan"], out.exclude, out.rest)
     extra = []
     if plan.groups:
-        plan_command(profile_path, paths["rest"], validate=validate,
-                     **dict(params, exclude=out.exclude + [g.members for g in plan.groups], rest=out.rest))
+        planned(paths["rest"], out.exclude + [g.members for g in plan.groups], out.rest)
         extra = [("rest", paths["rest"])]
     log(f"cohort optimize: confirming by timing, {trials} interleaved rounds")
     results = bench(list(ref_argv), tmp / "timed", trials=trials, warmup=1, allocators=(allocator,),
@@ -165,7 +172,6 @@ def timed(out, plan, profile_path, ref_argv, params, validate, allocator, stdin,
         return
     out.exclude += [g.members for g in plan.groups]
     if best == "alone":
-        out.alone_wins = True
         out.rest = "none"
         out.lines.append(f"  {allocator} alone is the fastest: the plan keeps no group and no rest pool")
     else:
