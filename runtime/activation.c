@@ -19,7 +19,13 @@
  * pointer of a call on this thread's stack, so reading it cannot fault.
  * A thread is "seeded" at its first allocation, after every change of the
  * patched set, and after its stack of entries overflowed: one ordinary walk
- * records the activations already on its stack. */
+ * records the activations already on its stack.
+ * Stop sites keep apart from that stack (struct ch_stops): a live stop
+ * decides alone, so a thread needs only its innermost live call through one,
+ * which is the last such call whenever that is live. Their stubs write the
+ * last call's slot and site, and keep the record it replaces only when that
+ * one is live above them with another stop group (docs/runtime.md, "Stop
+ * sites"). */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -28,6 +34,7 @@
 #include <stdint.h>
 
 static CH_TLS struct ch_act act;
+#define stops (ch_thread.stops)
 
 /* The stub template in patch.c hard-codes this layout. */
 _Static_assert(offsetof(struct ch_act, top) == 0 && offsetof(struct ch_act, lo) == 8 &&
@@ -37,10 +44,43 @@ _Static_assert(sizeof(struct ch_act_entry) == 32 && offsetof(struct ch_act_entry
                offsetof(struct ch_act_entry, mask) == 16 && offsetof(struct ch_act_entry, stop) == 24,
                "patch.c's stub template uses these offsets");
 
-intptr_t ch_act_tls_offset(void) {
+/* The stop template in patch.c hard-codes this layout. */
+_Static_assert(offsetof(struct ch_stops, last) == 0 && offsetof(struct ch_stops, site) == 8 &&
+               offsetof(struct ch_stops, lo) == 16 && offsetof(struct ch_stops, hi) == 24 &&
+               offsetof(struct ch_stops, n) == 32 && offsetof(struct ch_stops, lost) == 36 &&
+               offsetof(struct ch_stops, rec) == 48 && sizeof(struct ch_stop_rec) == 16 &&
+               offsetof(struct ch_stop_rec, site) == 8 && sizeof(struct ch_stop_site) == 16 &&
+               offsetof(struct ch_stop_site, group) == 8,
+               "patch.c's stop template uses these offsets");
+
+static intptr_t tls_offset(const void *p) {
   uintptr_t tp;
   __asm__("movq %%fs:0, %0" : "=r"(tp));
-  return (intptr_t)((uintptr_t)&act - tp);
+  return (intptr_t)((uintptr_t)p - tp);
+}
+intptr_t ch_act_tls_offset(void) { return tls_offset(&act); }
+intptr_t ch_stops_tls_offset(void) { return tls_offset(&stops); }
+
+/* Is a stop site's call, whose return address is at slot x, live for an
+ * allocation whose own is at r (x == r: the site is the allocation's entry)?
+ * site: its entry, as a stub or the seed wrote it. Only a slot on the
+ * thread's stack is read, so reading cannot fault. */
+static inline bool stop_live(const struct ch_stops *t, uintptr_t x, const struct ch_stop_site *site, uintptr_t r) {
+  return x >= r && x - t->lo < t->size && *(const uintptr_t *)x == site->ret;
+}
+
+/* The stop group + 1 of the innermost live call through a stop site, 0 for
+ * none, or -1: a record was lost, seed again. The last record first: it is
+ * the innermost when live, since any later call through a stop site would
+ * have replaced it; else the innermost kept record still live, popping the
+ * others (their calls have returned). */
+static inline int stop_read(struct ch_stops *t, uintptr_t r) {
+  if (stop_live(t, t->last, t->site, r)) return (int)t->site->group + 1;
+  if (CH_UNLIKELY(t->lost)) return -1;
+  unsigned n = t->n;
+  while (n && !stop_live(t, t->rec[n - 1].slot, t->rec[n - 1].site, r)) n--;
+  if (n != t->n) t->n = n;
+  return n ? (int)t->rec[n - 1].site->group + 1 : 0;
 }
 
 /* The entries of a live stack: pop those below slot r (deeper than the
@@ -52,10 +92,23 @@ static inline int act_read(struct ch_act *a, uintptr_t r) {
   if (e != a->top) a->top = e;
   int32_t d = e->decision;
   if (CH_UNLIKELY(!d)) {
-    d = ch_patch_verdict(e->mask, e->stop) + 4;
+    d = ch_patch_verdict(e->mask, 0) + 4;
     e->decision = d;
   }
   return d - 4;
+}
+
+/* The innermost live stop decides; else the selector bits. (A thread is
+ * armed only while every stop site that could be on its stack is patched:
+ * act_slow.) */
+static inline int decide(struct ch_act *a, uintptr_t r) {
+  int stop = stop_read(&stops, r);
+  if (CH_LIKELY(stop > 0)) return stop - 1;
+  if (CH_UNLIKELY(stop < 0)) {
+    a->gen = 0;   /* disarmed: the ordinary path seeds again */
+    return CH_ACT_WALK;
+  }
+  return act_read(a, r);
 }
 
 /* The seed walk gives the sites innermost first. */
@@ -93,6 +146,7 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
     ch_in_runtime--;
   }
   if (a->bounds < 0 || r < a->stack_lo || r >= a->stack_hi) return CH_ACT_WALK;
+  if (!ch_patch_stops_whole) return CH_ACT_WALK;   /* an unpatched stop could be inner to any record */
   if (a->gen == gen && a->seed_fail && r <= a->seed_fail) return CH_ACT_WALK;
 
   /* Seed: disarm, walk, and record what is on the stack, outermost first. */
@@ -110,12 +164,29 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   e->mask = 0;
   e->stop = 0;
   e->decision = 0;
+  struct ch_stops *t = &stops;
+  if (t->lost) atomic_fetch_add_explicit(&ch_patch_stats.overflows, 1, memory_order_relaxed);
+  t->last = 0;
+  t->n = 0;
+  t->lost = 0;
+  t->lo = a->stack_lo;
+  t->hi = a->stack_hi;
+  t->size = a->stack_hi - a->stack_lo;
   for (unsigned i = s.n; i-- > 0;) {
     int site = s.site[i];
+    if (ch_patch_stop[site]) {   /* kept where the innermost stop group changes */
+      if (t->n && t->rec[t->n - 1].site->group == ch_stop_sites[site].group) continue;
+      if (t->n == CH_STOP_CAP) goto overflow;
+      t->rec[t->n].slot = s.slot[i];
+      t->rec[t->n].site = &ch_stop_sites[site];
+      t->n++;
+      continue;
+    }
     uint64_t mask = e->mask | ch_patch_bit[site];
-    uint32_t stop = ch_patch_stop[site] ? ch_patch_stop[site] : e->stop;
-    if (mask == e->mask && stop == e->stop) continue;
+    if (mask == e->mask) continue;
     if (e == &a->e[CH_ACT_CAP]) {
+    overflow:
+      t->n = 0;
       a->top = a->e;
       a->gen = gen;
       a->seed_fail = r;
@@ -126,7 +197,7 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
     e->sp = s.slot[i];
     e->ret = *(const uintptr_t *)s.slot[i];
     e->mask = mask;
-    e->stop = stop;
+    e->stop = 0;
     e->decision = 0;
   }
   a->top = e;
@@ -135,7 +206,7 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   a->lo = a->stack_lo;
   atomic_signal_fence(memory_order_seq_cst);
   a->hi = a->stack_hi;   /* armed: the stubs record from now on */
-  return act_read(a, r);
+  return decide(a, r);
 }
 
 /* Is the thread armed for an allocation whose return address is at slot:
@@ -145,10 +216,32 @@ static inline bool armed(const struct ch_act *a, uintptr_t slot) {
 }
 
 int ch_act_decide_armed(uintptr_t slot) {
-  return CH_LIKELY(armed(&act, slot)) ? act_read(&act, slot) : CH_ACT_WALK;
+  return CH_LIKELY(armed(&act, slot)) ? decide(&act, slot) : CH_ACT_WALK;
+}
+
+/* No generation to check: a thread's stack bounds (0, 0 until its first
+ * seed) never change, nor does a patched site's return address, unless a
+ * module loaded later leaves a stop site unpatched: then every stop site's
+ * is withdrawn (patch.c), and no record is live again. A disabled plan
+ * closes the entries that call this (ch_direct_max 0). Nothing here
+ * reenters the runtime, so ch_in_runtime does not matter: the allocation
+ * that follows is the group allocator's, which the runtime's own work
+ * (walks, module lookups) never holds. */
+int ch_act_stop_fast(uintptr_t slot) {
+  const struct ch_stops *t = &stops;
+  uintptr_t x = t->last;
+  if (CH_LIKELY(x >= slot) && CH_LIKELY(x - t->lo < t->size)) {
+    const struct ch_stop_site *e = t->site;
+    if (CH_LIKELY(*(const uintptr_t *)x == e->ret)) {
+      uint32_t g = e->group;
+      if (g > CH_MAX_GROUPS) __builtin_unreachable();   /* a plan's group: the caller tests no sign */
+      return (int)g;
+    }
+  }
+  return -1;
 }
 
 int ch_act_decide(const uintptr_t *fp) {
   uintptr_t r = (uintptr_t)(fp + 1);
-  return CH_LIKELY(armed(&act, r)) ? act_read(&act, r) : act_slow(fp);
+  return CH_LIKELY(armed(&act, r)) ? decide(&act, r) : act_slow(fp);
 }

@@ -251,13 +251,25 @@ CH_HIDDEN void *ch_direct_site_malloc(size_t size, unsigned group) {
  * activations of patched selector sites decide, the slot of the call's
  * return address tells them which are live. Whatever they cannot decide
  * (a thread not yet armed, a seed due) takes the ordinary path. */
-CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_malloc(size_t size, uintptr_t slot) {
+static CH_NOINLINE __attribute__((flatten)) void *act_malloc_decide(size_t size, uintptr_t slot) {
   if (CH_LIKELY(size <= ch_direct_max)) {
     int g = ch_identify_act_direct(size, slot);
     if (CH_LIKELY(g >= 0)) return ch_group_malloc_or_next((unsigned)g, size);
     if (g == -1) return ch_next.malloc(size);
   }
   return ch_malloc_entry(size);
+}
+/* The common case first: a live stop record decides, and the group's fast
+ * path serves; every other way out is a tail call. */
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_malloc(size_t size, uintptr_t slot) {
+  int g = ch_act_stop_fast(slot);
+  if (CH_LIKELY(g >= 0) && CH_LIKELY(size <= ch_direct_max)) {
+    if (CH_UNLIKELY(!ch_identify_count_patched())) return group_malloc_flush(size, (unsigned)g);
+    void *p = ch_group_take((unsigned)g, size);
+    if (CH_LIKELY(p != NULL)) return p;
+    return ch_group_rest_or_next((unsigned)g, size);
+  }
+  return act_malloc_decide(size, slot);
 }
 
 CH_EXPORT void *calloc(size_t n, size_t m) {

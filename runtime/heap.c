@@ -50,7 +50,7 @@ atomic_ulong ch_remote_batches;
 /* Groups whose blocks of a whole number of cache lines start on a line
  * (bit g: group g; docs/runtime.md, "Line-sized blocks"). */
 uint64_t ch_line_groups;
-static inline bool on_lines(unsigned group, size_t n) { return ((ch_line_groups >> group) & 1) && !(n & 63); }
+static inline bool on_lines(unsigned group, size_t n) { return !(n & 63) && ((ch_line_groups >> group) & 1); }
 static pthread_key_t heap_key;
 static bool heap_key_ok;
 static ch_lock_t heaps_lock;                     /* heap lists and orphans */

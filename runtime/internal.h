@@ -630,6 +630,22 @@ enum ch_path {
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
 
+/* Per thread, the calls through patched stop sites: a stop site's stub
+ * (patch.c) writes the slot of its call's return address and its site into
+ * last, and only when the last record lies above it and is still live with
+ * another stop group does it keep that record in rec first. Which stop
+ * decides an allocation is then the last record, if live, else the
+ * innermost live one kept. The layout is shared with the stop stub. */
+#define CH_STOP_CAP 62
+struct ch_stops {
+  uintptr_t last;                 /* the slot of the last call through a stop site, or 0 */
+  const struct ch_stop_site *site;   /* its site's entry in ch_stop_sites */
+  uintptr_t lo, hi;               /* the thread's stack once known, else 0, 0: the stub keeps nothing */
+  uint32_t n;                     /* records kept in rec */
+  uint32_t lost;                  /* rec was full: the next allocation seeds again */
+  uintptr_t size;                 /* hi - lo */
+  struct ch_stop_rec { uintptr_t slot; const struct ch_stop_site *site; } rec[CH_STOP_CAP];
+};
 /* The thread's hot state, in one TLS block. In a shared library each
  * variable of its own costs an entry point a load of its offset from the
  * GOT (initial-exec); the fields of one block share that load, so that a
@@ -644,12 +660,14 @@ struct ch_thread {
   int32_t dpa_sample_in;            /* dpa.c: allocations until the next shape-graph sample */
   int mo_sample_in;                 /* mo.c: pooled sites' requests until the next sample */
   int32_t count_budget;             /* identify.c: allocations until the path counts are flushed */
+  int32_t patched_budget;           /* identify.c: the same, for those a live stop record decides */
   uint32_t control_count;           /* identify.c: the lane's allocations, counted at the flush */
   struct ch_group_heap *control_gh; /* heap.c: the lane's armed heap line (ch_lane) */
   struct ch_heap *my_heap;          /* heap.c: the fast paths' heap (NULL in the checked mode) */
   struct ch_heap *own_heap;         /* heap.c: the thread's heap */
   uint64_t random_state;            /* identify.c: the random control's draws */
   uint32_t path_count[CH_PATH_COUNT];   /* identify.c: allocations by path, not yet flushed */
+  struct ch_stops stops;            /* activation.c, and the stop sites' stubs (patch.c) */
 };
 extern CH_TLS struct ch_thread ch_thread;
 #define ch_in_runtime (ch_thread.in_runtime)
@@ -672,6 +690,7 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
+bool ch_identify_count_patched(void);   /* decided from a live stop record, no frame looked at */
 /* A request of a patched MO site (direct.c), counted on its path; false:
  * the counts are due (ch_identify_flush_due). */
 bool ch_identify_count_site(bool pooled);
@@ -785,6 +804,7 @@ extern uint32_t ch_online_pool_size[CH_MAX_GROUPS];
 extern uint64_t ch_patch_bit[CH_MAX_SITES];
 extern uint32_t ch_patch_stop[CH_MAX_SITES];
 extern uint8_t ch_patch_on[CH_MAX_SITES];
+extern bool ch_patch_stops_whole;                /* every stop site that could be on a stack is patched */
 extern atomic_uint ch_patch_gen;
 #define CH_ACT_WALK (-3)   /* ch_patch_verdict, ch_act_decide: the bits cannot decide, walk */
 #define CH_ACT_REST (-2)   /* nothing claims it: the rest group, if it fits */
@@ -925,6 +945,14 @@ struct ch_act {
   struct ch_act_entry e[CH_ACT_CAP + 1];
 };
 intptr_t ch_act_tls_offset(void);               /* of this thread's struct ch_act from %fs:0 */
+/* Per stop site, what its records are checked against: the return address
+ * of its call (1: none, while some stop site could not be patched), and
+ * its stop group. The table lies in the low 2 GiB (patch.c), so that a
+ * stub writes an entry's address as a 32-bit immediate; NULL: no stop
+ * site's stub can be made. */
+struct ch_stop_site { uintptr_t ret; uint32_t group, pad; };
+extern struct ch_stop_site *ch_stop_sites;
+intptr_t ch_stops_tls_offset(void);             /* of this thread's struct ch_stops from %fs:0 */
 /* The group of an allocation whose entry point's frame is fp and whose
  * innermost application frame said "walk": a group, CH_ACT_REST or
  * CH_ACT_WALK. */
@@ -932,6 +960,9 @@ int ch_act_decide(const uintptr_t *fp);
 /* The same for an allocation whose return address is at slot, only where the
  * thread is armed already (no seed walk): else CH_ACT_WALK. */
 int ch_act_decide_armed(uintptr_t slot);
+/* The fast path of the same: the group of the last call through a stop
+ * site, if it is live, else -1 (ch_act_decide_armed decides). */
+int ch_act_stop_fast(uintptr_t slot);
 
 /* --------------------------------------------------------------- stats.c */
 struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */

@@ -151,13 +151,24 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_new(size_t n, unsigned g
 }
 
 /* The same for a `walk` site decided from activations (ch_direct_act_malloc). */
-CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t slot) {
+static CH_NOINLINE __attribute__((flatten)) void *act_new_decide(size_t n, uintptr_t slot) {
   if (CH_LIKELY(n <= ch_direct_max)) {
     int g = ch_identify_act_direct(n, slot);
     void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : g == -1 ? ch_next.malloc(n) : NULL;
     if (CH_LIKELY(p != NULL)) return p;
   }
   return ch_new_entry(n);
+}
+/* Its common case first, as ch_direct_act_malloc's: a live stop record. */
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t slot) {
+  int g = ch_act_stop_fast(slot);
+  if (CH_LIKELY(g >= 0) && CH_LIKELY(n <= ch_direct_max)) {
+    if (CH_UNLIKELY(!ch_identify_count_patched())) return direct_new_slow(n, (unsigned)g);
+    void *p = ch_group_take((unsigned)g, n);
+    if (CH_LIKELY(p != NULL)) return p;
+    return direct_new_rest(n, (unsigned)g);
+  }
+  return act_new_decide(n, slot);
 }
 
 /* The same for an MO call site decided for good (ch_direct_site_malloc,

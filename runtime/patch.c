@@ -35,6 +35,8 @@
 uint64_t ch_patch_bit[CH_MAX_SITES];
 uint32_t ch_patch_stop[CH_MAX_SITES];
 uint8_t ch_patch_on[CH_MAX_SITES];
+struct ch_stop_site *ch_stop_sites;
+bool ch_patch_stops_whole;
 atomic_uint ch_patch_gen;
 struct ch_patch_stats ch_patch_stats;
 atomic_ulong ch_patch_unpatched_by[CH_PATCH_REASONS];
@@ -148,6 +150,87 @@ __asm__(
   ".hidden cohort_stub_end\n"
   "cohort_stub_end:\n");
 extern const char cohort_stub_template[], cohort_stub_consts[], cohort_stub_end[];
+
+/* A stop site's stub. Its fast path, four instructions and the jump, is
+ * for a call at or above the last record's slot (the call that left it has
+ * returned): it writes the site, then the slot (a signal handler that allocates in between sees
+ * a slot that, if live, holds this site's return address). The %fs:
+ * operands name fields of struct ch_stops; the stub's maker adds the
+ * struct's offset from the thread pointer to their displacements. The slow
+ * path (the last record lies above the call: recursion, a nested stop, or
+ * a call that returned from higher up) keeps the last record in rec when
+ * it is live on this thread's stack and of another stop group. Offsets:
+ * checked in activation.c. */
+__asm__(
+  ".text\n"
+  ".p2align 4\n"
+  ".globl cohort_stop_template\n"
+  ".hidden cohort_stop_template\n"
+  "cohort_stop_template:\n"
+  "  cmpq %rsp, %fs:0\n"                  /* last above this call? */
+  "  ja .Ls_slow\n"
+  "  movq $0, %fs:8\n"                    /* site: the immediate is the stub's */
+  "  movq %rsp, %fs:0\n"                  /* last */
+  "  jmp *.Ls_target(%rip)\n"
+  ".globl cohort_stop_slow\n"
+  ".hidden cohort_stop_slow\n"
+  "cohort_stop_slow:\n"
+  ".Ls_slow:\n"
+  "  movq %rax, -8(%rsp)\n"
+  "  movq %rcx, -16(%rsp)\n"
+  "  movq %rdx, -24(%rsp)\n"
+  "  movq %fs:0, %rax\n"
+  "  addq .Ls_tls(%rip), %rax\n"           /* rax: this thread's struct ch_stops */
+  "  cmpq %rsp, 16(%rax)\n"                /* lo > %rsp: another stack: keep nothing */
+  "  ja .Ls_done\n"
+  "  cmpq %rsp, 24(%rax)\n"                /* hi <= %rsp (0 before the stack is known) */
+  "  jbe .Ls_done\n"
+  "  movq (%rax), %rcx\n"                  /* rcx: the last record's slot, above %rsp */
+  "  cmpq 24(%rax), %rcx\n"                /* beyond this stack: not ours, replace it */
+  "  jae .Ls_store\n"
+  "  movq 8(%rax), %rdx\n"                 /* rdx: its site's struct ch_stop_site */
+  "  movq (%rcx), %rcx\n"
+  "  cmpq (%rdx), %rcx\n"                  /* its slot no longer holds the return address: returned */
+  "  jne .Ls_store\n"
+  "  movl 8(%rdx), %edx\n"
+  "  cmpl .Ls_group(%rip), %edx\n"         /* live, of our stop group: it decides as we would */
+  "  je .Ls_done\n"
+  "  movl 32(%rax), %edx\n"                /* live, of another group: keep it */
+  "  cmpl $" STR(CH_STOP_CAP) ", %edx\n"
+  "  jae .Ls_full\n"
+  "  shlq $4, %rdx\n"
+  "  addq %rax, %rdx\n"
+  "  movq (%rax), %rcx\n"
+  "  movq %rcx, 48(%rdx)\n"                /* rec[n].slot */
+  "  movq 8(%rax), %rcx\n"
+  "  movq %rcx, 56(%rdx)\n"                /* rec[n].site */
+  "  incl 32(%rax)\n"                      /* n last: the record is whole before it counts */
+  ".Ls_store:\n"
+  "  movq .Ls_site(%rip), %rdx\n"
+  "  movq %rdx, 8(%rax)\n"
+  "  movq %rsp, (%rax)\n"
+  ".Ls_done:\n"
+  "  movq -8(%rsp), %rax\n"
+  "  movq -16(%rsp), %rcx\n"
+  "  movq -24(%rsp), %rdx\n"
+  "  jmp *.Ls_target(%rip)\n"
+  ".Ls_full:\n"                            /* the next allocation seeds again */
+  "  movl $1, 36(%rax)\n"
+  "  jmp .Ls_store\n"
+  "  .p2align 3\n"
+  ".globl cohort_stop_consts\n"
+  ".hidden cohort_stop_consts\n"
+  "cohort_stop_consts:\n"
+  ".Ls_target: .quad 0\n"
+  ".Ls_site: .quad 0\n"
+  ".Ls_tls: .quad 0\n"
+  ".Ls_group: .long 0\n"
+  ".Ls_pad: .long 0\n"
+  ".globl cohort_stop_end\n"
+  ".hidden cohort_stop_end\n"
+  "cohort_stop_end:\n");
+extern const char cohort_stop_template[], cohort_stop_slow[], cohort_stop_consts[], cohort_stop_end[];
+struct stop_consts { uintptr_t target; const struct ch_stop_site *site; intptr_t tls; uint32_t group, pad; };
 struct stub_consts { uintptr_t target, ret; uint64_t bit; uint64_t stop; intptr_t tls; uint64_t act; };
 #define STUB_SIZE 320   /* the template is 288 bytes */
 
@@ -235,6 +318,13 @@ static void publish_table(void) {
   t->nconj = pl->nconj;
   for (unsigned s = 0; s < pl->nsites; s++)
     if (ch_patch_stop[s] && pl->sites[s].addr && !ch_patch_on[s]) t->stops_incomplete = true;
+  ch_patch_stops_whole = !t->stops_incomplete;
+  /* An unpatched stop site could be inner to any record: withdraw the
+   * patched ones' return addresses (1 is none), so that no record is live
+   * to ch_act_stop_fast, which checks nothing else. */
+  if (t->stops_incomplete)
+    for (unsigned s = 0; s < pl->nsites; s++)
+      if (ch_patch_stop[s] && ch_patch_on[s] && ch_stop_sites) ch_stop_sites[s].ret = 1;
   for (unsigned i = 0; i < pl->nconj; i++) {
     struct pconj *c = &t->c[i];
     c->group = (int)pl->conj[i].group;
@@ -415,6 +505,44 @@ bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
 
 struct todo { unsigned site; uintptr_t ret, target; };
 
+static bool stop_stub(uint8_t *stub, unsigned s, uintptr_t target, intptr_t tls);
+/* The stop template decodes as its maker expects (once). */
+static bool stop_template_ok(void) {
+  static int ok = -1;
+  static uint8_t scratch[STUB_SIZE];
+  if (ok < 0)
+    ok = ch_stop_sites && (size_t)(cohort_stop_end - cohort_stop_template) <= STUB_SIZE && stop_stub(scratch, 0, 0, 0);
+  return ok;
+}
+
+/* A stop site's stub at stub: the template, its constants, and in its fast
+ * path the struct's offset added to each %fs: displacement and the site
+ * put in the one immediate (Zydis finds them). */
+static bool stop_stub(uint8_t *stub, unsigned s, uintptr_t target, intptr_t tls) {
+  size_t size = (size_t)(cohort_stop_end - cohort_stop_template), fast = (size_t)(cohort_stop_slow - cohort_stop_template);
+  memcpy(stub, cohort_stop_template, size);
+  struct stop_consts c = {target, &ch_stop_sites[s], tls, ch_patch_stop[s] - 1, 0};
+  memcpy(stub + (cohort_stop_consts - cohort_stop_template), &c, sizeof c);
+  ZydisDecodedInstruction ins;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  for (size_t at = 0; at < fast; at += ins.length) {
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, stub + at, size - at, &ins, ops))) return false;
+    for (unsigned k = 0; k < ins.operand_count_visible; k++) {
+      if (ops[k].type != ZYDIS_OPERAND_TYPE_MEMORY || ops[k].mem.segment != ZYDIS_REGISTER_FS) continue;
+      int32_t d;
+      if (ins.raw.disp.size != 32) return false;
+      memcpy(&d, stub + at + ins.raw.disp.offset, 4);
+      d = (int32_t)(d + tls);
+      memcpy(stub + at + ins.raw.disp.offset, &d, 4);
+    }
+    if (ins.mnemonic == ZYDIS_MNEMONIC_MOV && ins.raw.imm[0].size == 32) {   /* below 2 GiB: see ch_patch_init */
+      uint32_t to = (uint32_t)(uintptr_t)&ch_stop_sites[s];
+      memcpy(stub + at + ins.raw.imm[0].offset, &to, 4);
+    }
+  }
+  return true;
+}
+
 /* A selector site that is also a `walk` entry (a program's own malloc
  * wrapper: its one call of malloc is a selector too) gets two more stubs:
  * variants that record the activation as its stub does, then enter
@@ -457,7 +585,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
     wanted++;
     uintptr_t ret = pl->sites[s].addr, target = 0;
     int r = m->writable_code ? R_WRITABLE_CODE : !ch_patch_bit[s] && !ch_patch_stop[s] ? R_NO_BIT
-          : ch_patch_check_call(m, ret, &target);
+          : ch_patch_stop[s] && !stop_template_ok() ? R_NO_STUB_SPACE : ch_patch_check_call(m, ret, &target);
     if (r < 0 && live && !ch_patch_live_ok(ret - 4)) r = R_UNALIGNED;
     if (r >= 0) { unpatched(by, r); continue; }
     todo[n++] = (struct todo){s, ret, target};
@@ -470,21 +598,29 @@ static unsigned patch_one(struct ch_module *m, bool live) {
     size_t tsize = (size_t)(cohort_stub_end - cohort_stub_template);
     size_t page = ch_page_size(), code = nstubs * STUB_SIZE;
     size_t size = (code + 128 + page - 1) & ~(page - 1);
-    uint8_t *region = tsize <= STUB_SIZE ? ch_patch_map_near(m->lo, m->hi, size) : NULL;
+    bool fits = tsize <= STUB_SIZE && (size_t)(cohort_stop_end - cohort_stop_template) <= STUB_SIZE;
+    uint8_t *region = fits ? ch_patch_map_near(m->lo, m->hi, size) : NULL;
     if (!region) {
       for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
       n = 0;
     } else {
-      intptr_t tls = ch_act_tls_offset();
+      intptr_t tls = ch_act_tls_offset(), stops_tls = ch_stops_tls_offset();
       unsigned extra = n;   /* the variants follow the stubs */
       for (unsigned i = 0; i < n; i++) {
         unsigned s = todo[i].site;
         uint8_t *stub = region + i * STUB_SIZE;
+        if (ch_patch_stop[s])
+          ch_stop_sites[s] = (struct ch_stop_site){table && !ch_patch_stops_whole ? 1 : todo[i].ret,   /* see publish_table */
+                                                   ch_patch_stop[s] - 1, 0};
+        entry_stub[s][0] = entry_stub[s][1] = 0;
+        entry_target[s] = todo[i].target;
+        if (ch_patch_stop[s]) {   /* never an entry's variant (wants_variants) */
+          stop_stub(stub, s, todo[i].target, stops_tls);   /* it decoded at start-up */
+          continue;
+        }
         memcpy(stub, cohort_stub_template, tsize);
         struct stub_consts c = {todo[i].target, todo[i].ret, ch_patch_bit[s], ch_patch_stop[s], tls, 0};
         memcpy(stub + (cohort_stub_consts - cohort_stub_template), &c, sizeof c);
-        entry_stub[s][0] = entry_stub[s][1] = 0;
-        entry_target[s] = todo[i].target;
         if (!wants_variants(&pl->sites[s])) continue;
         for (int k = 0; k < 2; k++, extra++) {
           uint8_t *v = region + extra * STUB_SIZE;
@@ -560,6 +696,14 @@ void ch_patch_init(void) {
       }
   for (unsigned s = 0; s < pl->nsites; s++)
     if (pl->sites[s].stop) { wants[s] = true; ch_patch_stop[s] = pl->sites[s].stop; }
+  /* The stop sites' table, in the low 2 GiB: a stub names its entry in a
+   * 32-bit immediate (without it, stop sites are left unpatched). */
+  void *low = mmap(NULL, CH_MAX_SITES * sizeof(struct ch_stop_site), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+  if (low != MAP_FAILED && (uintptr_t)low + CH_MAX_SITES * sizeof(struct ch_stop_site) <= ((uintptr_t)1 << 31))
+    ch_stop_sites = low;
+  else if (low != MAP_FAILED)
+    munmap(low, CH_MAX_SITES * sizeof(struct ch_stop_site));
   enabled = true;
   patch_range(0, ch_modules_count(), !ch_patch_one_thread());
 }

@@ -13,7 +13,9 @@ between runs of 2N and N pairs, divided by N, so start-up is left out.
 The wrapper section counts the same for allocbench wrapper (two kinds made
 through the program's own wrapper and a shared helper, told apart two
 frames past the entry): the rest pool alone, against the two kinds grouped
-and decided from patched selector and stop sites, and by stack walks."""
+and decided from patched selector and stop sites, and by stack walks; and
+what one call through a patched stop or selector site adds (allocbench
+calls: a function that allocates nothing)."""
 
 import re
 import statistics
@@ -101,6 +103,20 @@ def wrapper_plans():
         "grouped": write_plan(OUT / "ab-wrap.plan", [BIN], [(0, entry, "walk"), (0, red, "stop=0"),
                                                           (0, blue, "stop=1")], ["red", "blue", "rest"],
                               [(0, [1]), (1, [2])], version=4, rest=2),
+    }
+
+
+def call_plans():
+    """For allocbench calls: {case: plan}. The call of tally, which
+    allocates nothing, unpatched (a plan of the rest pool alone), patched
+    as a stop site, and patched as a selector site that is no stop."""
+    site = call_sites(BIN, "run_calls", "tally")[0]
+    return {
+        "unpatched": OUT / "ab-wrap-rest.plan",
+        "stop site": write_plan(OUT / "ab-calls-stop.plan", [BIN], [(0, site, "stop=0")], ["t", "rest"],
+                                [(0, [0])], version=4, rest=1),
+        "selector site": write_plan(OUT / "ab-calls-sel.plan", [BIN], [(0, site, None)], ["t", "rest"],
+                                    [(0, [0])], version=4, rest=1),
     }
 
 
@@ -260,6 +276,12 @@ def main():
                           ("grouped, stack walks (COHORT_PATCH=0)", environment(plan=plans["grouped"], patch="0"))):
             ir, d1 = per_pair(lambda k: [BIN, "wrapper", k], env, n)
             print(f"  {name:<44} {ir:7.1f} instructions ({ir - base[0]:+6.1f}), {d1:5.2f} D1 misses")
+        print("calls that allocate nothing (allocbench calls), cachegrind, per call")
+        calls = call_plans()
+        plain_call = per_pair(lambda k: [BIN, "calls", k], environment(plan=calls["unpatched"]), n)[0]
+        for name, plan in calls.items():
+            ir = per_pair(lambda k: [BIN, "calls", k], environment(plan=plan), n)[0]
+            print(f"  {name:<44} {ir:7.1f} instructions ({ir - plain_call:+6.1f})")
         cases = {k: ([BIN, "wrapper", 2_000_000], environment(plan=v)) for k, v in plans.items()}
         cases["grouped, walked"] = ([BIN, "wrapper", 2_000_000], environment(plan=plans["grouped"], patch="0"))
         show("identification through a wrapper, timed", measure(cases), "rest")

@@ -26,7 +26,10 @@ def test_each_group_is_measured_with_and_without_it(tmp_path):
     assert "  the plan (" in text and "score " in text and "D1 misses " in text
     verdicts = [ln for ln in text.splitlines() if ln.startswith("  group ") and (" kept: " in ln or " dropped: " in ln)]
     groups = [ln for ln in (out / "plan").read_text().splitlines() if ln.startswith("group ") and " rest" not in ln]
-    assert len(groups) == sum(" kept: " in v for v in verdicts)
+    # cachegrind's verdicts stand unless the timed rounds (noise, at 8 ms a
+    # run) found a plan with no group faster
+    timed_out = "the plan keeps no group" in text
+    assert len(groups) == (0 if timed_out else sum(" kept: " in v for v in verdicts))
     assert "rest pool kept" in text or "rest pool left out" in text
     if "alone scores better" not in text:   # what cachegrind kept is timed against its fallbacks
         assert "  timed, 5 interleaved rounds (medians, quartiles): plan " in text

@@ -166,11 +166,14 @@ def test_the_wrapper_benchmark_decides_its_kinds_from_patched_sites(tmp_path):
     mod.OUT = tmp_path
     plans = mod.wrapper_plans()
     stats = tmp_path / "stats.json"
-    r = run([mod.BIN, "wrapper", 2000], env=cohort_env(plan=plans["grouped"], stats=stats))
+    n = 40000   # more than a thread's batch of counts: its flushes count each decision once
+    r = run([mod.BIN, "wrapper", n], env=cohort_env(plan=plans["grouped"], stats=stats))
     assert r.returncode == 0, r.stderr
     st = json.loads(stats.read_text())
-    assert st["identification"]["patched"] >= 2000 and st["identification"].get("walk_group", 0) == 0
-    assert [(g["name"], g["allocations"]) for g in st["groups"][:2]] == [("red", 1000), ("blue", 1000)]
+    ident = st["identification"]
+    assert n <= ident["patched"] <= n + 10 and ident.get("walk_group", 0) == 0
+    assert sum(ident.values()) <= n + 100, ident   # start-up's few, and nothing counted twice
+    assert [(g["name"], g["allocations"]) for g in st["groups"][:2]] == [("red", n // 2), ("blue", n // 2)]
     r = run([mod.BIN, "wrapper", 2000], env=cohort_env(plan=plans["rest"], stats=stats))
     assert r.returncode == 0, r.stderr
     assert json.loads(stats.read_text())["identification"].get("patched", 0) == 0

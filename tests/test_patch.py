@@ -51,8 +51,9 @@ def test_every_object_gets_its_sites_group(tmp_path, patch):
         assert st["patch"]["sites_patched"] == 6 and st["patch"]["sites_unpatched"] == 0
         assert ident["patched"] > 500
         assert st["patch"]["seeds"] >= 4           # each thread seeds once at least
-        assert st["patch"]["seed_overflows"] > 0    # 300 alternating stops: those walk
-        assert ident["stop"] > 0                    # ... and the walk ends at a stop site
+        # 300 alternating stops: more than a thread keeps; the innermost
+        # still decides, and the next allocation after it seeds again
+        assert st["patch"]["seed_overflows"] > 0
     else:
         assert ident["patched"] == 0 and st["patch"]["sites_patched"] == 0
 

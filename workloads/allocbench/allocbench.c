@@ -20,6 +20,10 @@
  *                             (make_red, make_blue, in turn): the kind is
  *                             told two frames past the entry, as HALO's
  *                             wrapper case
+ *   allocbench calls N        N calls of a function that allocates
+ *                             nothing, through one call site (run_calls's
+ *                             call of tally): what a patched selector or
+ *                             stop site adds to a call
  *   allocbench stream N G     as groups, but every request's size (16, 96
  *                             or 176 bytes) is drawn independently of the
  *                             function that makes it: the request stream
@@ -154,6 +158,19 @@ NOINLINE double run_wrapper(long n) {
   return (now() - t0) / n;
 }
 
+NOINLINE long tally(long i) {
+  sink += (uintptr_t)i;
+  return i & 1;
+}
+
+NOINLINE double run_calls(long n) {
+  double t0 = now();
+  long k = 0;
+  for (long i = 0; i < n; i++) k += tally(i);
+  sink += (uintptr_t)k;
+  return (now() - t0) / n;
+}
+
 NOINLINE double run_deep(long n, int depth) {
   double t0 = now();
   descend(depth, n);
@@ -161,7 +178,7 @@ NOINLINE double run_deep(long n, int depth) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|wrapper|groups|stream N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|wrapper|calls|groups|stream N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
   long n = atol(argv[2]);
   double ns = 0;
   if (!strcmp(argv[1], "churn")) {
@@ -190,6 +207,8 @@ int main(int argc, char **argv) {
     ns = run_alt(n, argc > 3 ? atoi(argv[3]) : 15);
   } else if (!strcmp(argv[1], "wrapper")) {
     ns = run_wrapper(n);
+  } else if (!strcmp(argv[1], "calls")) {
+    ns = run_calls(n);
   } else if (!strcmp(argv[1], "groups") || !strcmp(argv[1], "stream")) {
     int g = argc > 3 ? atoi(argv[3]) : 1;
     unsigned w = argc > 4 ? (unsigned)atoi(argv[4]) : 1024;
