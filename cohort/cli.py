@@ -443,7 +443,8 @@ def plan_params(args):
                                             "rest_max", "identify", "policy", "scale", "allocator")}
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost,
-                       "passthrough_ns": args.passthrough_cost}
+                       "passthrough_ns": args.passthrough_cost, "stop_ns": args.stop_cost,
+                       "stop_stub_ns": args.stop_stub_cost}
     return params
 
 
@@ -515,6 +516,12 @@ def add_plan_options(p):
                    help="cost of each call through a patched selector or stop site, whether or not it "
                         "allocates, from the profile's counts of calls "
                         f"(default: {COST_DEFAULTS['stub_ns']:g}, measured here)")
+    p.add_argument("--stop-cost", type=float, default=COST_DEFAULTS["stop_ns"], metavar="NS",
+                   help="cost of deciding an allocation from a patched stop site's record (a stop site on its "
+                        f"stack), over the rest pool's (default: {COST_DEFAULTS['stop_ns']:g}, measured here)")
+    p.add_argument("--stop-stub-cost", type=float, default=COST_DEFAULTS["stop_stub_ns"], metavar="NS",
+                   help="cost of each call through a patched stop site "
+                        f"(default: {COST_DEFAULTS['stop_stub_ns']:g}, measured here)")
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")

@@ -197,8 +197,9 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         pricing = scaling.Pricing.of(profile, planner.COST_DEFAULTS, planner.growth_of(profile, validations, scale))
         transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS, pricing=pricing)
                      for v in validations]
-        stubs = transfer.stub_shares(transfer.patched_sites(plan, transfer.plan_site_map(plan, profile)[0]),
-                                     profile["sites"], planner.COST_DEFAULTS)
+        to_profile = transfer.plan_site_map(plan, profile)[0]
+        stubs = transfer.stub_shares(transfer.patched_sites(plan, to_profile), profile["sites"],
+                                     planner.COST_DEFAULTS, transfer.stop_sites(plan, to_profile))
     else:
         made = planner.make_plan(profile, validations=validations, policy=policy, scale=scale)
         pricing = made.pricing

@@ -240,8 +240,16 @@ def group_label(profile, members, conjunctions=()):
 # is cold, 14.5-15.7 ns against jemalloc alone's 8.5-11.2, three alternating
 # runs, 2026-11-29. A plan with no rest pool loads the runtime for its
 # groups alone, so they pay it for every allocation they do not take.
+# stop_ns is an allocation decided from a stop site's record (the innermost
+# stop on its stack), over the same allocation in the rest pool, and
+# stop_stub_ns a call through a stop site: stop sites keep records of their
+# own (docs/runtime.md, "Stop sites"). `scripts/bench-runtime.py 9
+# wrapper`, 2026-11-29: 11.63 against 11.35 ns a malloc+free pair (+15.0
+# instructions under cachegrind, the stop's stub included), and a call
+# through a stop site 2.11 against 1.88 ns (+5.0 instructions), each
+# rounded up.
 COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
-                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 5.5}
+                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 5.5, "stop_ns": 0.3, "stop_stub_ns": 0.3}
 
 # The allocators a plan may be made for: glibc's malloc keeps a header
 # beside each block and places small blocks of every size together, which
@@ -308,8 +316,10 @@ def stub_costs(plan, profile, costs):
     """{group: (calls, ns)} of the stubs at its patched sites
     (transfer.patched_sites, transfer.stub_shares); None where the profile
     does not count calls."""
-    return transfer.stub_shares(transfer.patched_sites(as_read(plan, profile), dict(enumerate(plan.sites))),
-                                profile["sites"], costs)
+    read = as_read(plan, profile)
+    to_profile = dict(enumerate(plan.sites))
+    return transfer.stub_shares(transfer.patched_sites(read, to_profile), profile["sites"], costs,
+                                transfer.stop_sites(read, to_profile))
 
 
 def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None,
@@ -349,7 +359,8 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         patched = identify == "patched" and (direct is None or all(
             s in direct for s in c["sites"] if s in selector_sites)) and not (
             stubs is None and g is not None and g < len(plan.groups) and plan.groups[g].merged)
-        w["ns"] += c["allocations"] * transfer.identification_ns(costs, patched, frames)
+        w["ns"] += c["allocations"] * transfer.identification_ns(costs, patched, frames,
+                                                                 any(s in plan.stops for s in c["sites"]))
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
         if g is not None:
@@ -1185,8 +1196,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
     if params.get("rest", "auto") not in ("pool", "none", "auto"):
         raise CohortError("--rest must be pool, none or auto")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
-        raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --miss-cost, --split-cost and "
-                          "--passthrough-cost must be finite and not negative")
+        raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --stop-cost, --stop-stub-cost, "
+                          "--miss-cost, --split-cost and --passthrough-cost must be finite and not negative")
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
     plan = make_plan(profile, validations=validations, **params)

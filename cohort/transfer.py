@@ -395,10 +395,19 @@ def context_misses(contexts, ids, everything):
     return d1, lines, touch_gap(lines, accesses, everything)
 
 
-def identification_ns(costs, patched, frames):
-    """What deciding one allocation costs: from the bits of patched call
+def identification_ns(costs, patched, frames, stopped=False):
+    """What deciding one allocation costs: from a patched stop site's record
+    (`stopped`: a stop site is on its stack), from the bits of patched call
     sites, or a stack walk of `frames` frames (planner.COST_DEFAULTS)."""
-    return costs["patched_ns"] if patched else costs["walk_ns"] + frames * costs["frame_ns"]
+    if patched:
+        return costs.get("stop_ns", costs["patched_ns"]) if stopped else costs["patched_ns"]
+    return costs["walk_ns"] + frames * costs["frame_ns"]
+
+
+def stop_sites(plan, to_profile):
+    """The profile site ids of the plan's (as read_plan gives it) stop sites."""
+    return {to_profile[i] for i, site in enumerate(plan["sites"])
+            if site[3] is not None and to_profile.get(i) is not None}
 
 
 def decisions(plan, profile):
@@ -437,12 +446,13 @@ def patched_sites(plan, to_profile):
     return {to_profile[i]: sorted(gs) for i, gs in out.items() if to_profile.get(i) is not None}
 
 
-def stub_shares(patched, sites, costs):
+def stub_shares(patched, sites, costs, stops=()):
     """{group: (calls, ns)} of the stubs at the patched sites ({site id:
     [groups]}, only direct calls are patched) of a profile's `sites`: every
-    call through one runs its stub, whether or not it allocates; a site
-    several groups use is shared among them. None where the profile does
-    not count calls (raw version 5 on)."""
+    call through one runs its stub, whether or not it allocates, at
+    stop_stub_ns for a stop site (`stops`: their ids) and stub_ns for
+    another; a site several groups use is shared among them. None where the
+    profile does not count calls (raw version 5 on)."""
     if not sites or any("calls" not in x for x in sites):
         return None
     out = {}
@@ -452,7 +462,8 @@ def stub_shares(patched, sites, costs):
         share = sites[site]["calls"] / len(gs)
         for g in gs:
             calls, ns = out.get(g, (0, 0.0))
-            out[g] = (calls + share, ns + share * costs.get("stub_ns", 0.0))
+            per = costs.get("stop_stub_ns", costs.get("stub_ns", 0.0)) if site in stops else costs.get("stub_ns", 0.0)
+            out[g] = (calls + share, ns + share * per)
     return out
 
 
@@ -491,7 +502,8 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
     selector_sites = {to_profile[s] for _, conj in plan["selects"] for s in conj} | \
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
     selector_sites.discard(None)
-    stubs = stub_shares(patched_sites(plan, to_profile), run["sites"], costs) if identify == "patched" else None
+    stops = stop_sites(plan, to_profile)
+    stubs = stub_shares(patched_sites(plan, to_profile), run["sites"], costs, stops) if identify == "patched" else None
     if stubs is not None:
         walked = ()
         for g, (calls, ns) in stubs.items():
@@ -530,7 +542,8 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
                 walk_none += n
             continue
         groups[g].walked += n
-        groups[g].walk_ns += n * identification_ns(costs, patched and g not in walked, frames)
+        groups[g].walk_ns += n * identification_ns(costs, patched and g not in walked, frames,
+                                                   any(s in stops for s in c["sites"]))
 
     rest = plan.get("rest")
     if rest_pool is None and rest is not None:

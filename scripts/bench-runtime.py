@@ -285,6 +285,8 @@ def main():
         cases = {k: ([BIN, "wrapper", 2_000_000], environment(plan=v)) for k, v in plans.items()}
         cases["grouped, walked"] = ([BIN, "wrapper", 2_000_000], environment(plan=plans["grouped"], patch="0"))
         show("identification through a wrapper, timed", measure(cases), "rest")
+        show("calls that allocate nothing, timed (ns a call)",
+             measure({k: ([BIN, "calls", 20_000_000], environment(plan=v)) for k, v in calls.items()}), "unpatched")
 
     if "alt" in SECTIONS:
         for depth in (3, 15, 40):

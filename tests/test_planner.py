@@ -287,7 +287,8 @@ def synthetic_profile(hot_allocs, cold_allocs):
             "graph": {"nodes": [0], "edges": [[0, 0, 500]], "coverage": 1.0}}
 
 
-FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0, "passthrough_ns": 0}}   # verdict logic alone
+FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0, "passthrough_ns": 0,
+                                        "stop_ns": 0}}   # verdict logic alone
 
 
 def test_entry_verdicts_exact_and_by_purity():
@@ -450,8 +451,9 @@ def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
 # The modest churn shape's arithmetic (its 2 M patched decisions cost 20 ms
 # against the 28 ms its pool can save) at a patched decision of 10 ns, as it
 # was priced when these tests were written: they test the planner's logic,
-# not the runtime's calibration (cohort.planner.COST_DEFAULTS).
-MODEST_COSTS = {"patched_ns": 10.0}
+# not the runtime's calibration (cohort.planner.COST_DEFAULTS). A decision
+# or a call through a stop site is priced as through any selector site.
+MODEST_COSTS = {"patched_ns": 10.0, "stop_ns": 10.0, "stop_stub_ns": 3.0}
 
 
 def churn_profile(affinity, accesses=3_000_000):
@@ -527,6 +529,17 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     assert "its patched call sites' stubs run on 1000000 calls" in worth_text(cool.worth[0])
     # the entry site (1) walks and is no selector: its calls cost no stub
     assert 1 not in cool.stops and cool.verdicts[1] == "walk"
+    # A stop site keeps its own records (docs/runtime.md, "Stop sites"): its
+    # decisions and calls are priced at stop_ns and stop_stub_ns, and the
+    # hot site's ten million calls cost 3 ms, not 30: the group stays.
+    assert 10 in hot.stops or 10 in cool.stops
+    stops = make_plan(with_calls(10_000_000), costs={"patched_ns": 10.0}, scale=1)
+    assert len(stops.groups) == 1 and stops.worth[0].pays
+    assert stops.worth[0].stub_ns == 10_000_000 * COST_DEFAULTS["stop_stub_ns"]
+    # the cells' million decisions at the stop's price, the twin's (no stop
+    # on its stack, decided by the bits) at patched_ns: the entry's walks are
+    # the groups' to pay
+    assert stops.worth[0].walk_ns == pytest.approx(1_000_000 * COST_DEFAULTS["stop_ns"] + 1_000_000 * 10.0)
 
     # walked (COHORT_PATCH=0): no stub runs
     walked = make_plan(with_calls(10_000_000), identify="walk", costs={"walk_ns": 0, "frame_ns": 0})

@@ -73,7 +73,7 @@ def test_a_group_whose_stubs_run_far_more_on_a_validation_run_is_dropped():
         return p
     train = counted(prof(TRAIN, TRAIN_EDGES, ["/x/prog", "small"]), {})
     val = counted(prof(TRAIN, [(0, 0, 400), (1, 1, 400)], ["/x/prog", "other"]), {10: 1_000_000})
-    costs = dict(FREE_WALKS["costs"], patched_ns=0)
+    costs = dict(FREE_WALKS["costs"], patched_ns=0, stop_stub_ns=3.0)   # a stop's stub priced as a selector's
     assert len(make_plan(train, costs=costs).groups) == 2
     plan = make_plan(train, costs=costs, validations=[val], scale=1)
     assert [g.conjunctions for g in plan.groups] == [[(11,)]]
