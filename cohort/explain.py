@@ -100,6 +100,11 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         w[1] += c["allocations"] * frames
     out = {}
     everything = transfer.run_accesses(profile["contexts"])
+    # A plan with no rest pool loads the runtime for its groups alone: they
+    # pay for every allocation it hands on, in proportion to their own
+    # (planner.assess).
+    mine = {g: sum(profile["contexts"][c]["allocations"] for c in members.get(g, [])) for g in range(len(names))}
+    passed = sum(c["allocations"] for c in profile["contexts"]) - sum(mine.values())
     for g in list(range(len(names))) + [None]:
         n, frames = walked.get(g, (0, 0))
         at = None
@@ -114,6 +119,10 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                  if n else "no stack walk ends here")
         calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
         ident += transfer.stubs_clause(calls, stub_ns * grown)
+        handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
+        if rest is None and round(handed) > 0:
+            ident += (f"; the runtime it needs hands {round(handed)} other allocations on to the next "
+                      f"allocator, about {handed * costs['passthrough_ns'] * grown / 1e6:.2f} ms")
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:

@@ -219,7 +219,7 @@ int ch_act_decide_armed(uintptr_t slot) {
   return CH_LIKELY(armed(&act, slot)) ? decide(&act, slot) : CH_ACT_WALK;
 }
 
-/* No generation to check: a thread's stack bounds (0, 0 until its first
+/* No generation to check for a stop record: a thread's stack bounds (0, 0 until its first
  * seed) never change, nor does a patched site's return address, unless a
  * module loaded later leaves a stop site unpatched: then every stop site's
  * is withdrawn (patch.c), and no record is live again. A disabled plan
@@ -227,7 +227,7 @@ int ch_act_decide_armed(uintptr_t slot) {
  * reenters the runtime, so ch_in_runtime does not matter: the allocation
  * that follows is the group allocator's, which the runtime's own work
  * (walks, module lookups) never holds. */
-int ch_act_stop_fast(uintptr_t slot) {
+int ch_act_fast(uintptr_t slot) {
   const struct ch_stops *t = &stops;
   uintptr_t x = t->last;
   if (CH_LIKELY(x >= slot) && CH_LIKELY(x - t->lo < t->size)) {
@@ -238,7 +238,10 @@ int ch_act_stop_fast(uintptr_t slot) {
       return (int)g;
     }
   }
-  return -1;
+  /* Dead records and entries not yet popped leave it to the slow path, which
+   * pops them: the next allocation finds nothing. */
+  if (!t->n && act.top == act.e && armed(&act, slot)) return ch_patch_empty_verdict;
+  return CH_ACT_WALK;
 }
 
 int ch_act_decide(const uintptr_t *fp) {

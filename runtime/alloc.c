@@ -259,16 +259,28 @@ static CH_NOINLINE __attribute__((flatten)) void *act_malloc_decide(size_t size,
   }
   return ch_malloc_entry(size);
 }
-/* The common case first: a live stop record decides, and the group's fast
- * path serves; every other way out is a tail call. */
+/* Nothing live decided it (ch_act_fast): the rest group of its size, if
+ * the plan has one and the size fits, else the next allocator. */
+static CH_NOINLINE void *act_malloc_rest(size_t size) {
+  if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
+  if (size > ch_direct_rest_max) return ch_next.malloc(size);
+  unsigned g = (unsigned)ch_rest_group(size);
+  void *p = ch_group_take(g, size);
+  if (CH_LIKELY(p != NULL)) return p;
+  return ch_group_rest_or_next(g, size);
+}
+/* The common cases first: a live stop record decides, and the group's fast
+ * path serves; or nothing is live, and the rest group does. Every other
+ * way out is a tail call. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_malloc(size_t size, uintptr_t slot) {
-  int g = ch_act_stop_fast(slot);
+  int g = ch_act_fast(slot);
   if (CH_LIKELY(g >= 0) && CH_LIKELY(size <= ch_direct_max)) {
     if (CH_UNLIKELY(!ch_identify_count_patched())) return group_malloc_flush(size, (unsigned)g);
     void *p = ch_group_take((unsigned)g, size);
     if (CH_LIKELY(p != NULL)) return p;
     return ch_group_rest_or_next((unsigned)g, size);
   }
+  if (g == CH_ACT_REST && CH_LIKELY(size <= ch_direct_max)) return act_malloc_rest(size);
   return act_malloc_decide(size, slot);
 }
 

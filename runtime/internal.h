@@ -805,6 +805,7 @@ extern uint64_t ch_patch_bit[CH_MAX_SITES];
 extern uint32_t ch_patch_stop[CH_MAX_SITES];
 extern uint8_t ch_patch_on[CH_MAX_SITES];
 extern bool ch_patch_stops_whole;                /* every stop site that could be on a stack is patched */
+extern int ch_patch_empty_verdict;               /* ch_patch_verdict with nothing live: a group, CH_ACT_REST or CH_ACT_WALK */
 extern atomic_uint ch_patch_gen;
 #define CH_ACT_WALK (-3)   /* ch_patch_verdict, ch_act_decide: the bits cannot decide, walk */
 #define CH_ACT_REST (-2)   /* nothing claims it: the rest group, if it fits */
@@ -961,8 +962,10 @@ int ch_act_decide(const uintptr_t *fp);
  * thread is armed already (no seed walk): else CH_ACT_WALK. */
 int ch_act_decide_armed(uintptr_t slot);
 /* The fast path of the same: the group of the last call through a stop
- * site, if it is live, else -1 (ch_act_decide_armed decides). */
-int ch_act_stop_fast(uintptr_t slot);
+ * site, if it is live; else, when nothing is live at all (no kept stop
+ * record, no activation) on an armed thread, what an empty stack decides
+ * (a group or CH_ACT_REST); else CH_ACT_WALK (ch_act_decide_armed decides). */
+int ch_act_fast(uintptr_t slot);
 
 /* --------------------------------------------------------------- stats.c */
 struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */

@@ -159,15 +159,23 @@ static CH_NOINLINE __attribute__((flatten)) void *act_new_decide(size_t n, uintp
   }
   return ch_new_entry(n);
 }
-/* Its common case first, as ch_direct_act_malloc's: a live stop record. */
+/* Nothing live: the rest group of its size, else the next allocator, else
+ * operator new itself (which throws). */
+static CH_NOINLINE void *act_new_rest(size_t n) {
+  if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
+  void *p = n <= ch_direct_rest_max ? ch_group_malloc_or_next((unsigned)ch_rest_group(n), n) : ch_next.malloc(n);
+  return p ? p : ch_new_entry(n);
+}
+/* Its common cases first, as ch_direct_act_malloc's. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t slot) {
-  int g = ch_act_stop_fast(slot);
+  int g = ch_act_fast(slot);
   if (CH_LIKELY(g >= 0) && CH_LIKELY(n <= ch_direct_max)) {
     if (CH_UNLIKELY(!ch_identify_count_patched())) return direct_new_slow(n, (unsigned)g);
     void *p = ch_group_take((unsigned)g, n);
     if (CH_LIKELY(p != NULL)) return p;
     return direct_new_rest(n, (unsigned)g);
   }
+  if (g == CH_ACT_REST && CH_LIKELY(n <= ch_direct_max)) return act_new_rest(n);
   return act_new_decide(n, slot);
 }
 

@@ -37,6 +37,7 @@ uint32_t ch_patch_stop[CH_MAX_SITES];
 uint8_t ch_patch_on[CH_MAX_SITES];
 struct ch_stop_site *ch_stop_sites;
 bool ch_patch_stops_whole;
+int ch_patch_empty_verdict = CH_ACT_WALK;
 atomic_uint ch_patch_gen;
 struct ch_patch_stats ch_patch_stats;
 atomic_ulong ch_patch_unpatched_by[CH_PATCH_REASONS];
@@ -321,7 +322,7 @@ static void publish_table(void) {
   ch_patch_stops_whole = !t->stops_incomplete;
   /* An unpatched stop site could be inner to any record: withdraw the
    * patched ones' return addresses (1 is none), so that no record is live
-   * to ch_act_stop_fast, which checks nothing else. */
+   * to ch_act_fast, which checks nothing else. */
   if (t->stops_incomplete)
     for (unsigned s = 0; s < pl->nsites; s++)
       if (ch_patch_stop[s] && ch_patch_on[s] && ch_stop_sites) ch_stop_sites[s].ret = 1;
@@ -335,6 +336,7 @@ static void publish_table(void) {
       else c->incomplete = true;
     }
   }
+  ch_patch_empty_verdict = t->stops_incomplete ? CH_ACT_WALK : conj_verdict(t, 0);
   atomic_store_explicit(&table, t, memory_order_release);
 }
 

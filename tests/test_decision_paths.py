@@ -174,6 +174,20 @@ def test_the_wrapper_benchmark_decides_its_kinds_from_patched_sites(tmp_path):
     assert n <= ident["patched"] <= n + 10 and ident.get("walk_group", 0) == 0
     assert sum(ident.values()) <= n + 100, ident   # start-up's few, and nothing counted twice
     assert [(g["name"], g["allocations"]) for g in st["groups"][:2]] == [("red", n // 2), ("blue", n // 2)]
+    # Only red's call a stop site: blue's allocations find nothing live (the
+    # last stop record's slot holds blue's return address now) and go to the
+    # rest pool's class, decided from the patched entry all the same.
+    from cohort.handplan import call_sites, write_plan
+    entry = call_sites(mod.BIN, "xalloc", "malloc")[0]
+    red = call_sites(mod.BIN, "make_red", "new_cell")[0]
+    half = write_plan(tmp_path / "half.plan", [mod.BIN], [(0, entry, "walk"), (0, red, "stop=0")], ["red", "rest"],
+                      [(0, [1])], version=4, rest=1)
+    r = run([mod.BIN, "wrapper", n], env=cohort_env(plan=half, stats=stats))
+    assert r.returncode == 0, r.stderr
+    st = json.loads(stats.read_text())
+    by_name = {g["name"]: g["allocations"] for g in st["groups"]}
+    assert by_name["red"] == n // 2 and by_name["rest/48"] == n // 2, by_name
+    assert n <= st["identification"]["patched"] <= n + 10
     r = run([mod.BIN, "wrapper", 2000], env=cohort_env(plan=plans["rest"], stats=stats))
     assert r.returncode == 0, r.stderr
     assert json.loads(stats.read_text())["identification"].get("patched", 0) == 0

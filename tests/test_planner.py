@@ -203,6 +203,12 @@ def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
         r = run([COHORT, "explain", out / "profile.json", variant])
         assert r.returncode == 0, r.stderr
         assert f"rest (every small allocation no other group claims, {what})" in r.stdout.decode()
+    # a plan with no rest pool: its groups pay for the runtime they load
+    bare = tmp_path / "bare.plan"
+    bare.write_text("\n".join(ln for ln in lines if not ln.startswith("rest ")) + "\n")
+    r = run([COHORT, "explain", out / "profile.json", bare])
+    assert r.returncode == 0, r.stderr
+    assert "other allocations on to the next allocator, about" in r.stdout.decode()
     assert (tmp_path / "g.svg").read_text().startswith("<svg")
     # never over a file it did not draw
     mine = tmp_path / "mine.svg"
