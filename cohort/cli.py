@@ -444,7 +444,7 @@ def plan_params(args):
     params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
                        "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost,
                        "passthrough_ns": args.passthrough_cost, "stop_ns": args.stop_cost,
-                       "stop_stub_ns": args.stop_stub_cost}
+                       "stop_stub_ns": args.stop_stub_cost, "empty_ns": args.empty_cost}
     return params
 
 
@@ -522,6 +522,9 @@ def add_plan_options(p):
     p.add_argument("--stop-stub-cost", type=float, default=COST_DEFAULTS["stop_stub_ns"], metavar="NS",
                    help="cost of each call through a patched stop site "
                         f"(default: {COST_DEFAULTS['stop_stub_ns']:g}, measured here)")
+    p.add_argument("--empty-cost", type=float, default=COST_DEFAULTS["empty_ns"], metavar="NS",
+                   help="cost of deciding an allocation at a walk entry with no selector or stop site on its "
+                        f"stack, over the rest pool's (default: {COST_DEFAULTS['empty_ns']:g}, measured here)")
     p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
                    help="the most a placement saves per affinitive access: one D1 miss served by L2 "
                         f"(default: {COST_DEFAULTS['miss_ns']:g})")

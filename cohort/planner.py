@@ -243,13 +243,18 @@ def group_label(profile, members, conjunctions=()):
 # stop_ns is an allocation decided from a stop site's record (the innermost
 # stop on its stack), over the same allocation in the rest pool, and
 # stop_stub_ns a call through a stop site: stop sites keep records of their
-# own (docs/runtime.md, "Stop sites"). `scripts/bench-runtime.py 9
-# wrapper`, 2026-11-29: 11.63 against 11.35 ns a malloc+free pair (+15.0
-# instructions under cachegrind, the stop's stub included), and a call
-# through a stop site 2.11 against 1.88 ns (+5.0 instructions), each
-# rounded up.
+# own (docs/runtime.md, "Stop sites"). empty_ns is one that finds no
+# selector or stop site live, decided as an empty stack is. allocbench
+# wrapper, 25 interleaved runs of 4 M pairs, 2026-11-29, first quartiles
+# (the machine's quiet runs): the rest pool alone 11.23 ns a pair, both
+# kinds decided by their stop sites 11.72 (+15.0 instructions under
+# cachegrind, the stop's stub included), one kind's call a stop site and
+# the other's nothing 12.18, so 12.64 for the kind with nothing live (+47
+# instructions); `scripts/bench-runtime.py 9 wrapper`: a call through a
+# stop site 2.11 against 1.88 ns (+5.0 instructions). Each rounded up.
 COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
-                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 5.5, "stop_ns": 0.3, "stop_stub_ns": 0.3}
+                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 5.5, "stop_ns": 0.5, "stop_stub_ns": 0.3,
+                 "empty_ns": 1.5}
 
 # The allocators a plan may be made for: glibc's malloc keeps a header
 # beside each block and places small blocks of every size together, which
@@ -359,8 +364,8 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         patched = identify == "patched" and (direct is None or all(
             s in direct for s in c["sites"] if s in selector_sites)) and not (
             stubs is None and g is not None and g < len(plan.groups) and plan.groups[g].merged)
-        w["ns"] += c["allocations"] * transfer.identification_ns(costs, patched, frames,
-                                                                 any(s in plan.stops for s in c["sites"]))
+        w["ns"] += c["allocations"] * transfer.identification_ns(
+            costs, patched, frames, transfer.live_kind(c["sites"], selector_sites, plan.stops))
         w["allocations"] += c["allocations"]
         w["frames"] += c["allocations"] * frames
         if g is not None:
@@ -1197,7 +1202,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
         raise CohortError("--rest must be pool, none or auto")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
         raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --stop-cost, --stop-stub-cost, "
-                          "--miss-cost, --split-cost and --passthrough-cost must be finite and not negative")
+                          "--empty-cost, --miss-cost, --split-cost and --passthrough-cost must be finite and not "
+                          "negative")
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
     plan = make_plan(profile, validations=validations, **params)

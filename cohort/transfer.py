@@ -395,13 +395,24 @@ def context_misses(contexts, ids, everything):
     return d1, lines, touch_gap(lines, accesses, everything)
 
 
-def identification_ns(costs, patched, frames, stopped=False):
-    """What deciding one allocation costs: from a patched stop site's record
-    (`stopped`: a stop site is on its stack), from the bits of patched call
-    sites, or a stack walk of `frames` frames (planner.COST_DEFAULTS)."""
+def identification_ns(costs, patched, frames, live="bits"):
+    """What deciding one allocation costs: with its selector sites patched,
+    from what is live on its stack (`live`: "stop", a stop site, whose
+    record decides; "none", no selector or stop site at all, so that the
+    empty stack's verdict does; "bits", the activations of other selector
+    sites), else a stack walk of `frames` frames (planner.COST_DEFAULTS)."""
     if patched:
-        return costs.get("stop_ns", costs["patched_ns"]) if stopped else costs["patched_ns"]
+        key = {"stop": "stop_ns", "none": "empty_ns"}.get(live, "patched_ns")
+        return costs.get(key, costs["patched_ns"])
     return costs["walk_ns"] + frames * costs["frame_ns"]
+
+
+def live_kind(sites, selector_sites, stops):
+    """What the runtime finds live for an allocation whose stack holds
+    `sites` (identification_ns): "stop", "none" or "bits"."""
+    if any(s in stops for s in sites):
+        return "stop"
+    return "bits" if any(s in selector_sites for s in sites) else "none"
 
 
 def stop_sites(plan, to_profile):
@@ -543,7 +554,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
             continue
         groups[g].walked += n
         groups[g].walk_ns += n * identification_ns(costs, patched and g not in walked, frames,
-                                                   any(s in stops for s in c["sites"]))
+                                                   live_kind(c["sites"], selector_sites, stops))
 
     rest = plan.get("rest")
     if rest_pool is None and rest is not None:

@@ -294,7 +294,7 @@ def synthetic_profile(hot_allocs, cold_allocs):
 
 
 FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns": 0, "passthrough_ns": 0,
-                                        "stop_ns": 0}}   # verdict logic alone
+                                        "stop_ns": 0, "empty_ns": 0}}   # verdict logic alone
 
 
 def test_entry_verdicts_exact_and_by_purity():
@@ -459,7 +459,7 @@ def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
 # was priced when these tests were written: they test the planner's logic,
 # not the runtime's calibration (cohort.planner.COST_DEFAULTS). A decision
 # or a call through a stop site is priced as through any selector site.
-MODEST_COSTS = {"patched_ns": 10.0, "stop_ns": 10.0, "stop_stub_ns": 3.0}
+MODEST_COSTS = {"patched_ns": 10.0, "stop_ns": 10.0, "stop_stub_ns": 3.0, "empty_ns": 10.0}
 
 
 def churn_profile(affinity, accesses=3_000_000):
@@ -542,10 +542,10 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     stops = make_plan(with_calls(10_000_000), costs={"patched_ns": 10.0}, scale=1)
     assert len(stops.groups) == 1 and stops.worth[0].pays
     assert stops.worth[0].stub_ns == 10_000_000 * COST_DEFAULTS["stop_stub_ns"]
-    # the cells' million decisions at the stop's price, the twin's (no stop
-    # on its stack, decided by the bits) at patched_ns: the entry's walks are
-    # the groups' to pay
-    assert stops.worth[0].walk_ns == pytest.approx(1_000_000 * COST_DEFAULTS["stop_ns"] + 1_000_000 * 10.0)
+    # the cells' million decisions at the stop's price, the twin's (no
+    # selector or stop site on its stack) at an empty stack's: the entry's
+    # walks are the groups' to pay
+    assert stops.worth[0].walk_ns == pytest.approx(1_000_000 * (COST_DEFAULTS["stop_ns"] + COST_DEFAULTS["empty_ns"]))
 
     # walked (COHORT_PATCH=0): no stub runs
     walked = make_plan(with_calls(10_000_000), identify="walk", costs={"walk_ns": 0, "frame_ns": 0})

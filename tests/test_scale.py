@@ -74,13 +74,19 @@ def test_a_group_behind_a_wrapper_is_priced_where_the_plan_runs():
     group pays; the remarks, used more with the group than with each other,
     go to the rest pool either way."""
     profile = wrapped_kinds(6000, 3)
-    small = make_plan(profile, scale=1, cache_sizes=SIZES)
+    # Identification priced as the activation stack's bits cost, as before
+    # stop sites kept records of their own: the scale alone moves the verdict.
+    dear = {"stop_ns": 15.0, "stop_stub_ns": 3.0, "empty_ns": 15.0}
+    small = make_plan(profile, scale=1, cache_sizes=SIZES, costs=dear)
     assert small.groups == []
     note = next(n for n in small.notes if "costs more than its placement can save" in n)
     assert "at 1 times the profiled run (--scale)" in note and "served by L2, 3.5 ns" in note, note
+    # At what a stop site's record costs, HALO's rule holds at any scale: the
+    # kinds decided by their constructors' stop sites are grouped.
+    assert [sorted(g.members) for g in make_plan(profile, scale=1, cache_sizes=SIZES).groups] == [[0, 1]]
 
-    for plan, said in ((make_plan(profile, cache_sizes=SIZES), "(the default: no --scale)"),
-                       (make_plan(profile, scale=10, cache_sizes=SIZES), "(--scale)")):
+    for plan, said in ((make_plan(profile, cache_sizes=SIZES, costs=dear), "(the default: no --scale)"),
+                       (make_plan(profile, scale=10, cache_sizes=SIZES, costs=dear), "(--scale)")):
         assert [sorted(g.members) for g in plan.groups] == [[0, 1]]
         w = plan.worth[0]
         assert w.pays and w.at.level == "L3" and w.at.accesses == 10
@@ -211,7 +217,8 @@ def test_a_group_whose_use_does_not_grow_with_the_input_is_dropped():
     cost ten times more at the default scale, their use saves no more, and
     the group goes."""
     small = wrapped_kinds(6000, 3)
-    alone = make_plan(small, cache_sizes=SIZES)
+    dear = {"stop_ns": 15.0, "stop_stub_ns": 3.0, "empty_ns": 15.0}   # as the bits cost: see above
+    alone = make_plan(small, cache_sizes=SIZES, costs=dear)
     assert len(alone.groups) == 1
     assert any("priced at 10 times the training run, with every figure assumed" in n for n in alone.notes)
     large = wrapped_kinds(12000, 3)
@@ -220,7 +227,7 @@ def test_a_group_whose_use_does_not_grow_with_the_input_is_dropped():
         c["accesses"], c["d1_misses"] = c_small["accesses"], c_small["d1_misses"]
     large["graph"]["edges"] = copy.deepcopy(small["graph"]["edges"])
     large["totals"]["accesses"] = small["totals"]["accesses"]
-    fitted = make_plan(small, validations=[large], cache_sizes=SIZES)
+    fitted = make_plan(small, validations=[large], cache_sizes=SIZES, costs=dear)
     assert fitted.groups == []
     assert not any("with every figure assumed" in n for n in fitted.notes)
 
