@@ -713,8 +713,8 @@ def build_parser():
     be.add_argument("-o", "--output", required=True, metavar="DIR", help="results directory")
     be.add_argument("--trials", type=int, default=10, help="measured rounds (default: 10)")
     be.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default: 1)")
-    be.add_argument("--allocators", default="glibc,jemalloc",
-                    help="baselines, comma-separated (default: glibc,jemalloc)")
+    be.add_argument("--allocators", default="glibc,jemalloc,mimalloc",
+                    help="baselines, comma-separated (default: glibc,jemalloc,mimalloc)")
     be.add_argument("--policies", default="halo", metavar="LIST",
                     help="policies to compare, comma-separated: halo (the plan: --plan or --train); "
                          "halo+ds, apa-all, apa-collections, apa-maximal, hds (plans from the --train profile, "

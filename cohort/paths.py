@@ -11,6 +11,7 @@ ALLOCATORS = {
     "glibc": None,
     "jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    "mimalloc": ("libmimalloc.so.2", "libmimalloc2.0"),
 }
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/usr/local/lib")
 

@@ -4,7 +4,7 @@ report: results/report.md. BENCH_TRIALS (default 10) and BENCH_WORKLOADS
 (comma-separated) narrow it down; BENCH_POLICIES (comma-separated, default
 every policy `cohort bench --policies` knows: each plan policy planned from
 the one training profile, each online policy with none) and BENCH_ALLOCATORS
-(default glibc,jemalloc) choose the configurations; BENCH_LAYOUT_RUNS=N
+(default glibc,jemalloc,mimalloc) choose the configurations; BENCH_LAYOUT_RUNS=N
 passes --layout-runs N (each baseline's band of D1 misses over moved
 layouts). A workload that reads standard input
 (`PHASE-stdin:` lines in its inputs file) gets each phase's input generated
@@ -49,7 +49,7 @@ def main():
         names = [n for n in names if n in os.environ["BENCH_WORKLOADS"].split(",")]
     trials = os.environ.get("BENCH_TRIALS", "10")
     policies = os.environ.get("BENCH_POLICIES", ",".join(POLICIES))
-    allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc")
+    allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc,mimalloc")
     layout = ["--layout-runs", os.environ["BENCH_LAYOUT_RUNS"]] if os.environ.get("BENCH_LAYOUT_RUNS") else []
     done, failed = [], []
     takes_stdin = None

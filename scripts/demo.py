@@ -3,7 +3,7 @@ Figure 2 pattern: three object types made by their own constructors in one
 interleaved loop, then only two of them walked again and again).
 
   cohort profile (train input) -> cohort plan -> cohort explain -> run the ref
-  input under glibc, jemalloc and Cohort, side by side: time (interleaved
+  input under glibc, jemalloc, mimalloc and Cohort, side by side: time (interleaved
   trials, medians), cachegrind D1 misses, and whether the output is identical.
 
 Another bundled workload runs the same way: scripts/demo.sh wrapped."""
@@ -51,6 +51,7 @@ def configs(plan, stats):
     return {
         "glibc": environment(allocator="glibc", mode="off"),
         "jemalloc": environment(allocator="jemalloc", mode="off"),
+        "mimalloc": environment(allocator="mimalloc", mode="off"),
         "cohort+glibc": environment(plan=plan, allocator="glibc", stats=stats),
         # HALO's control: each small allocation to one of four pools at random
         "random": environment(allocator="glibc", mode="random:4"),

@@ -2,7 +2,7 @@
 # Installs what building and testing Cohort needs on Debian 12, only if missing.
 set -euo pipefail
 pkgs=(gcc g++ make cmake ninja-build binutils python3 python3-venv git valgrind
-      pkg-config libzydis-dev libjemalloc2 libtcmalloc-minimal4 coreutils file graphviz)
+      pkg-config libzydis-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 coreutils file graphviz)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -14,7 +14,8 @@ PROGRAMS = BUILD / "tests" / "programs"
 COHORT = ROOT / "bin" / "cohort"
 JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")
-NEXT = {"glibc": None, "jemalloc": JEMALLOC, "tcmalloc": TCMALLOC}
+MIMALLOC = Path("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2")
+NEXT = {"glibc": None, "jemalloc": JEMALLOC, "tcmalloc": TCMALLOC, "mimalloc": MIMALLOC}
 
 # The group allocator's block for a request: whole 16-byte granules, so that
 # every block is aligned as glibc's are, up to 256 bytes; above, four size

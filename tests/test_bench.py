@@ -47,14 +47,15 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     assert r.returncode == 0, r.stderr.decode()
     res = json.loads((out / "results.json").read_text())
     jsonschema.validate(res, SCHEMA)
-    order = ["glibc", "cohort+glibc", "jemalloc", "cohort+jemalloc", "random", "all"]
+    order = ["glibc", "cohort+glibc", "jemalloc", "cohort+jemalloc", "mimalloc", "cohort+mimalloc", "random", "all"]
     assert res["parameters"]["order"] == order
     assert [(t["round"], t["config"]) for t in res["trials"]] == [(r_, c) for r_ in range(4) for c in order]
-    assert [t["warmup"] for t in res["trials"]] == [True] * 6 + [False] * 18
+    assert [t["warmup"] for t in res["trials"]] == [True] * len(order) + [False] * (3 * len(order))
     assert all(t["status"] == "ok" for t in res["trials"]) and res["problems"] == []
     assert all(res["summary"][c]["ok_trials"] == 3 for c in order)
-    assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "random", "all"}
+    assert set(res["ratios"]) == {"cohort+glibc", "cohort+jemalloc", "cohort+mimalloc", "random", "all"}
     assert res["ratios"]["cohort+jemalloc"]["vs"] == "jemalloc"
+    assert res["ratios"]["cohort+mimalloc"]["vs"] == "mimalloc"
     assert all(res["cachegrind"][c]["D1_misses"] > 0 for c in order)
     # The runtime's part of the cost: none without it, some (and never more
     # than the whole) with it.

@@ -172,7 +172,7 @@ def test_threads_each_get_contiguous_groups(tmp_path):
     assert all(g == -1 for _, g, _ in objs["c"])
 
 
-@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc"])
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc", "mimalloc"])
 def test_cxx_new_is_identified(tmp_path, allocator):
     binary = PROGRAMS / "cxx_groups"
     sites = [(0, call_sites(binary, "main", "_Z9make_leafl")[0], None),

@@ -12,7 +12,7 @@ POOL_GROUP = 63   # runtime/internal.h CH_POOL_GROUP
 PROCESSLIST = BUILD / "examples" / "pools" / "processlist"
 
 
-@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc"])
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc", "mimalloc"])
 @pytest.mark.parametrize("mode", ["off", "all", "random:4"])
 def test_pool_api(tmp_path, mode, allocator):
     stats = tmp_path / "s.json"

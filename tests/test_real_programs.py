@@ -155,6 +155,6 @@ def test_git(tmp_path):
     same_everywhere(["git", "fsck", "--full"], tmp_path, cwd=repo)
 
 
-@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc"])
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "tcmalloc", "mimalloc"])
 def test_cxx_map_string(tmp_path, allocator):
     same_everywhere([PROGRAMS / "cxx_map"], tmp_path, allocator)

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import UNIT, cohort_env, run
 
-ALLOCATORS = ["glibc", "jemalloc", "tcmalloc"]
+ALLOCATORS = ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
 
 
 @pytest.mark.parametrize("allocator", ALLOCATORS)

@@ -116,9 +116,13 @@ static void test_realloc(void) {
   }
   free(q2);
 
-  /* realloc(p, 0) frees and returns NULL, as glibc does */
+  /* realloc(p, 0) of a grouped block frees it and returns NULL, as glibc
+   * does; a block of the next allocator's gets that allocator's answer
+   * (mimalloc's is a new minimal block) */
   void *r = malloc(40);
-  CHECK(realloc(r, 0) == NULL);
+  void *r0 = realloc(r, 0);
+  if (grouped) CHECK(r0 == NULL);
+  free(r0);
 
   /* reallocarray overflow */
   void *a = malloc(8);
