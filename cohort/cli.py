@@ -441,11 +441,30 @@ def plan_params(args):
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
                                             "rest_max", "identify", "policy", "scale", "allocator")}
-    params["costs"] = {"walk_ns": args.walk_cost, "frame_ns": args.frame_cost, "miss_ns": args.miss_cost,
-                       "patched_ns": args.patched_cost, "split_ns": args.split_cost, "stub_ns": args.stub_cost,
-                       "passthrough_ns": args.passthrough_cost, "stop_ns": args.stop_cost,
-                       "stop_stub_ns": args.stop_stub_cost, "empty_ns": args.empty_cost}
+    params["costs"] = {key: getattr(args, flag[2:].replace("-", "_")) for flag, key, _ in COST_OPTIONS}
     return params
+
+
+# The planner's measured costs (planner.COST_DEFAULTS), each an option of
+# plan, optimize and bench: (option, key, what it prices).
+COST_OPTIONS = (
+    ("--walk-cost", "walk_ns", "cost of a stack walk besides its frames, to weigh a group's identification"),
+    ("--frame-cost", "frame_ns", "cost of each frame a walk steps"),
+    ("--patched-cost", "patched_ns", "cost of deciding an allocation from patched call sites"),
+    ("--stub-cost", "stub_ns", "cost of each call through a patched selector or stop site, whether or not it "
+                               "allocates, from the profile's counts of calls"),
+    ("--stop-cost", "stop_ns", "cost of deciding an allocation from a patched stop site's record (a stop site "
+                               "on its stack), over the rest pool's"),
+    ("--stop-stub-cost", "stop_stub_ns", "cost of each call through a patched stop site"),
+    ("--empty-cost", "empty_ns", "cost of deciding an allocation at a walk entry with no selector or stop site "
+                                 "on its stack, over the rest pool's"),
+    ("--miss-cost", "miss_ns", "the most a placement saves per affinitive access: one D1 miss served by L2"),
+    ("--passthrough-cost", "passthrough_ns", "what the runtime costs each allocation it hands to the next "
+                                             "allocator, charged to the groups of a plan with no rest pool, "
+                                             "which load it for themselves"),
+    ("--split-cost", "split_ns", "what splitting the rest pool by size class costs each small allocation, "
+                                 "against the D1 misses the profile's model says it saves"),
+)
 
 
 POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+ds (the same, with the "
@@ -500,42 +519,13 @@ def add_plan_options(p):
                    help="the largest request the rest pool takes (at most the plan's max-size); larger "
                         f"ones go to the next allocator. Above {REST_MAX} bytes the runtime keeps one class "
                         f"per power of two (default: {REST_MAX}; cohort tune also tries 4096)")
-    p.add_argument("--walk-cost", type=float, default=COST_DEFAULTS["walk_ns"], metavar="NS",
-                   help="cost of a stack walk besides its frames, to weigh a group's identification "
-                        f"(default: {COST_DEFAULTS['walk_ns']:g}, measured here)")
-    p.add_argument("--frame-cost", type=float, default=COST_DEFAULTS["frame_ns"], metavar="NS",
-                   help=f"cost of each frame a walk steps (default: {COST_DEFAULTS['frame_ns']:g})")
     p.add_argument("--identify", default="patched", choices=("patched", "walk"),
                    help="how the runtime will identify allocations past their entry site, to price "
                         "it: from the bits of patched selector call sites (its default), or by stack "
                         "walks (when run with COHORT_PATCH=0) (default: patched)")
-    p.add_argument("--patched-cost", type=float, default=COST_DEFAULTS["patched_ns"], metavar="NS",
-                   help="cost of deciding an allocation from patched call sites "
-                        f"(default: {COST_DEFAULTS['patched_ns']:g}, measured here)")
-    p.add_argument("--stub-cost", type=float, default=COST_DEFAULTS["stub_ns"], metavar="NS",
-                   help="cost of each call through a patched selector or stop site, whether or not it "
-                        "allocates, from the profile's counts of calls "
-                        f"(default: {COST_DEFAULTS['stub_ns']:g}, measured here)")
-    p.add_argument("--stop-cost", type=float, default=COST_DEFAULTS["stop_ns"], metavar="NS",
-                   help="cost of deciding an allocation from a patched stop site's record (a stop site on its "
-                        f"stack), over the rest pool's (default: {COST_DEFAULTS['stop_ns']:g}, measured here)")
-    p.add_argument("--stop-stub-cost", type=float, default=COST_DEFAULTS["stop_stub_ns"], metavar="NS",
-                   help="cost of each call through a patched stop site "
-                        f"(default: {COST_DEFAULTS['stop_stub_ns']:g}, measured here)")
-    p.add_argument("--empty-cost", type=float, default=COST_DEFAULTS["empty_ns"], metavar="NS",
-                   help="cost of deciding an allocation at a walk entry with no selector or stop site on its "
-                        f"stack, over the rest pool's (default: {COST_DEFAULTS['empty_ns']:g}, measured here)")
-    p.add_argument("--miss-cost", type=float, default=COST_DEFAULTS["miss_ns"], metavar="NS",
-                   help="the most a placement saves per affinitive access: one D1 miss served by L2 "
-                        f"(default: {COST_DEFAULTS['miss_ns']:g})")
-    p.add_argument("--passthrough-cost", type=float, default=COST_DEFAULTS["passthrough_ns"], metavar="NS",
-                   help="what the runtime costs each allocation it hands to the next allocator, charged to the "
-                        "groups of a plan with no rest pool, which load it for themselves "
-                        f"(default: {COST_DEFAULTS['passthrough_ns']:g}, measured here)")
-    p.add_argument("--split-cost", type=float, default=COST_DEFAULTS["split_ns"], metavar="NS",
-                   help="what splitting the rest pool by size class costs each small allocation, "
-                        "against the D1 misses the profile's model says it saves "
-                        f"(default: {COST_DEFAULTS['split_ns']:g}, measured here)")
+    for flag, key, what in COST_OPTIONS:
+        p.add_argument(flag, type=float, default=COST_DEFAULTS[key], metavar="NS",
+                       help=f"{what} (default: {COST_DEFAULTS[key]:g}, measured here)")
     p.add_argument("--unknown-entry", default="auto", choices=("walk", "cold", "auto"),
                    help="allocations entering at a site the profile never saw: walk the stack "
                         "and test every selector, or never group them (to the rest pool, if any); "
