@@ -48,6 +48,7 @@ _Static_assert(sizeof(struct ch_act_entry) == 32 && offsetof(struct ch_act_entry
 _Static_assert(offsetof(struct ch_stops, last) == 0 && offsetof(struct ch_stops, site) == 8 &&
                offsetof(struct ch_stops, lo) == 16 && offsetof(struct ch_stops, hi) == 24 &&
                offsetof(struct ch_stops, n) == 32 && offsetof(struct ch_stops, lost) == 36 &&
+               offsetof(struct ch_stops, busy) == 37 && offsetof(struct ch_stops, size) == 40 &&
                offsetof(struct ch_stops, rec) == 48 && sizeof(struct ch_stop_rec) == 16 &&
                offsetof(struct ch_stop_rec, site) == 8 && sizeof(struct ch_stop_site) == 16 &&
                offsetof(struct ch_stop_site, group) == 8,
@@ -76,7 +77,9 @@ static inline bool stop_live(const struct ch_stops *t, uintptr_t x, const struct
  * others (their calls have returned). */
 static inline int stop_read(struct ch_stops *t, uintptr_t r) {
   if (stop_live(t, t->last, t->site, r)) return (int)t->site->group + 1;
-  if (CH_UNLIKELY(t->lost)) return -1;
+  /* Lost: rec was full, or a stub's call on a stack above this one (a
+   * coroutine's) replaced the last record without looking at it. */
+  if (CH_UNLIKELY(t->lost) || CH_UNLIKELY(t->last >= t->hi)) return -1;
   unsigned n = t->n;
   while (n && !stop_live(t, t->rec[n - 1].slot, t->rec[n - 1].site, r)) n--;
   if (n != t->n) t->n = n;
@@ -92,7 +95,7 @@ static inline int act_read(struct ch_act *a, uintptr_t r) {
   if (e != a->top) a->top = e;
   int32_t d = e->decision;
   if (CH_UNLIKELY(!d)) {
-    d = ch_patch_verdict(e->mask, 0) + 4;
+    d = ch_patch_verdict(e->mask, e->stop) + 4;   /* stop: only where stop sites have no records */
     e->decision = d;
   }
   return d - 4;
@@ -166,6 +169,8 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   e->decision = 0;
   struct ch_stops *t = &stops;
   if (t->lost) atomic_fetch_add_explicit(&ch_patch_stats.overflows, 1, memory_order_relaxed);
+  t->busy = 1;   /* a signal handler's stop call meanwhile keeps nothing and marks the records lost */
+  atomic_signal_fence(memory_order_seq_cst);
   t->last = 0;
   t->n = 0;
   t->lost = 0;
@@ -174,7 +179,7 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   t->size = a->stack_hi - a->stack_lo;
   for (unsigned i = s.n; i-- > 0;) {
     int site = s.site[i];
-    if (ch_patch_stop[site]) {   /* kept where the innermost stop group changes */
+    if (ch_patch_stop[site] && ch_stops_own) {   /* kept where the innermost stop group changes */
       if (t->n && t->rec[t->n - 1].site->group == ch_stop_sites[site].group) continue;
       if (t->n == CH_STOP_CAP) goto overflow;
       t->rec[t->n].slot = s.slot[i];
@@ -183,10 +188,13 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
       continue;
     }
     uint64_t mask = e->mask | ch_patch_bit[site];
-    if (mask == e->mask) continue;
+    uint32_t stop = ch_patch_stop[site] ? ch_patch_stop[site] : e->stop;
+    if (mask == e->mask && stop == e->stop) continue;
     if (e == &a->e[CH_ACT_CAP]) {
     overflow:
       t->n = 0;
+      atomic_signal_fence(memory_order_seq_cst);
+      t->busy = 0;
       a->top = a->e;
       a->gen = gen;
       a->seed_fail = r;
@@ -197,9 +205,11 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
     e->sp = s.slot[i];
     e->ret = *(const uintptr_t *)s.slot[i];
     e->mask = mask;
-    e->stop = 0;
+    e->stop = stop;
     e->decision = 0;
   }
+  atomic_signal_fence(memory_order_seq_cst);
+  t->busy = 0;
   a->top = e;
   a->gen = gen;
   a->seed_fail = 0;
@@ -230,17 +240,22 @@ int ch_act_decide_armed(uintptr_t slot) {
 int ch_act_fast(uintptr_t slot) {
   const struct ch_stops *t = &stops;
   uintptr_t x = t->last;
-  if (CH_LIKELY(x >= slot) && CH_LIKELY(x - t->lo < t->size)) {
+  /* slot >= lo: an allocation on another stack below this one (a
+   * coroutine's, a signal stack) is not inside this stack's calls. */
+  if (CH_LIKELY(x >= slot) && CH_LIKELY(x < t->hi) && CH_LIKELY(slot >= t->lo)) {
     const struct ch_stop_site *e = t->site;
     if (CH_LIKELY(*(const uintptr_t *)x == e->ret)) {
       uint32_t g = e->group;
-      if (g > CH_MAX_GROUPS) __builtin_unreachable();   /* a plan's group: the caller tests no sign */
+      if (g >= CH_MAX_GROUPS) __builtin_unreachable();   /* a plan's group: the caller tests no sign */
       return (int)g;
     }
   }
-  /* Dead records and entries not yet popped leave it to the slow path, which
-   * pops them: the next allocation finds nothing. */
-  if (!t->n && act.top == act.e && armed(&act, slot)) return ch_patch_empty_verdict;
+  /* Nothing live: no kept record, no activation, and no last record left
+   * by a call on a stack above this one, which may have replaced a live one
+   * (dead records and entries not yet popped, and such a record, leave it
+   * to the slow path, which pops them or seeds again). */
+  if (!t->n && x < t->hi && act.top == act.e && armed(&act, slot))
+    return __atomic_load_n(&ch_patch_empty_verdict, __ATOMIC_RELAXED);
   return CH_ACT_WALK;
 }
 

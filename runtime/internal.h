@@ -642,7 +642,9 @@ struct ch_stops {
   const struct ch_stop_site *site;   /* its site's entry in ch_stop_sites */
   uintptr_t lo, hi;               /* the thread's stack once known, else 0, 0: the stub keeps nothing */
   uint32_t n;                     /* records kept in rec */
-  uint32_t lost;                  /* rec was full: the next allocation seeds again */
+  uint8_t lost;                   /* a record was lost (rec full, a stub interrupted): seed again */
+  uint8_t busy;                   /* a stub's slow path or the seed is writing rec */
+  uint16_t pad;
   uintptr_t size;                 /* hi - lo */
   struct ch_stop_rec { uintptr_t slot; const struct ch_stop_site *site; } rec[CH_STOP_CAP];
 };
@@ -806,6 +808,7 @@ extern uint32_t ch_patch_stop[CH_MAX_SITES];
 extern uint8_t ch_patch_on[CH_MAX_SITES];
 extern bool ch_patch_stops_whole;                /* every stop site that could be on a stack is patched */
 extern int ch_patch_empty_verdict;               /* ch_patch_verdict with nothing live: a group, CH_ACT_REST or CH_ACT_WALK */
+extern bool ch_stops_own;                        /* stop sites keep their own records (ch_stop_sites mapped) */
 extern atomic_uint ch_patch_gen;
 #define CH_ACT_WALK (-3)   /* ch_patch_verdict, ch_act_decide: the bits cannot decide, walk */
 #define CH_ACT_REST (-2)   /* nothing claims it: the rest group, if it fits */

@@ -38,6 +38,7 @@ uint8_t ch_patch_on[CH_MAX_SITES];
 struct ch_stop_site *ch_stop_sites;
 bool ch_patch_stops_whole;
 int ch_patch_empty_verdict = CH_ACT_WALK;
+bool ch_stops_own;
 atomic_uint ch_patch_gen;
 struct ch_patch_stats ch_patch_stats;
 atomic_ulong ch_patch_unpatched_by[CH_PATCH_REASONS];
@@ -186,6 +187,9 @@ __asm__(
   "  ja .Ls_done\n"
   "  cmpq %rsp, 24(%rax)\n"                /* hi <= %rsp (0 before the stack is known) */
   "  jbe .Ls_done\n"
+  "  cmpb $0, 37(%rax)\n"                  /* interrupted another writer (a signal handler's call) */
+  "  jne .Ls_lost\n"
+  "  movb $1, 37(%rax)\n"
   "  movq (%rax), %rcx\n"                  /* rcx: the last record's slot, above %rsp */
   "  cmpq 24(%rax), %rcx\n"                /* beyond this stack: not ours, replace it */
   "  jae .Ls_store\n"
@@ -195,8 +199,18 @@ __asm__(
   "  jne .Ls_store\n"
   "  movl 8(%rdx), %edx\n"
   "  cmpl .Ls_group(%rip), %edx\n"         /* live, of our stop group: it decides as we would */
-  "  je .Ls_done\n"
-  "  movl 32(%rax), %edx\n"                /* live, of another group: keep it */
+  "  je .Ls_unbusy\n"
+  ".Ls_pop:\n"                             /* kept records at or below this call have returned */
+  "  movl 32(%rax), %edx\n"
+  "  testl %edx, %edx\n"
+  "  jz .Ls_keep\n"
+  "  shlq $4, %rdx\n"
+  "  cmpq %rsp, 32(%rax,%rdx)\n"           /* rec[n - 1].slot */
+  "  ja .Ls_keep\n"
+  "  decl 32(%rax)\n"
+  "  jmp .Ls_pop\n"
+  ".Ls_keep:\n"                            /* live, of another group: keep it */
+  "  movl 32(%rax), %edx\n"
   "  cmpl $" STR(CH_STOP_CAP) ", %edx\n"
   "  jae .Ls_full\n"
   "  shlq $4, %rdx\n"
@@ -210,14 +224,19 @@ __asm__(
   "  movq .Ls_site(%rip), %rdx\n"
   "  movq %rdx, 8(%rax)\n"
   "  movq %rsp, (%rax)\n"
+  ".Ls_unbusy:\n"
+  "  movb $0, 37(%rax)\n"
   ".Ls_done:\n"
   "  movq -8(%rsp), %rax\n"
   "  movq -16(%rsp), %rcx\n"
   "  movq -24(%rsp), %rdx\n"
   "  jmp *.Ls_target(%rip)\n"
   ".Ls_full:\n"                            /* the next allocation seeds again */
-  "  movl $1, 36(%rax)\n"
+  "  movb $1, 36(%rax)\n"
   "  jmp .Ls_store\n"
+  ".Ls_lost:\n"                            /* the interrupted writer's records cannot be trusted */
+  "  movb $1, 36(%rax)\n"
+  "  jmp .Ls_done\n"
   "  .p2align 3\n"
   ".globl cohort_stop_consts\n"
   ".hidden cohort_stop_consts\n"
@@ -312,20 +331,26 @@ static bool in_conj(const struct ch_plan_conj *cj, unsigned s) { return cj->mask
 /* A site whose module is not loaded cannot be on any stack: a selector
  * needing it cannot match. One loaded but not patched leaves the bits unable
  * to decide wherever it matters. */
+/* An unpatched stop site could be inner to any record: withdraw the patched
+ * ones' return addresses (1 is none), so that no record is live to
+ * ch_act_fast, which checks nothing else, and no empty stack decides. */
+static void withdraw_stops(void) {
+  __atomic_store_n(&ch_patch_empty_verdict, CH_ACT_WALK, __ATOMIC_RELAXED);
+  __atomic_store_n(&ch_patch_stops_whole, false, __ATOMIC_RELAXED);
+  for (unsigned s = 0; s < ch_plan->nsites; s++)
+    if (ch_patch_stop[s] && ch_stop_sites) __atomic_store_n(&ch_stop_sites[s].ret, 1, __ATOMIC_RELAXED);
+}
+
 static void publish_table(void) {
   const struct ch_plan *pl = ch_plan;
+  /* Until the new table is out, an empty stack decides nothing. */
+  __atomic_store_n(&ch_patch_empty_verdict, CH_ACT_WALK, __ATOMIC_RELAXED);
   struct ptable *t = ch_meta_alloc(sizeof *t + pl->nconj * sizeof(struct pconj));
-  if (!t) return;
+  if (!t) { withdraw_stops(); return; }   /* the old table stays: no record may decide past it */
   t->nconj = pl->nconj;
   for (unsigned s = 0; s < pl->nsites; s++)
     if (ch_patch_stop[s] && pl->sites[s].addr && !ch_patch_on[s]) t->stops_incomplete = true;
-  ch_patch_stops_whole = !t->stops_incomplete;
-  /* An unpatched stop site could be inner to any record: withdraw the
-   * patched ones' return addresses (1 is none), so that no record is live
-   * to ch_act_fast, which checks nothing else. */
-  if (t->stops_incomplete)
-    for (unsigned s = 0; s < pl->nsites; s++)
-      if (ch_patch_stop[s] && ch_patch_on[s] && ch_stop_sites) ch_stop_sites[s].ret = 1;
+  if (t->stops_incomplete) withdraw_stops();
   for (unsigned i = 0; i < pl->nconj; i++) {
     struct pconj *c = &t->c[i];
     c->group = (int)pl->conj[i].group;
@@ -336,8 +361,11 @@ static void publish_table(void) {
       else c->incomplete = true;
     }
   }
-  ch_patch_empty_verdict = t->stops_incomplete ? CH_ACT_WALK : conj_verdict(t, 0);
   atomic_store_explicit(&table, t, memory_order_release);
+  if (!t->stops_incomplete) {
+    __atomic_store_n(&ch_patch_stops_whole, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&ch_patch_empty_verdict, conj_verdict(t, 0), __ATOMIC_RELAXED);
+  }
 }
 
 /* ------------------------------------------------------------- checking */
@@ -513,7 +541,8 @@ static bool stop_template_ok(void) {
   static int ok = -1;
   static uint8_t scratch[STUB_SIZE];
   if (ok < 0)
-    ok = ch_stop_sites && (size_t)(cohort_stop_end - cohort_stop_template) <= STUB_SIZE && stop_stub(scratch, 0, 0, 0);
+    ok = ch_stop_sites && (size_t)(cohort_stop_end - cohort_stop_template) <= STUB_SIZE &&
+         (size_t)(cohort_stop_end - cohort_stop_consts) == sizeof(struct stop_consts) && stop_stub(scratch, 0, 0, 0);
   return ok;
 }
 
@@ -534,7 +563,9 @@ static bool stop_stub(uint8_t *stub, unsigned s, uintptr_t target, intptr_t tls)
       int32_t d;
       if (ins.raw.disp.size != 32) return false;
       memcpy(&d, stub + at + ins.raw.disp.offset, 4);
-      d = (int32_t)(d + tls);
+      int64_t to = (int64_t)d + tls;
+      if (to < INT32_MIN || to > INT32_MAX) return false;   /* static TLS lies within 2 GiB of %fs */
+      d = (int32_t)to;
       memcpy(stub + at + ins.raw.disp.offset, &d, 4);
     }
     if (ins.mnemonic == ZYDIS_MNEMONIC_MOV && ins.raw.imm[0].size == 32) {   /* below 2 GiB: see ch_patch_init */
@@ -582,14 +613,15 @@ static unsigned patch_one(struct ch_module *m, bool live) {
   const struct ch_plan *pl = ch_plan;
   static struct todo todo[CH_MAX_SITES];
   unsigned n = 0, wanted = 0, by[CH_PATCH_REASONS] = {0};
+  bool stops_fail = false;   /* a stop site of this module stays unpatched: no record may decide */
   for (unsigned s = 0; s < pl->nsites; s++) {
     if (!wants[s] || ch_patch_on[s] || (int)pl->sites[s].module != m->plan_module || !pl->sites[s].addr) continue;
     wanted++;
     uintptr_t ret = pl->sites[s].addr, target = 0;
     int r = m->writable_code ? R_WRITABLE_CODE : !ch_patch_bit[s] && !ch_patch_stop[s] ? R_NO_BIT
-          : ch_patch_stop[s] && !stop_template_ok() ? R_NO_STUB_SPACE : ch_patch_check_call(m, ret, &target);
+          : ch_patch_check_call(m, ret, &target);
     if (r < 0 && live && !ch_patch_live_ok(ret - 4)) r = R_UNALIGNED;
-    if (r >= 0) { unpatched(by, r); continue; }
+    if (r >= 0) { unpatched(by, r); stops_fail |= ch_patch_stop[s] != 0; continue; }
     todo[n++] = (struct todo){s, ret, target};
   }
   if (!wanted) return 0;
@@ -611,12 +643,11 @@ static unsigned patch_one(struct ch_module *m, bool live) {
       for (unsigned i = 0; i < n; i++) {
         unsigned s = todo[i].site;
         uint8_t *stub = region + i * STUB_SIZE;
-        if (ch_patch_stop[s])
-          ch_stop_sites[s] = (struct ch_stop_site){table && !ch_patch_stops_whole ? 1 : todo[i].ret,   /* see publish_table */
-                                                   ch_patch_stop[s] - 1, 0};
         entry_stub[s][0] = entry_stub[s][1] = 0;
         entry_target[s] = todo[i].target;
-        if (ch_patch_stop[s]) {   /* never an entry's variant (wants_variants) */
+        if (ch_patch_stop[s] && ch_stops_own) {   /* never an entry's variant (wants_variants) */
+          bool whole = !stops_fail && (!atomic_load(&table) || ch_patch_stops_whole);   /* see withdraw_stops */
+          ch_stop_sites[s] = (struct ch_stop_site){whole ? todo[i].ret : 1, ch_patch_stop[s] - 1, 0};
           stop_stub(stub, s, todo[i].target, stops_tls);   /* it decoded at start-up */
           continue;
         }
@@ -699,13 +730,16 @@ void ch_patch_init(void) {
   for (unsigned s = 0; s < pl->nsites; s++)
     if (pl->sites[s].stop) { wants[s] = true; ch_patch_stop[s] = pl->sites[s].stop; }
   /* The stop sites' table, in the low 2 GiB: a stub names its entry in a
-   * 32-bit immediate (without it, stop sites are left unpatched). */
+   * 32-bit immediate. */
   void *low = mmap(NULL, CH_MAX_SITES * sizeof(struct ch_stop_site), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
   if (low != MAP_FAILED && (uintptr_t)low + CH_MAX_SITES * sizeof(struct ch_stop_site) <= ((uintptr_t)1 << 31))
     ch_stop_sites = low;
   else if (low != MAP_FAILED)
     munmap(low, CH_MAX_SITES * sizeof(struct ch_stop_site));
+  /* Without it, stop sites get the selector sites' stub, whose activations
+   * carry the innermost stop group (activation.c reads both). */
+  ch_stops_own = stop_template_ok();
   enabled = true;
   patch_range(0, ch_modules_count(), !ch_patch_one_thread());
 }

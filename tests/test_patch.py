@@ -117,3 +117,35 @@ def test_module_loaded_by_dlopen_is_patched_late(tmp_path):
             assert st["identification"]["patched"] >= 9000 * aligned and st["patch"]["seeds"] >= 1
         else:
             assert st["patch"]["sites_patched"] == 0
+
+
+STOPSTACKS = PROGRAMS / "stopstacks"
+
+
+def stopstacks_plan(tmp_path, rest):
+    site = lambda caller, callee: call_sites(STOPSTACKS, caller, callee)[0]
+    sites = [(0, site("xalloc", "malloc"), "walk"), (0, site("make_red", "new_cell"), "stop=0"),
+             (0, site("make_blue", "new_cell"), "stop=1")]
+    if rest:
+        return write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue", "rest"], [], version=4, rest=2)
+    return write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue"], [], version=4)
+
+
+@pytest.mark.parametrize("where", ["below", "above"])
+def test_stop_records_and_other_stacks(tmp_path, where):
+    """Inside red's call on the thread's stack, a coroutine on a stack below
+    or above it makes blue: its blue objects get blue's group (the thread's
+    live red record is not theirs), and red's cell, made after it back on the
+    thread's stack, red's (a coroutine above replaced the last record without
+    keeping it: the thread seeds again)."""
+    r = run([STOPSTACKS, where], env=cohort_env(plan=stopstacks_plan(tmp_path, rest=True)))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout.decode().strip() == f"{where}: red 0 blue 1 wrong red 0 wrong blue 0"
+
+
+def test_a_request_of_nothing_that_nothing_live_decides(tmp_path):
+    """malloc(0) through a walk entry with no stop live, under a plan with
+    no rest group: the empty stack sends it to the next allocator."""
+    r = run([STOPSTACKS, "zero"], env=cohort_env(plan=stopstacks_plan(tmp_path, rest=False)))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == b"zero: ok\n"
