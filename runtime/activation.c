@@ -32,6 +32,8 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static CH_TLS struct ch_act act;
 #define stops (ch_thread.stops)
@@ -124,17 +126,13 @@ static void seed_frame(void *arg, uintptr_t slot, int site) {
   s->n++;
 }
 
+/* The thread's stack bounds (os.c reads them from /proc/self/maps, since
+ * pthread_getattr_np would deadlock when the program's own call of it
+ * makes the thread's first allocation). */
 static bool stack_bounds(struct ch_act *a) {
-  pthread_attr_t at;
-  void *addr;
-  size_t size;
-  if (pthread_getattr_np(pthread_self(), &at) != 0) return false;
-  bool ok = pthread_attr_getstack(&at, &addr, &size) == 0 && size;
-  pthread_attr_destroy(&at);
-  if (!ok) return false;
-  a->stack_lo = (uintptr_t)addr;
-  a->stack_hi = (uintptr_t)addr + size;
-  return true;
+  uintptr_t tp;
+  __asm__("movq %%fs:0, %0" : "=r"(tp));
+  return ch_os_stack_of(tp, (pid_t)syscall(SYS_gettid) == getpid(), &a->stack_lo, &a->stack_hi);
 }
 
 /* Not armed for this allocation: a new thread, a new patched set, an

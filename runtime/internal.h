@@ -88,6 +88,7 @@ void ch_os_release(void *p, size_t size);         /* munmap */
 void ch_os_purge(void *p, size_t size);           /* MADV_DONTNEED: give pages back */
 void *ch_meta_alloc(size_t size);                 /* zeroed, never freed, 16-aligned */
 int ch_read_file(const char *path, char **data, size_t *len); /* 0 or errno */
+bool ch_os_stack_of(uintptr_t at, bool main_thread, uintptr_t *lo, uintptr_t *hi);   /* a thread's stack */
 void ch_write_all(int fd, const char *buf, size_t len);
 size_t ch_page_size(void);
 uint64_t ch_os_now_ms(void);                      /* monotonic, coarse */

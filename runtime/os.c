@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -124,6 +126,54 @@ int ch_read_file(const char *path, char **data, size_t *len) {
   *data = buf;
   *len = n;
   return 0;
+}
+
+/* A thread's stack, from /proc/self/maps, read through a buffer on the
+ * stack (no allocation, no lock: the C library's pthread_getattr_np takes
+ * the thread's lock, which the program holds when its own call of it makes
+ * the thread's first allocation). The main thread's is the mapping marked
+ * [stack], which grows down as far as RLIMIT_STACK allows but not into the
+ * mapping below; another thread's is the mapping that holds `at` (its
+ * thread pointer: the C library puts the thread's descriptor at the top of
+ * its stack, its own or one the program gave it). */
+bool ch_os_stack_of(uintptr_t at, bool main_thread, uintptr_t *lo, uintptr_t *hi) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  size_t have = 0;
+  uintptr_t below = 0;   /* the end of the mapping before the current line's */
+  bool found = false;
+  for (;;) {
+    ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += (size_t)r;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = 0;
+      char *end;
+      uintptr_t a = (uintptr_t)strtoull(line, &end, 16), b = *end == '-' ? (uintptr_t)strtoull(end + 1, &end, 16) : 0;
+      if (main_thread ? strstr(end, "[stack]") != NULL : a <= at && at < b) {
+        struct rlimit rl;
+        *lo = a;
+        *hi = b;
+        if (main_thread)
+          *lo = getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < b - below
+                ? b - rl.rlim_cur : below;
+        found = true;
+        break;
+      }
+      below = b;
+      line = nl + 1;
+    }
+    if (found) break;
+    have = (size_t)(buf + have - line);   /* the partial line goes to the front */
+    memmove(buf, line, have);
+    if (have == sizeof buf - 1) break;    /* a line longer than the buffer: give up */
+  }
+  close(fd);
+  return found && *lo < *hi;
 }
 
 void ch_write_all(int fd, const char *buf, size_t len) {

@@ -122,13 +122,26 @@ def test_module_loaded_by_dlopen_is_patched_late(tmp_path):
 STOPSTACKS = PROGRAMS / "stopstacks"
 
 
-def stopstacks_plan(tmp_path, rest):
+def stopstacks_plan(tmp_path, rest, unknown_entry=None):
     site = lambda caller, callee: call_sites(STOPSTACKS, caller, callee)[0]
     sites = [(0, site("xalloc", "malloc"), "walk"), (0, site("make_red", "new_cell"), "stop=0"),
              (0, site("make_blue", "new_cell"), "stop=1")]
     if rest:
-        return write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue", "rest"], [], version=4, rest=2)
-    return write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue"], [], version=4)
+        return write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue", "rest"], [], version=4, rest=2,
+                          unknown_entry=unknown_entry)
+    return write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue"], [], version=4,
+                      unknown_entry=unknown_entry)
+
+
+def test_a_threads_first_allocation_inside_its_own_pthread_getattr_np(tmp_path):
+    """The runtime learns a thread's stack bounds at its first allocation
+    that the activations decide; when that allocation is made inside the
+    thread's own pthread_getattr_np (which holds the thread's lock), asking
+    pthread_getattr_np again would deadlock: it reads /proc/self/maps."""
+    plan = stopstacks_plan(tmp_path, rest=True, unknown_entry="walk")
+    r = run([STOPSTACKS, "getattr"], env=cohort_env(plan=plan), timeout=60)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == b"getattr: ok\n"
 
 
 @pytest.mark.parametrize("where", ["below", "above"])

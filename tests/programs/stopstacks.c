@@ -4,6 +4,8 @@
  * makes each kind's call of the helper a stop site.
  *   stopstacks zero        malloc(0) through the wrapper, outside any stop
  *                          call: with no rest group, the next allocator's
+ *   stopstacks getattr     the thread's first allocation is made inside its
+ *                          own call of pthread_getattr_np
  *   stopstacks below|above inside red's call, before its cell is made, a
  *                          coroutine on a stack below (or above) the
  *                          thread's makes blue: prints how many of each
@@ -77,6 +79,13 @@ static char *other_stack(int above) {
 
 static void *run(void *arg) {
   (void)arg;
+  if (!strcmp(where, "getattr")) {   /* the thread's first allocation, inside pthread_getattr_np */
+    pthread_attr_t at;
+    if (pthread_getattr_np(pthread_self(), &at) == 0) pthread_attr_destroy(&at);
+    free(make_red());
+    puts("getattr: ok");
+    return NULL;
+  }
   if (!strcmp(where, "zero")) {
     for (int i = 0; i < ROUNDS; i++) free(make_red());   /* a live record, then none */
     for (int i = 0; i < ROUNDS; i++) {
@@ -111,7 +120,7 @@ static void *run(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) { fprintf(stderr, "usage: stopstacks zero|below|above\n"); return 2; }
+  if (argc < 2) { fprintf(stderr, "usage: stopstacks zero|getattr|below|above\n"); return 2; }
   where = argv[1];
   early = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (early == MAP_FAILED) early = NULL;
