@@ -50,26 +50,28 @@ _Static_assert(sizeof(struct ch_act_entry) == 32 && offsetof(struct ch_act_entry
 _Static_assert(offsetof(struct ch_stops, last) == 0 && offsetof(struct ch_stops, site) == 8 &&
                offsetof(struct ch_stops, lo) == 16 && offsetof(struct ch_stops, hi) == 24 &&
                offsetof(struct ch_stops, n) == 32 && offsetof(struct ch_stops, lost) == 36 &&
-               offsetof(struct ch_stops, busy) == 37 && offsetof(struct ch_stops, size) == 40 &&
+               offsetof(struct ch_stops, busy) == 37 &&
                offsetof(struct ch_stops, rec) == 48 && sizeof(struct ch_stop_rec) == 16 &&
                offsetof(struct ch_stop_rec, site) == 8 && sizeof(struct ch_stop_site) == 16 &&
                offsetof(struct ch_stop_site, group) == 8,
                "patch.c's stop template uses these offsets");
 
-static intptr_t tls_offset(const void *p) {
+static inline uintptr_t thread_pointer(void) {
   uintptr_t tp;
   __asm__("movq %%fs:0, %0" : "=r"(tp));
-  return (intptr_t)((uintptr_t)p - tp);
+  return tp;
 }
+static intptr_t tls_offset(const void *p) { return (intptr_t)((uintptr_t)p - thread_pointer()); }
 intptr_t ch_act_tls_offset(void) { return tls_offset(&act); }
 intptr_t ch_stops_tls_offset(void) { return tls_offset(&stops); }
 
 /* Is a stop site's call, whose return address is at slot x, live for an
  * allocation whose own is at r (x == r: the site is the allocation's entry)?
- * site: its entry, as a stub or the seed wrote it. Only a slot on the
- * thread's stack is read, so reading cannot fault. */
+ * site: its entry, as a stub or the seed wrote it. The callers are armed,
+ * so r lies on the thread's stack, and x between r and its top: reading it
+ * cannot fault. */
 static inline bool stop_live(const struct ch_stops *t, uintptr_t x, const struct ch_stop_site *site, uintptr_t r) {
-  return x >= r && x - t->lo < t->size && *(const uintptr_t *)x == site->ret;
+  return x >= r && x < t->hi && *(const uintptr_t *)x == site->ret;
 }
 
 /* The stop group + 1 of the innermost live call through a stop site, 0 for
@@ -128,11 +130,16 @@ static void seed_frame(void *arg, uintptr_t slot, int site) {
 
 /* The thread's stack bounds (os.c reads them from /proc/self/maps, since
  * pthread_getattr_np would deadlock when the program's own call of it
- * makes the thread's first allocation). */
+ * makes the thread's first allocation), found by an address on it: for the
+ * main thread the C library's __libc_stack_end, as pthread_getattr_np
+ * finds it; for another, its thread pointer (the C library puts the
+ * thread's descriptor at the top of its stack, its own or one the program
+ * gave it). */
+extern void *__libc_stack_end;
 static bool stack_bounds(struct ch_act *a) {
-  uintptr_t tp;
-  __asm__("movq %%fs:0, %0" : "=r"(tp));
-  return ch_os_stack_of(tp, (pid_t)syscall(SYS_gettid) == getpid(), &a->stack_lo, &a->stack_hi);
+  bool main_thread = (pid_t)syscall(SYS_gettid) == getpid();
+  uintptr_t on = main_thread ? (uintptr_t)__libc_stack_end : thread_pointer();
+  return ch_os_stack_of(on, main_thread, &a->stack_lo, &a->stack_hi);
 }
 
 /* Not armed for this allocation: a new thread, a new patched set, an
@@ -174,7 +181,6 @@ static CH_NOINLINE int act_slow(const uintptr_t *fp) {
   t->lost = 0;
   t->lo = a->stack_lo;
   t->hi = a->stack_hi;
-  t->size = a->stack_hi - a->stack_lo;
   for (unsigned i = s.n; i-- > 0;) {
     int site = s.site[i];
     if (ch_patch_stop[site] && ch_stops_own) {   /* kept where the innermost stop group changes */

@@ -646,7 +646,7 @@ struct ch_stops {
   uint8_t lost;                   /* a record was lost (rec full, a stub interrupted): seed again */
   uint8_t busy;                   /* a stub's slow path or the seed is writing rec */
   uint16_t pad;
-  uintptr_t size;                 /* hi - lo */
+  uintptr_t pad2;                 /* rec stays at 48, where the stop template finds it */
   struct ch_stop_rec { uintptr_t slot; const struct ch_stop_site *site; } rec[CH_STOP_CAP];
 };
 /* The thread's hot state, in one TLS block. In a shared library each

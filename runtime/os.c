@@ -131,11 +131,10 @@ int ch_read_file(const char *path, char **data, size_t *len) {
 /* A thread's stack, from /proc/self/maps, read through a buffer on the
  * stack (no allocation, no lock: the C library's pthread_getattr_np takes
  * the thread's lock, which the program holds when its own call of it makes
- * the thread's first allocation). The main thread's is the mapping marked
- * [stack], which grows down as far as RLIMIT_STACK allows but not into the
- * mapping below; another thread's is the mapping that holds `at` (its
- * thread pointer: the C library puts the thread's descriptor at the top of
- * its stack, its own or one the program gave it). */
+ * the thread's first allocation): the mapping that holds `at`, an address
+ * on it. The main thread's grows down as far as RLIMIT_STACK allows, but
+ * not into the mapping below (under Valgrind it is not the one marked
+ * [stack], which is Valgrind's own). */
 bool ch_os_stack_of(uintptr_t at, bool main_thread, uintptr_t *lo, uintptr_t *hi) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -154,7 +153,7 @@ bool ch_os_stack_of(uintptr_t at, bool main_thread, uintptr_t *lo, uintptr_t *hi
       *nl = 0;
       char *end;
       uintptr_t a = (uintptr_t)strtoull(line, &end, 16), b = *end == '-' ? (uintptr_t)strtoull(end + 1, &end, 16) : 0;
-      if (main_thread ? strstr(end, "[stack]") != NULL : a <= at && at < b) {
+      if (a <= at && at < b) {
         struct rlimit rl;
         *lo = a;
         *hi = b;
