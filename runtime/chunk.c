@@ -10,12 +10,13 @@
  * header, then the objects, which carry no header of their own. The region
  * is reserved without access and each chunk is given access when it is
  * carved, so wild writes into the rest of the region fault (and in the
- * checked mode every other chunk stays so, as a guard). Empty chunks are
- * kept as spares (dirty, up to COHORT_SPARES process-wide) or purged (pages
- * given back, access taken away) and kept for reuse; either way their table
- * entry is cleared. A destroyed pool's chunks all become spares, and those
- * beyond COHORT_SPARES are purged once they have waited CH_SPARE_DELAY_MS,
- * oldest first, by whichever thread next takes or retires a chunk: purging
+ * checked mode every other chunk stays so, as a guard). An empty chunk
+ * becomes the newest spare (dirty; up to COHORT_SPARES process-wide), and
+ * the oldest spare beyond that number is purged (pages given back, access
+ * taken away) and kept for reuse; either way its table entry is cleared. A
+ * destroyed pool's chunks all become spares, and those beyond COHORT_SPARES
+ * are purged once they have waited CH_SPARE_DELAY_MS, oldest first, by
+ * whichever thread next takes or retires a chunk: purging
  * at once cost pooldestroy 40 times what it cost to keep them (a million
  * objects: 2.3 ms against 45 us), and a program that destroys a pool often
  * makes the next one soon (docs/pools.md). */
@@ -62,7 +63,10 @@ void ch_chunks_init(void) {
   uintptr_t min = REGION_MIN > 4 * ch_chunk_size ? REGION_MIN : 4 * ch_chunk_size;
   char *base = NULL;
   uintptr_t size = REGION_MAX;
-  for (; !base && size >= min; size /= 2) base = ch_os_reserve_aligned(size, ch_chunk_size);
+  /* Aligned to a whole period of the colours, so that a chunk's colour,
+   * which its address gives, depends only on where it lies in the region:
+   * the same run after run wherever the kernel puts the region. */
+  for (; !base && size >= min; size /= 2) base = ch_os_reserve_aligned(size, CH_COLOUR_PERIOD * ch_chunk_size);
   if (!base) { ch_warn("cannot reserve address space for group chunks; grouping is off"); return; }
   size *= 2;   /* undo the loop's last halving */
   /* Untouched pages of the table cost nothing. */
@@ -221,17 +225,26 @@ void ch_chunk_retire_later(struct ch_chunk *c) {
   purge_waited();
 }
 
-/* The chunk holds no live object. Keep it as a spare or give its pages back. */
+/* The chunk holds no live object. Keep it as the newest spare; when that
+ * makes more than COHORT_SPARES, the oldest spare's pages go back. Purging
+ * only ever the oldest spare (here, or once it has waited) keeps the
+ * purged chunks in the order they were retired, after every spare: chunks
+ * are reused newest first however the purges fell in time, so the layout
+ * does not depend on the clock (docs/runtime.md, "The same layout every
+ * run"). */
 void ch_chunk_retire(struct ch_chunk *c) {
   unlist(c);
   ch_lock(&chunk_lock);
-  if (nspares < ch_opt.max_spares) {
-    spare_add(c);
-    ch_unlock(&chunk_lock);
-    return;
+  spare_add(c);
+  struct ch_chunk *old = NULL;
+  if (nspares > ch_opt.max_spares) {
+    old = oldest_spare;
+    oldest_spare = old->prev;
+    if (oldest_spare) oldest_spare->next = NULL; else spares = NULL;
+    nspares--;
   }
   ch_unlock(&chunk_lock);
-  purge(c);
+  if (old) purge(old);
   purge_waited();
 }
 

@@ -239,6 +239,10 @@ static inline uintptr_t ch_chunk_base(const void *p) { return (uintptr_t)p & ~ch
  * first lines of many chunks, where a small group keeps all its objects,
  * spread over an L2's sets instead of sharing 4 KiB of them
  * (docs/runtime.md, "Colours that spread over the L2"). */
+/* The colours repeat every this many chunks (the low six bits, and at most
+ * 1024 / 64 pages above them): the region is aligned to it (chunk.c). */
+#define CH_COLOUR_PERIOD 64
+_Static_assert(CH_COLOURS_MAX / 64 <= CH_COLOUR_PERIOD, "the pages' colours repeat within the period");
 static inline uintptr_t ch_chunk_colour(uintptr_t b) {
   uintptr_t i = b >> ch_chunk_colour_shift;
   return ((i & 63) | (((i * ch_chunk_colour_step) << 6) & ch_chunk_colour_mask)) << 6;

@@ -54,19 +54,19 @@ void *ch_os_reserve(size_t size) {
 }
 
 /* Reserve size bytes aligned to align (a power of two), without access, by
- * over-reserving and trimming both ends, so nothing outside the aligned range
- * stays mapped. Parts are given access as they are used (ch_os_commit), so a
- * wild write into reserved memory faults instead of landing silently. */
+ * over-reserving. Parts are given access as they are used (ch_os_commit), so
+ * a wild write into reserved memory faults instead of landing silently. The
+ * ends the alignment leaves over stay reserved, without access: trimmed,
+ * they would be holes of a size that changes with where the kernel put the
+ * mapping, which the program's or the next allocator's later mappings fill
+ * on some runs and not others, so that their objects' order against ours
+ * would change from run to run (docs/runtime.md, "The same layout every
+ * run"). Address space only: no page is ever touched. */
 void *ch_os_reserve_aligned(size_t size, size_t align) {
   size_t span = size + align;
   void *m = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) return NULL;
-  char *p = m;
-  uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
-  size_t head = a - (uintptr_t)p, tail = span - head - size;
-  if (head) munmap(p, head);
-  if (tail) munmap((char *)a + size, tail);
-  return (void *)a;
+  return (void *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
 }
 
 void ch_os_release(void *p, size_t size) { munmap(p, size); }

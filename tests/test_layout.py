@@ -1,0 +1,69 @@
+"""The same layout every run (docs/runtime.md, "The same layout every run"):
+a program that prints a hash of the order of its objects' addresses prints
+one line, run after run, in every mode of the runtime and in front of every
+allocator, as it does under the allocators alone. Address-space
+randomisation moves the region, the libraries and the next allocator's
+mappings; none of it may move an object against another."""
+
+import pytest
+
+from conftest import NEXT, PROGRAMS, cohort_env, run
+from cohort.handplan import call_sites, write_plan
+
+BINARY = PROGRAMS / "addrorder"
+RUNS = 4
+
+
+def plan(tmp_path):
+    site = lambda caller, callee: call_sites(BINARY, caller, callee)[0]
+    sites = [(0, site("make_red", "malloc"), "group=0"), (0, site("xalloc", "malloc"), "walk"),
+             (0, site("make_blue", "xalloc"), "stop=1"), (0, site("make_green", "calloc"), "group=2")]
+    return write_plan(tmp_path / "plan", [BINARY], sites, ["red", "blue", "green", "rest"], [], version=4, rest=3)
+
+
+def outputs(env):
+    seen = set()
+    for _ in range(RUNS):
+        r = run([BINARY], env=env)
+        assert r.returncode == 0 and r.stderr == b"", r.stderr
+        seen.add(r.stdout)
+    return seen
+
+
+def test_the_program_is_address_sensitive_and_the_allocators_alone_are_steady():
+    """The program sees a layout at all (glibc's and the runtime's differ),
+    and the allocators alone print one line each."""
+    alone = outputs(None)
+    assert len(alone) == 1
+    assert outputs(cohort_env(mode="all")) != alone
+
+
+MODES = {
+    "plan": dict(plan=True),
+    "plan-walked": dict(plan=True, patch=0),
+    "plan-checked": dict(plan=True, check=1),
+    "plan-no-spares": dict(plan=True, spares=0),
+    "all": dict(mode="all"),
+    "random": dict(mode="random:4"),
+    "dpa": dict(policy="dpa"),
+    "mo": dict(policy="mo"),
+}
+
+
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc", "mimalloc"])
+@pytest.mark.parametrize("mode", MODES)
+def test_one_layout_in_every_mode(tmp_path, mode, allocator):
+    if NEXT[allocator] is None and allocator != "glibc":
+        pytest.skip(f"{allocator} is not installed")
+    settings = dict(MODES[mode])
+    if settings.pop("plan", False):
+        settings["plan"] = plan(tmp_path)
+    seen = outputs(cohort_env(allocator, **settings))
+    assert len(seen) == 1, f"{mode} in front of {allocator} printed {len(seen)} layouts in {RUNS} runs"
+
+
+def test_patched_and_walked_decisions_place_alike(tmp_path):
+    """Deciding from patched call sites or by walking the stack changes
+    what a decision costs, never where an object goes."""
+    p = plan(tmp_path)
+    assert outputs(cohort_env(plan=p)) == outputs(cohort_env(plan=p, patch=0))
