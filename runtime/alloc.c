@@ -223,6 +223,15 @@ CH_HIDDEN void *ch_direct_next_malloc(size_t size) {
   if (CH_UNLIKELY(!ch_identify_count_site(false))) return direct_next_flush(size);
   return ch_next.malloc(size);
 }
+
+/* A cold entry site patched to reach the next allocator directly, under a
+ * plan with no rest group (direct.c): every request there is the next
+ * allocator's, whatever its size, as the quick test's cold verdict says;
+ * counted as that verdict is. */
+CH_HIDDEN void *ch_direct_cold_malloc(size_t size) {
+  if (CH_UNLIKELY(!ch_identify_count_cold())) return direct_next_flush(size);
+  return ch_next.malloc(size);
+}
 static CH_NOINLINE __attribute__((flatten)) void *direct_site_pooled(size_t size, unsigned group) {
   if (CH_UNLIKELY(!ch_identify_count_site(true))) ch_identify_flush_due();
   return ch_group_malloc_or_next(group, size);

@@ -185,6 +185,11 @@ void ch_identify_flush_thread(void) { flush_counts(); }
  * counts are due to be flushed (ch_identify_flush_due), which the caller
  * does out of line, so that its own path needs no frame. */
 bool ch_identify_count_direct(void) { return --tbudget >= 0; }
+bool ch_identify_count_cold(void) {
+  tcount[CH_PATH_COLD]++;
+  tframes[0]++;
+  return --tbudget >= 0;
+}
 bool ch_identify_count_patched(void) { return --ch_thread.patched_budget >= 0; }
 bool ch_identify_count_path(enum ch_path p) {
   tcount[p]++;
@@ -403,10 +408,10 @@ int ch_identify_act_direct(size_t size, uintptr_t slot) {
 /* A plan's quick test did not decide alone (q): a cold or next entry, the
  * patched sites' activations, or the walk. */
 static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
-  if (q == CH_QUICK_COLD) {
+  if (q == CH_QUICK_COLD || q == CH_QUICK_UNNAMED) {
     count_unwalked(CH_PATH_COLD);
     if (ch_in_runtime) return -1;
-    if (rest >= 0 && ch_direct_enabled) ch_direct_offer_cold(fp[1]);
+    if (q == CH_QUICK_COLD && ch_direct_enabled) ch_direct_offer_cold(fp[1]);
     return rest_for(size);
   }
   if (q == CH_QUICK_NEXT) { count_unwalked(CH_PATH_COLD); return -1; }

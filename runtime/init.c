@@ -25,6 +25,8 @@ void *ch_direct_site_malloc(size_t size, unsigned group);
 void *ch_direct_site_new(size_t size, unsigned group);
 void *ch_direct_next_malloc(size_t size);
 void *ch_direct_next_new(size_t size);
+void *ch_direct_cold_malloc(size_t size);
+void *ch_direct_cold_new(size_t size);
 
 atomic_int ch_init_state;
 CH_TLS struct ch_thread ch_thread = {
@@ -100,7 +102,7 @@ void ch_ensure_init(void) {
         (uintptr_t)ch_malloc_entry, (uintptr_t)ch_new_entry, (uintptr_t)ch_new_array_entry,
         ch_direct_malloc, ch_direct_new, ch_direct_act_malloc, ch_direct_act_new,
         ch_direct_rest_malloc, ch_direct_rest_new, ch_direct_site_malloc, ch_direct_site_new,
-        ch_direct_next_malloc, ch_direct_next_new});
+        ch_direct_next_malloc, ch_direct_next_new, ch_direct_cold_malloc, ch_direct_cold_new});
     }
     if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled))) {
       ch_identify_active = false;

@@ -522,6 +522,9 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
 #define CH_QUICK_WALK (-2)    /* undecided: walk */
 #define CH_QUICK_NEXT (-3)    /* the innermost application site sends it to the next allocator */
 #define CH_QUICK_UNSEEN (-4)  /* ch_walk_quick only: the caller is not a cached application frame */
+#define CH_QUICK_UNNAMED (-5) /* a site the plan does not name, cold by its unknown-entry verdict: as
+                                 CH_QUICK_COLD, but no direct stub is offered (it would look the
+                                 site up in the plan on every request, and find nothing) */
 int ch_walk_quick(const uintptr_t *fp);
 /* The quick test past system frames: what the innermost application frame
  * says (as ch_walk_quick), CH_QUICK_UNSEEN if the walk cannot reach it. */
@@ -697,6 +700,7 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
+bool ch_identify_count_cold(void);   /* a cold site's request, sent on by its stub */
 bool ch_identify_count_patched(void);   /* decided from a live stop record, no frame looked at */
 /* A request of a patched MO site (direct.c), counted on its path; false:
  * the counts are due (ch_identify_flush_due). */
@@ -893,6 +897,10 @@ struct ch_direct_entries {
   void *(*site_new)(size_t size, unsigned group);
   void *(*next_malloc)(size_t size);
   void *(*next_new)(size_t size);
+  /* For a cold entry site under a plan without a rest group: the next
+   * allocator, counted as the quick test's cold verdict would be. */
+  void *(*cold_malloc)(size_t size);
+  void *(*cold_new)(size_t size);
 };
 void ch_direct_init(const struct ch_direct_entries *e);   /* after ch_patch_init */
 extern bool ch_direct_enabled;

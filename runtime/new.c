@@ -192,6 +192,13 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_next_new(size_t n) {
   void *p = ch_direct_next_malloc(n);
   return CH_LIKELY(p != NULL) ? p : ch_new_entry(n);
 }
+/* A cold entry site's (ch_direct_cold_malloc); a failure takes operator
+ * new's own path, which calls the new-handler or throws. */
+void *ch_direct_cold_malloc(size_t size);
+CH_HIDDEN __attribute__((flatten)) void *ch_direct_cold_new(size_t n) {
+  void *p = ch_direct_cold_malloc(n);
+  return CH_LIKELY(p != NULL) ? p : ch_new_entry(n);
+}
 
 CH_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }
 CH_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return CH_KEEP_FRAME(new_loop(n, 0, true, ENTRY_FRAME())); }

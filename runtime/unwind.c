@@ -202,11 +202,12 @@ static bool step_complex(struct ch_regs *r, uintptr_t *cfa, uintptr_t *rbp) {
 /* ------------------------------------------------------------ stepping */
 
 /* What the innermost application frame's packed rule v says alone: a group,
- * CH_QUICK_COLD or CH_QUICK_WALK. (A stop site there is left to the walk,
+ * CH_QUICK_COLD, CH_QUICK_UNNAMED or CH_QUICK_WALK. (A stop site there is left to the walk,
  * which counts it on the "stop" path.) */
 static inline int entry_verdict(uint64_t v) {
   if ((v & F_DECIDES) == F_DECIDES) return F_QUICK(v);
-  if ((v & F_COLD) || (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN))) return CH_QUICK_COLD;
+  if (v & F_COLD) return CH_QUICK_COLD;
+  if (ch_plan->unknown_entry == CH_ENTRY_COLD && !(v & F_KNOWN)) return CH_QUICK_UNNAMED;
   return CH_QUICK_WALK;
 }
 
@@ -494,7 +495,7 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp) {
   const unsigned entry_depth = depth;   /* frames are counted past the entry */
   int e = entry_verdict(v);
   if (e >= 0) { w->entry_group = (unsigned)e + 1; return; }
-  if (e == CH_QUICK_COLD || e == CH_QUICK_NEXT) { w->rejected = true; w->next = e == CH_QUICK_NEXT; return; }
+  if (e == CH_QUICK_COLD || e == CH_QUICK_UNNAMED || e == CH_QUICK_NEXT) { w->rejected = true; w->next = e == CH_QUICK_NEXT; return; }
 
   /* The decision paths (plan version 5): from the entry outwards, while the
    * sites met so far are a path of the plan's trie, one frame at a time;

@@ -57,8 +57,10 @@ def test_direct_site_groups_what_the_quick_test_would(tmp_path, build, patch):
     assert st["groups"][0]["allocations"] == 2000
     if patch == "1":
         # the first allocation finds the site by a walk and patches it (one
-        # thread: the program starts none, so nothing is patched before)
-        assert st["patch"]["direct_sites"] == 1 and ident["direct"] == 1999
+        # thread: the program starts none, so nothing is patched before);
+        # the cold site too, to the next allocator (the plan has no rest
+        # group), its requests still counted cold
+        assert st["patch"]["direct_sites"] == 2 and ident["direct"] == 1999
         assert st["frames_walked"]["0"] >= 1999 + 2000
     else:
         assert st["patch"]["direct_sites"] == 0 and ident["direct"] == 0
@@ -72,7 +74,10 @@ def test_direct_site_in_a_shared_library(tmp_path):
     r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
     objs = read_log(tmp_path / "log")
     assert {g for _, g, _ in objs["a"]} == {0}
-    assert st["patch"]["direct_sites"] == 1 and st["identification"]["direct"] == 1999
+    assert {g for _, g, _ in objs["c"]} == {-1}
+    # make_a's site to its group, make_c's cold site to the next allocator
+    assert st["patch"]["direct_sites"] == 2 and st["identification"]["direct"] == 1999
+    assert st["identification"]["cold"] == 2000
 
 
 def test_a_site_no_live_patch_can_reach_is_patched_before_threads_start(tmp_path):
@@ -105,9 +110,10 @@ def test_direct_sites_under_threads(tmp_path):
     assert r.stdout == plain_checksum([binary, "/dev/null", 8])
     objs = read_log(tmp_path / "log")
     assert len(objs["a"]) == 8 * 2000 and {g for _, g, _ in objs["a"]} == {0}
+    assert {g for _, g, _ in objs["c"]} == {-1}
     ident = st["identification"]
-    assert ident["entry"] + ident["direct"] == 8 * 2000
-    assert st["patch"]["direct_sites"] + st["patch"]["direct_left"] == 1
+    assert ident["entry"] + ident["direct"] == 8 * 2000 and ident["cold"] == 8 * 2000
+    assert st["patch"]["direct_sites"] + st["patch"]["direct_left"] == 2   # make_a's and make_c's
 
 
 def test_direct_operator_new(tmp_path):
@@ -121,6 +127,24 @@ def test_direct_operator_new(tmp_path):
     assert {g for _, g, _ in objs["leaf"]} == {0}
     assert {g for _, g, _ in objs["pair"]} == {-1}
     assert st["patch"]["direct_sites"] == 1 and st["identification"]["direct"] == 2999
+
+
+def test_cold_operator_new_goes_straight_to_the_next_allocator(tmp_path):
+    """Under a plan without a rest group, a cold site's call of operator new
+    is patched to reach the next allocator directly: its objects are the
+    next allocator's, each still counted cold, and the grouped site's are
+    unchanged."""
+    binary = PROGRAMS / "cxx_groups"
+    sites = [(0, call_sites(binary, "_Z9make_leafl", "_Znwm")[0], "group=0"),
+             (0, call_sites(binary, "_Z9make_pairl", "_Znwm")[0], "cold")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["leaf"], [(0, [0])], version=2)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
+    assert r.stdout == plain_checksum([binary])
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["leaf"]} == {0}
+    assert {g for _, g, _ in objs["pair"]} == {-1}
+    assert st["patch"]["direct_sites"] == 2
+    assert st["identification"]["cold"] == len(objs["pair"])
 
 
 def test_a_call_to_another_entry_point_is_left_alone(tmp_path):
