@@ -235,11 +235,14 @@ def group_label(profile, members, conjunctions=()):
 # one group, 2026-11-29, 10.84 ns against 8.98 (stop 74's run); cachegrind
 # on calc counts 90 instructions a pair against jemalloc's 67.
 # passthrough_ns is what the runtime's plan mode costs a malloc+free pair it
-# hands to the next allocator (the quick test, the forwarding):
-# `allocbench churn 20000000` in front of jemalloc under a plan whose entry
-# is cold, 14.5-15.7 ns against jemalloc alone's 8.5-11.2, three alternating
-# runs, 2026-11-29. A plan with no rest pool loads the runtime for its
-# groups alone, so they pay it for every allocation they do not take.
+# hands to the next allocator: a cold site's call patched to reach it
+# directly, and free's range test. `allocbench churn 20000000` in front of
+# jemalloc under a plan whose entry is cold, 15 interleaved runs,
+# 2026-11-29: median 9.08 ns (8.98-9.71) against jemalloc alone's 8.45
+# (8.08-9.48), rounded up (through the quick test, before the cold sites
+# were patched: 15.16, priced 5.5). A plan with no rest pool loads the
+# runtime for its groups alone, so they pay it for every allocation they
+# do not take.
 # stop_ns is an allocation decided from a stop site's record (the innermost
 # stop on its stack), over the same allocation in the rest pool, and
 # stop_stub_ns a call through a stop site: stop sites keep records of their
@@ -253,7 +256,7 @@ def group_label(profile, members, conjunctions=()):
 # instructions); `scripts/bench-runtime.py 9 wrapper`: a call through a
 # stop site 2.11 against 1.88 ns (+5.0 instructions). Each rounded up.
 COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
-                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 5.5, "stop_ns": 0.5, "stop_stub_ns": 0.3,
+                 "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 1.0, "stop_ns": 0.5, "stop_stub_ns": 0.3,
                  "empty_ns": 1.5}
 
 # The allocators a plan may be made for: glibc's malloc keeps a header
