@@ -860,15 +860,46 @@ static void *near_take(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) {
   ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
   return p;
 }
+/* What chunk_alloc(cur, ...) does first for a plain request above 256
+ * bytes (a class size) when the current chunk's own bin for the class holds
+ * a block: that block, its tail split off when worth keeping; or NULL. Every
+ * such request took the whole general path, about 400 instructions, where
+ * a class's freed blocks mostly serve its next requests: one thread
+ * replacing random blocks of 8 to 400 bytes in a window of 5,000 (the shape
+ * of the larson benchmark) cost 347 instructions a malloc+free pair under
+ * `all` against 118 for blocks of 8 to 256 (jemalloc 103). */
+static void *class_take(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) {
+  unsigned b = bin_of(n);
+  void *p = c->bins[b];
+  if (!p) return NULL;
+  size_t size = ((const size_t *)p)[2];   /* [block] a mixed bin's block's size */
+  if (size < n) return NULL;   /* only the first mixed bin and the last hold smaller ones */
+  bin_pop(c, b);
+  if (size - n >= 32) {
+    char *tail = (char *)p + n;
+    set_start(c, tail);
+    bin_push(c, tail, size - n);
+    size = n;
+  }
+  note_alloc(gh, c, size);
+  ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
+  return p;
+}
 /* The general path: near_take for a plain request of an exact bin's size
- * (not one placed on a line), then everything else. */
+ * (not one placed on a line), class_take for one above, then everything
+ * else. */
 static CH_NOINLINE void *alloc_general(struct ch_heap *h, unsigned group, size_t n, size_t align,
                                        bool zero, size_t req) {
   struct ch_chunk *cur;
-  if (h && (cur = h->g[group].current) && n <= EXACT_MAX && align <= CH_MIN_ALIGN && !zero && !on_lines(group, n)) {
-    void *p = near_take(&h->g[group], cur, n);
-    if (p) return p;
-    return alloc_general_slow(h, group, n, align, zero, req, true);
+  if (h && (cur = h->g[group].current) && align <= CH_MIN_ALIGN && !zero) {
+    if (n > EXACT_MAX) {
+      void *p = class_take(&h->g[group], cur, n);
+      if (p) return p;
+    } else if (!on_lines(group, n)) {
+      void *p = near_take(&h->g[group], cur, n);
+      if (p) return p;
+      return alloc_general_slow(h, group, n, align, zero, req, true);
+    }
   }
   return alloc_general_slow(h, group, n, align, zero, req, false);
 }

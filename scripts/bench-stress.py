@@ -1,7 +1,9 @@
 """Allocation stress with blocks handed between threads (issue 20): the
-prodcons workload's three shapes (ring, split, relay) at 1, 2 and 8 threads,
-under glibc, jemalloc and libcohort with every small allocation grouped
-(COHORT_MODE=all) and the random-pools control. Interleaved trials; medians
+prodcons workload's four shapes (ring, split, relay, larson) at 1, 2 and 8 threads,
+under glibc, jemalloc, mimalloc, libcohort passing every call through
+(COHORT_MODE=off: the baseline the grouped modes answer to), with every
+small allocation grouped (COHORT_MODE=all) and the random-pools control.
+Interleaved trials; medians
 with quartiles of the workload's own ops/s, the ratio to glibc's median, and
 fragmentation at peak: the runtime's own (1 - live/resident of its chunks,
 from COHORT_STATS) and the process's (1 - live/resident added, which also
@@ -33,7 +35,7 @@ from cohort.paths import allocator_library  # noqa: E402
 from cohort.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "prodcons"
-KNOWN_SHAPES = ["ring", "split", "relay"]
+KNOWN_SHAPES = ["ring", "split", "relay", "larson"]
 TRIALS, SHAPES = script_arguments(sys.argv, __doc__, 5)
 SHAPES = chosen_names(SHAPES, KNOWN_SHAPES, "a shape of prodcons", sys.argv[0])
 THREADS = whole_numbers(os.environ.get("STRESS_THREADS", "1 2 8"), "STRESS_THREADS", sys.argv[0], least=1)
@@ -41,7 +43,8 @@ DEPTHS = whole_numbers(os.environ.get("STRESS_DEPTHS", "256 2048"), "STRESS_DEPT
 BATCHES = whole_number(os.environ.get("STRESS_BATCHES", "120000"), "STRESS_BATCHES", sys.argv[0], least=1)
 CASES = list(itertools.product(SHAPES, DEPTHS, THREADS))
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
-ALLOCATORS = ["glibc", "jemalloc", "cohort all", "cohort random:4"]
+ALLOCATORS = ["glibc", "jemalloc", "mimalloc", "cohort off", "cohort all", "cohort random:4"]
+GROUPED = ("cohort all", "cohort random:4")
 LINE = re.compile(r"([\d.]+) M ops/s, peak live ([\d.]+) MiB, peak resident added ([\d.]+) MiB, "
                   r"fragmentation ([\d.]+)%")
 
@@ -50,9 +53,9 @@ def env_for(allocator, stats):
     base = clean_environment()
     if allocator == "glibc":
         return base
-    if allocator == "jemalloc":
-        return {**base, "LD_PRELOAD": str(allocator_library("jemalloc"))}
-    return environment(mode=allocator.split()[1], stats=stats, base=base)
+    if allocator in ("jemalloc", "mimalloc"):
+        return {**base, "LD_PRELOAD": str(allocator_library(allocator))}
+    return environment(mode=allocator.split()[1], stats=stats if allocator != "cohort off" else None, base=base)
 
 
 def run(shape, threads, depth, allocator, stats):
@@ -88,12 +91,15 @@ def main():
             print(f"bench-stress: trial {trial + 1} of {TRIALS} done", flush=True)
     lines = [f"# Cross-thread allocation stress (`scripts/bench-stress.py {TRIALS}`)", "",
              f"prodcons SHAPE THREADS {BATCHES}/THREADS DEPTH; {TRIALS} interleaved trials; "
-             "ops/s median (p25-p75); x: median over glibc's median; fragmentation at peak, medians: "
+             "ops/s median (p25-p75); x: median over glibc's median, and the grouped modes' over "
+             "pass-through's (cohort off); fragmentation at peak, medians: "
              "the runtime's chunks, and the process (resident it added)", "",
-             "| shape | depth | threads | allocator | M ops/s | x glibc | runtime frag. | process frag. |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| shape | depth | threads | allocator | M ops/s | x glibc | x pass-through | runtime frag. | "
+             "process frag. |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for shape, depth, threads in CASES:
         base = statistics.median(r[0] for r in got[(shape, depth, threads, "glibc")])
+        off = statistics.median(r[0] for r in got[(shape, depth, threads, "cohort off")])
         for allocator in ALLOCATORS:
             rows = got[(shape, depth, threads, allocator)]
             lo, med, hi = spread([r[0] for r in rows])
@@ -101,7 +107,8 @@ def main():
             runtime = f"{statistics.median(rf):.1f}%" if rf else "-"
             process = f"{statistics.median(r[1] for r in rows):.1f}%"
             lines.append(f"| {shape} | {depth} | {threads} | {allocator} | {med:.1f} ({lo:.1f}-{hi:.1f}) | "
-                         f"{med / base:.2f} | {runtime} | {process} |")
+                         f"{med / base:.2f} | {f'{med / off:.2f}' if allocator in GROUPED else '-'} | "
+                         f"{runtime} | {process} |")
     publish("\n".join(lines) + "\n", RESULTS / "stress.md", __file__)
 
 

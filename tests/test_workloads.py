@@ -71,7 +71,7 @@ def test_render_checksum_does_not_depend_on_threads():
     assert len(sums) == 1
 
 
-@pytest.mark.parametrize("shape", ["ring", "split", "relay"])
+@pytest.mark.parametrize("shape", ["ring", "split", "relay", "larson"])
 def test_prodcons_hands_blocks_between_threads(shape, tmp_path):
     """Issue 20's stress: the checksum does not depend on the allocator or on
     how the threads interleave, and every run reports its throughput."""

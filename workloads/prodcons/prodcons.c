@@ -15,6 +15,11 @@
  *     after its share, starts a successor that inherits the slots and exits,
  *     16 generations in all: the successor frees the blocks of a thread that
  *     has gone (Larson and Krishnan's server shape).
+ *   prodcons larson THREADS BATCHES [DEPTH]
+ *     relay as the larson benchmark runs it: the main thread fills every
+ *     lineage's slots before the threads start and then only waits, so
+ *     each lineage's first frees are of blocks an idle thread made, and
+ *     sizes are uniform from 16 to 1,000 bytes (three in four above 256).
  *
  * Each thread (or lineage) makes BATCHES x 64 blocks; at most DEPTH (default
  * 256) batches wait in a queue, which keeps the live set bounded. Prints a
@@ -76,9 +81,12 @@ static uint64_t next_rand(uint64_t *s) {
   return *s = x;
 }
 
+static bool uniform_sizes;   /* larson: 16 to 1,000 bytes, uniform (the checks need two words) */
+
 /* Mostly small, as a server's are: 16-64 bytes 70%, to 256 25%, to 1 KiB 5%. */
 static uint32_t pick_size(uint64_t *s) {
   uint64_t r = next_rand(s);
+  if (uniform_sizes) return 16 + (uint32_t)((r >> 8) % 985);
   unsigned k = (unsigned)(r % 100);
   if (k < 70) return 16 + (uint32_t)((r >> 8) % 49);
   if (k < 95) return 64 + (uint32_t)((r >> 8) % 193);
@@ -278,7 +286,7 @@ static double now(void) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: prodcons ring|split|relay THREADS BATCHES [DEPTH]\n");
+  fprintf(stderr, "usage: prodcons ring|split|relay|larson THREADS BATCHES [DEPTH]\n");
   exit(2);
 }
 
@@ -289,8 +297,10 @@ int main(int argc, char **argv) {
   nbatches = strtoul(argv[3], NULL, 10);
   depth = argc > 4 ? (unsigned)atoi(argv[4]) : 256;
   if (nthreads < 1 || nthreads > MAXT || depth < 1 || nbatches < 1) usage();
-  bool is_relay = !strcmp(mode, "relay"), is_split = !strcmp(mode, "split");
+  bool is_larson = !strcmp(mode, "larson");
+  bool is_relay = is_larson || !strcmp(mode, "relay"), is_split = !strcmp(mode, "split");
   if (!is_relay && !is_split && strcmp(mode, "ring")) usage();
+  uniform_sizes = is_larson;
   nworkers = is_split ? 2 * nthreads : nthreads;
   nslots = depth * BATCH / 2;
   for (unsigned i = 0; i < nworkers; i++) {
@@ -307,6 +317,13 @@ int main(int argc, char **argv) {
     }
   }
   long base = resident_bytes(), peak_rss = 0, peak_live = 0;
+  /* larson: the main thread makes every slot's first block (counted as the
+   * lineage's, whose thread does not run yet). */
+  for (unsigned i = 0; is_larson && i < nthreads; i++)
+    for (unsigned k = 0; k < nslots; k++) {
+      workers[i].slot[k] = make_block(&workers[i], tag(i, ~0ul, k), &workers[i].slot_size[k]);
+      count(&workers[i].allocated, workers[i].slot_size[k]);
+    }
   double t0 = now();
   for (unsigned i = 0; i < nworkers; i++) {
     void *(*fn)(void *) = is_relay ? relay : !is_split ? ring : i < nthreads ? producer : consumer;
