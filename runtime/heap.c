@@ -947,8 +947,21 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
       ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block; bumped memory holds none */
       goto done;
     }
-  } else if (c->binmask & ((uint64_t)0xF << bin_of(n))) {
-    return NULL;   /* a nearby mixed bin may fit: reuse before bumping */
+  } else {
+    /* Above 256 bytes: the head of the class's own mixed bin when it is a
+     * block of exactly the class's size, which is what the general path
+     * would take first and not split (a class's freed blocks, mostly); any
+     * other block in a nearby mixed bin is the general path's: reuse
+     * before bumping. */
+    unsigned b = bin_of(n);
+    if ((p = c->bins[b]) && ((const size_t *)p)[2] == n) {   /* [block] a mixed bin's block's size */
+      void *next = *(void **)p;   /* [block] the popped block's link */
+      c->bins[b] = next;
+      if (!next) c->binmask &= ~((uint64_t)1 << b);
+      ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
+      goto done;
+    }
+    if (c->binmask & ((uint64_t)0xF << b)) return NULL;
   }
   p = c->bump;
   if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) return NULL;
