@@ -309,8 +309,19 @@ void ch_identify_init(void) {
   }
 }
 
+/* Whether the patched sites' activations may decide at all: a stop site
+ * left unpatched (an indirect call) could be inner to any record, and then
+ * the activations answer "walk" to every allocation (activation.c), so an
+ * allocation does not ask them first (gawk's plan, one of whose two stop
+ * sites is `call *0x18(%rax)`: two tests of the activations and a probe of
+ * the entry's rule before every walk). */
+static inline bool acts_may_decide(void) {
+  return atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) &&
+         __atomic_load_n(&ch_patch_stops_whole, __ATOMIC_RELAXED);
+}
+
 static int decide_plan(const uintptr_t *fp) {
-  if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && ch_walk_entry(fp) == CH_QUICK_WALK) {
+  if (acts_may_decide() && ch_walk_entry(fp) == CH_QUICK_WALK) {
     int g = ch_act_decide(fp);   /* the patched sites' activations */
     if (g != CH_ACT_WALK) { count_unwalked(CH_PATH_PATCHED); return g == CH_ACT_REST ? CH_REST : g; }
   }
@@ -415,7 +426,7 @@ static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
     return rest_for(size);
   }
   if (q == CH_QUICK_NEXT) { count_unwalked(CH_PATH_COLD); return -1; }
-  if (q == CH_QUICK_WALK && atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
+  if (q == CH_QUICK_WALK && acts_may_decide() && !ch_in_runtime) {
     int g = ch_act_decide(fp);
     if (g != CH_ACT_WALK) {
       if (ch_direct_enabled) ch_direct_offer_walk(fp[1]);

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
-from cohort.handplan import call_sites, write_plan
+from cohort.handplan import call_sites, calls, write_plan
 
 BINARY = PROGRAMS / "patchsites"
 GROUPS = ["a", "b", "ab", "ping", "pong", "rec"]
@@ -162,3 +162,24 @@ def test_a_request_of_nothing_that_nothing_live_decides(tmp_path):
     r = run([STOPSTACKS, "zero"], env=cohort_env(plan=stopstacks_plan(tmp_path, rest=False)))
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     assert r.stdout == b"zero: ok\n"
+
+
+def test_a_stop_site_no_stub_can_reach(tmp_path):
+    """A stop site at an indirect call stays unpatched: a record of another
+    stop site may then be live outside it, so nothing is decided from the
+    records or the activations, and every object is walked to its group,
+    green's made inside red's call included (the innermost stop decides)."""
+    site = lambda caller, callee: call_sites(STOPSTACKS, caller, callee)[0]
+    indirect = [ret for fn, _, operand, ret in calls(STOPSTACKS) if fn == "make_green" and operand.startswith("*")]
+    assert len(indirect) == 1, "make_green's call of the helper is not one indirect call"
+    sites = [(0, site("xalloc", "malloc"), "walk"), (0, site("make_red", "new_cell"), "stop=0"),
+             (0, site("make_blue", "new_cell"), "stop=1"), (0, indirect[0], "stop=2")]
+    plan = write_plan(tmp_path / "plan", [STOPSTACKS], sites, ["red", "blue", "green", "rest"], [], version=4,
+                      rest=3)
+    stats = tmp_path / "stats.json"
+    r = run([STOPSTACKS, "indirect"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"indirect: red 0 blue 1 green 2 wrong 0 0 0\n"
+    st = json.loads(stats.read_text())
+    assert st["patch"]["sites_unpatched"] >= 1
+    assert st["identification"]["patched"] == 0 and st["identification"]["stop"] >= 5 * 1000

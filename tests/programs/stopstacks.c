@@ -6,6 +6,10 @@
  *                          call: with no rest group, the next allocator's
  *   stopstacks getattr     the thread's first allocation is made inside its
  *                          own call of pthread_getattr_np
+ *   stopstacks indirect    green is made through a pointer to the helper
+ *                          (an indirect call: a stop site no stub can
+ *                          reach), alone and inside red's call; prints
+ *                          how many of each kind went to another group
  *   stopstacks below|above inside red's call, before its cell is made, a
  *                          coroutine on a stack below (or above) the
  *                          thread's makes blue: prints how many of each
@@ -30,7 +34,14 @@ static int group_of(const void *p) { return cohort_group_of ? cohort_group_of(p)
 NOINLINE void *xalloc(size_t n) { void *p = malloc(n); KEEP; return p; }
 static ucontext_t main_uc, co_uc;
 static int switch_in_cell;   /* the next cell made switches to the coroutine first */
+static int green_in_cell;    /* the next cell made makes green first, inside that call */
+static void *nested_green;
+NOINLINE void *make_green(void);
 NOINLINE void *new_cell(size_t n) {
+  if (green_in_cell) {
+    green_in_cell = 0;
+    nested_green = make_green();   /* red's stop live, green's (unpatched) the innermost */
+  }
   if (switch_in_cell) {
     switch_in_cell = 0;
     swapcontext(&main_uc, &co_uc);
@@ -41,6 +52,9 @@ NOINLINE void *new_cell(size_t n) {
 }
 NOINLINE void *make_blue(void) { void *p = new_cell(48); KEEP; return p; }
 NOINLINE void *make_red(void) { void *p = new_cell(48); KEEP; return p; }
+static void *(*volatile cell_fn)(size_t) = new_cell;
+NOINLINE void *make_green(void) { void *p = cell_fn(48); KEEP; return p; }
+
 
 static int blue_group;
 static const char *where;
@@ -86,6 +100,24 @@ static void *run(void *arg) {
     puts("getattr: ok");
     return NULL;
   }
+  if (!strcmp(where, "indirect")) {
+    void *r0 = make_red(), *b0 = make_blue(), *g0 = make_green();
+    int red = group_of(r0), blue = group_of(b0), green = group_of(g0);
+    free(r0); free(b0); free(g0);
+    int wrong_red = 0, wrong_blue = 0, wrong_green = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+      void *r = make_red(), *b = make_blue(), *g = make_green();
+      green_in_cell = 1;
+      void *r2 = make_red(), *g2 = nested_green;
+      wrong_red += group_of(r2) != red;
+      wrong_red += group_of(r) != red;
+      wrong_blue += group_of(b) != blue;
+      wrong_green += (group_of(g) != green) + (group_of(g2) != green);
+      free(r); free(b); free(g); free(g2); free(r2);
+    }
+    printf("indirect: red %d blue %d green %d wrong %d %d %d\n", red, blue, green, wrong_red, wrong_blue, wrong_green);
+    return NULL;
+  }
   if (!strcmp(where, "zero")) {
     for (int i = 0; i < ROUNDS; i++) free(make_red());   /* a live record, then none */
     for (int i = 0; i < ROUNDS; i++) {
@@ -120,7 +152,7 @@ static void *run(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) { fprintf(stderr, "usage: stopstacks zero|getattr|below|above\n"); return 2; }
+  if (argc < 2) { fprintf(stderr, "usage: stopstacks zero|getattr|indirect|below|above\n"); return 2; }
   where = argv[1];
   early = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (early == MAP_FAILED) early = NULL;
