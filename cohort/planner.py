@@ -353,6 +353,11 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     for every allocation it hands on (passthrough_ns)."""
     stubs = stub_costs(plan, profile, costs) if identify == "patched" and profile else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
+    # A stop site no stub can reach (not a direct call) could be inner to
+    # any record, so the runtime decides nothing from the patched sites:
+    # every allocation past its entry is a stack walk (docs/runtime.md,
+    # "Stop sites").
+    stops_whole = direct is None or all(s in direct for s in plan.stops)
     sites_walk = {}
     for c in contexts:
         if not c["sites"]:
@@ -364,7 +369,7 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
         frames = walk_frames(c, plan.stops, plan.frames)
         g = plan.predicted.get(c["id"])
-        patched = identify == "patched" and (direct is None or all(
+        patched = identify == "patched" and stops_whole and (direct is None or all(
             s in direct for s in c["sites"] if s in selector_sites)) and not (
             stubs is None and g is not None and g < len(plan.groups) and plan.groups[g].merged)
         w["ns"] += c["allocations"] * transfer.identification_ns(

@@ -514,6 +514,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         {to_profile[i] for i, site in enumerate(plan["sites"]) if site[3] is not None}
     selector_sites.discard(None)
     stops = stop_sites(plan, to_profile)
+    stops_whole = all(run["sites"][s].get("call", "direct") == "direct" for s in stops if s is not None)
     stubs = stub_shares(patched_sites(plan, to_profile), run["sites"], costs, stops) if identify == "patched" else None
     if stubs is not None:
         walked = ()
@@ -542,8 +543,10 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         if frames is None:
             continue
         # The runtime decides from the bits of patched call sites when it
-        # could patch every selector and stop site on the stack (direct calls).
-        patched = identify == "patched" and all(
+        # could patch every selector and stop site on the stack (direct calls),
+        # and every stop site of the plan (an unpatched one anywhere could be
+        # inner to any record: then everything is walked).
+        patched = identify == "patched" and stops_whole and all(
             run["sites"][s].get("call", "direct") == "direct" for s in c["sites"] if s in selector_sites)
         left += n if gone and not patched else 0
         if g not in real:
