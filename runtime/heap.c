@@ -560,6 +560,16 @@ static void chunk_coalesce(struct ch_heap *h, struct ch_chunk *c) {
 
 /* ------------------------------------------------------------- allocate */
 
+/* A block of size bytes at p serves a request of n: the tail beyond n,
+ * if worth keeping (32 bytes or more), becomes a free block of its own.
+ * Returns the size the block keeps. */
+static inline size_t split_tail(struct ch_chunk *c, char *p, size_t size, size_t n) {
+  if (size - n < 32) return size;
+  set_start(c, p + n);
+  bin_push(c, p + n, size - n);
+  return n;
+}
+
 /* Pop a block of at least n bytes from a non-empty bin in first..last,
  * splitting off a tail worth keeping. */
 static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned last, size_t *bsize) {
@@ -567,13 +577,7 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
     size_t size = bin_block_size(b, c->bins[b]);
     if (size < n) continue;   /* only the first mixed bin and the last can hold these */
     void *p = bin_pop(c, b);
-    if (size - n >= 32) {
-      char *tail = (char *)p + n;
-      set_start(c, tail);
-      bin_push(c, tail, size - n);
-      size = n;
-    }
-    *bsize = size;
+    *bsize = split_tail(c, p, size, n);
     return p;
   }
   return NULL;
@@ -871,12 +875,7 @@ static void *near_take(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) {
     for (unsigned k = b + 1; !p && k <= last; k++)
       if (c->bins[k]) { p = bin_pop(c, k); size = (k + 1) * CH_GRANULE; }
     if (!p) return NULL;
-    if (size - n >= 32) {
-      char *tail = (char *)p + n;
-      set_start(c, tail);
-      bin_push(c, tail, size - n);
-      size = n;
-    }
+    size = split_tail(c, p, size, n);
   }
   note_alloc(gh, c, size);
   ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
@@ -897,13 +896,7 @@ static void *class_take(struct ch_group_heap *gh, struct ch_chunk *c, size_t n) 
   size_t size = ((const size_t *)p)[2];   /* [block] a mixed bin's block's size */
   if (size < n) return NULL;   /* only the first mixed bin and the last hold smaller ones */
   bin_pop(c, b);
-  if (size - n >= 32) {
-    char *tail = (char *)p + n;
-    set_start(c, tail);
-    bin_push(c, tail, size - n);
-    size = n;
-  }
-  note_alloc(gh, c, size);
+  note_alloc(gh, c, split_tail(c, p, size, n));
   ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
   return p;
 }

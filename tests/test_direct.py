@@ -116,35 +116,25 @@ def test_direct_sites_under_threads(tmp_path):
     assert st["patch"]["direct_sites"] + st["patch"]["direct_left"] == 2   # make_a's and make_c's
 
 
-def test_direct_operator_new(tmp_path):
-    """A `new` expression's call of operator new is patched to the C++ stub."""
+@pytest.mark.parametrize("pair_cold", [False, True], ids=["pair-unplanned", "pair-cold"])
+def test_direct_operator_new(tmp_path, pair_cold):
+    """A `new` expression's call of operator new is patched to the C++ stub.
+    Under a plan without a rest group, a cold site's call of operator new is
+    patched too, to reach the next allocator directly: its objects are the
+    next allocator's, each still counted cold."""
     binary = PROGRAMS / "cxx_groups"
     sites = [(0, call_sites(binary, "_Z9make_leafl", "_Znwm")[0], "group=0")]
+    if pair_cold:
+        sites.append((0, call_sites(binary, "_Z9make_pairl", "_Znwm")[0], "cold"))
     plan = write_plan(tmp_path / "plan", [binary], sites, ["leaf"], [(0, [0])], version=2)
     r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
     assert r.stdout == plain_checksum([binary])
     objs = read_log(tmp_path / "log")
     assert {g for _, g, _ in objs["leaf"]} == {0}
     assert {g for _, g, _ in objs["pair"]} == {-1}
-    assert st["patch"]["direct_sites"] == 1 and st["identification"]["direct"] == 2999
-
-
-def test_cold_operator_new_goes_straight_to_the_next_allocator(tmp_path):
-    """Under a plan without a rest group, a cold site's call of operator new
-    is patched to reach the next allocator directly: its objects are the
-    next allocator's, each still counted cold, and the grouped site's are
-    unchanged."""
-    binary = PROGRAMS / "cxx_groups"
-    sites = [(0, call_sites(binary, "_Z9make_leafl", "_Znwm")[0], "group=0"),
-             (0, call_sites(binary, "_Z9make_pairl", "_Znwm")[0], "cold")]
-    plan = write_plan(tmp_path / "plan", [binary], sites, ["leaf"], [(0, [0])], version=2)
-    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
-    assert r.stdout == plain_checksum([binary])
-    objs = read_log(tmp_path / "log")
-    assert {g for _, g, _ in objs["leaf"]} == {0}
-    assert {g for _, g, _ in objs["pair"]} == {-1}
-    assert st["patch"]["direct_sites"] == 2
-    assert st["identification"]["cold"] == len(objs["pair"])
+    assert st["patch"]["direct_sites"] == 1 + pair_cold and st["identification"]["direct"] == 2999
+    if pair_cold:
+        assert st["identification"]["cold"] == len(objs["pair"])
 
 
 def test_a_call_to_another_entry_point_is_left_alone(tmp_path):
