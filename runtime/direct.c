@@ -403,7 +403,8 @@ void ch_direct_before_threads(void) {
       atomic_load(&ch_plan_disabled) || !ch_patch_one_thread())
     return;
   /* Each offer takes only the sites of its own verdict, as an allocation's would. */
-  bool acts = atomic_load(&ch_patch_gen) != 0;   /* selectors patched: activations decide */
+  /* Selectors patched and every stop site with them: activations decide (identify.c). */
+  bool acts = atomic_load(&ch_patch_gen) != 0 && __atomic_load_n(&ch_patch_stops_whole, __ATOMIC_RELAXED);
   for (unsigned s = 0; s < pl->nsites && s < CH_MAX_SITES; s++) {
     const struct ch_plan_site *st = &pl->sites[s];
     if (!st->addr || ch_patch_live_ok(st->addr - 4)) continue;

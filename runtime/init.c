@@ -82,8 +82,10 @@ void ch_ensure_init(void) {
   ch_options_load();
   if (ch_opt.mode != CH_MODE_OFF) {
     ch_check_init();
-    ch_chunks_init();
+    /* The heaps' tables first: the region, once published, lets another
+     * thread allocate from a pool (pool.c) while this one is still here. */
     ch_heaps_init();
+    ch_chunks_init();
     ch_unwind_init();
     if (ch_opt.mode == CH_MODE_PLAN && ch_opt.plan_path && ch_plan_load(ch_opt.plan_path) == 0) {
       ch_modules_refresh();

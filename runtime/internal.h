@@ -81,7 +81,8 @@ static inline size_t ch_block_size(size_t request) {
 
 /* ------------------------------------------------------------------ os.c */
 void *ch_os_reserve(size_t size);                 /* demand-paged, NULL on failure */
-void *ch_os_reserve_aligned(size_t size, size_t align);   /* without access */
+void *ch_os_reserve_aligned(size_t size, size_t align);   /* without access; the ends the alignment
+                                                            leaves stay reserved for good */
 bool ch_os_commit(void *p, size_t size);          /* read-write access; false: refused */
 void ch_os_decommit(void *p, size_t size);        /* pages back, access removed */
 void ch_os_release(void *p, size_t size);         /* munmap */

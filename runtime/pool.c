@@ -51,8 +51,8 @@ static bool pools_ready(void) {
     tried = true;
     ch_in_runtime++;
     if (ch_opt.mode == CH_MODE_OFF && !ch_region.size) {
+      ch_heaps_init();   /* before the region is published (init.c) */
       ch_chunks_init();
-      ch_heaps_init();
     }
     if (ch_pool_max) __atomic_store_n(&pool_limit, largest_request(ch_pool_max), __ATOMIC_RELEASE);
     else ch_warn("pools are not available (no region for group chunks): poolalloc is malloc, "
