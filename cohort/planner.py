@@ -764,7 +764,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         plan.transfers = replay(plan, profile, validations, costs, identify, pricing=pricing)
     if not plan.groups:
         plan.why_none = why_no_groups(profile, accesses, formed, [g for g in formed if g.kept], group_threshold,
-                                      policy)
+                                      policy, rest_pool=rest == "pool", allocator=allocator)
     elif pricing.growth.source == "default" and not keep_all:
         plan.notes.append(f"the groups are priced at {pricing.growth.scale:g} times the training run, with "
                           f"every figure assumed to grow in proportion: a group whose objects are made and "
@@ -802,8 +802,12 @@ def runtime_hint(profile):
     return None
 
 
-def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo"):
-    """Why a plan has no group, in words, with what to do about it."""
+def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo", rest_pool=True,
+                  allocator="glibc"):
+    """Why a plan has no group, in words, with what to do about it.
+    rest_pool: whether the plan keeps its rest pool (where the small
+    objects then go), else they are the allocator's alone."""
+    where = "small objects still share the rest pool" if rest_pool else f"every object is {allocator}'s alone"
     t = profile["totals"]
     p = profile["parameters"]["max_size"]
     small = sum(c["allocations"] for c in profile["contexts"] if c["min_size"] <= p)
@@ -839,7 +843,7 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
                     f"{profile['ds_graph']['pointer_stores']} stores; --policy apa-all pools every hot "
                     f"context")
         return (f"no groups: none of the {len(formed)} pools can be selected (the notes below say why); "
-                "small objects still share the rest pool")
+                f"{where}")
     if not formed:
         return ("no groups: no two hot contexts' objects are used together within the affinity "
                 "distance (the graph has no edge above --min-weight): the heap is not walked in a "
@@ -853,8 +857,8 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
                 f"(e.g. --group-threshold {group_threshold / 10:g})")
     return (f"no groups: all {len(kept)} candidate groups were dropped (the notes below say "
             "why): none pays, since identifying it costs more than its placement saves, its objects "
-            "are used more with others than with each other, or it does not transfer to a validation "
-            "run; small objects still share the rest pool")
+            "are used more with others than with each other, it does not transfer to a validation "
+            f"run, or it lost when measured on a larger input (--ref); {where}")
 
 
 def rest_shape(models, costs):
