@@ -10,6 +10,9 @@ stream, whose requests do not change with G) also counts, under cachegrind
 (fixed geometry), the
 instructions and D1 misses each malloc+free pair costs: the difference
 between runs of 2N and N pairs, divided by N, so start-up is left out.
+The pairs section also counts allocbench sizes (a window of 5,000 objects
+of LO..HI-1 bytes, larson's shape in one thread) at 8..255, 8..399, 8..999
+and 257..319 bytes.
 The wrapper section counts the same for allocbench wrapper (two kinds made
 through the program's own wrapper and a shared helper, told apart two
 frames past the entry): the rest pool alone, against the two kinds grouped
@@ -224,6 +227,13 @@ def main():
         for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort group (mode all)", every)):
             i, d = per_pair(lambda n: [BIN, "churn", n], env, 200_000)
             print(f"  {name:<28} {i:7.1f} instructions  {d:6.3f} D1 misses")
+        # Above 256 bytes the group allocator's bins are mixed (docs/runtime.md,
+        # "Holes of a nearby size"): larson's shape in one thread.
+        for lo, hi in ((8, 256), (8, 400), (8, 1000), (257, 320)):
+            print(f"cachegrind, per malloc+free pair of allocbench sizes, {lo}..{hi - 1} bytes, window of 5,000")
+            for name, env in (("glibc", plain), ("jemalloc", jem_plain), ("cohort group (mode all)", every)):
+                i, d = per_pair(lambda n: [BIN, "sizes", n, lo, hi], env, 400_000)
+                print(f"  {name:<28} {i:7.1f} instructions  {d:6.3f} D1 misses")
 
     # Churn spread over 1..63 groups in rotation: the allocator's own
     # metadata must not make a pair dearer as groups are added. 63 is the

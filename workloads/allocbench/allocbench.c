@@ -1,6 +1,10 @@
 /* allocbench: the runtime's own costs, in ns per operation.
  *   allocbench churn N        malloc+free pairs over a window of 1024 live
  *                             objects of 16..256 bytes
+ *   allocbench sizes N LO HI malloc+free pairs over a window of 5,000 live
+ *                             objects of LO..HI-1 bytes (larson's shape in
+ *                             one thread: above 256 bytes, the group
+ *                             allocator's mixed bins)
  *   allocbench bump N         N mallocs of 32 bytes, then N frees
  *   allocbench deep N DEPTH   N malloc+free pairs made DEPTH calls deep
  *   allocbench alt N DEPTH    the same, but alternating between two call
@@ -178,7 +182,7 @@ NOINLINE double run_deep(long n, int depth) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|bump|deep|alt|wrapper|calls|groups|stream N [DEPTH|GROUPS [WINDOW]]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: allocbench churn|sizes|bump|deep|alt|wrapper|calls|groups|stream N [DEPTH|GROUPS [WINDOW]|LO HI]\n"); return 2; }
   long n = atol(argv[2]);
   double ns = 0;
   if (!strcmp(argv[1], "churn")) {
@@ -194,6 +198,22 @@ int main(int argc, char **argv) {
     }
     ns = (now() - t0) / n;
     for (int i = 0; i < 1024; i++) free(win[i]);
+  } else if (!strcmp(argv[1], "sizes")) {
+    long lo = argc > 3 ? atol(argv[3]) : 8, hi = argc > 4 ? atol(argv[4]) : 1000;
+    if (lo < 1 || hi <= lo) { fprintf(stderr, "allocbench: sizes needs 1 <= LO < HI\n"); return 2; }
+    enum { WINDOW = 5000 };
+    static void *win[WINDOW];
+    uint64_t x = 4141;
+    double t0 = now();
+    for (long i = 0; i < n; i++) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      unsigned s = (unsigned)(x % WINDOW);
+      free(win[s]);
+      win[s] = malloc((size_t)(lo + (long)((x >> 20) % (uint64_t)(hi - lo))));
+      *(char *)win[s] = (char)i;
+    }
+    ns = (now() - t0) / n;
+    for (int i = 0; i < WINDOW; i++) free(win[i]);
   } else if (!strcmp(argv[1], "bump")) {
     void **v = malloc(sizeof *v * (size_t)n);
     double t0 = now();
