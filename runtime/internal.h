@@ -1,18 +1,21 @@
 /* Cohort runtime: declarations shared by the runtime's own files.
  *
- * Layers, bottom up (a layer may use only the layers below it):
- *   os.c, log.c, options.c        system calls, messages, settings
- *   next.c                         the next allocator and the bootstrap arena
- *   chunk.c                        the region, chunks, the chunk table
- *   heap.c                         per-thread group heaps: bump, bins, remote frees
- *   modules.c, cfi.c, unwind.c     loaded modules, .eh_frame rules, stack walks
- *   plan.c, plan_bind.c            the plan: parsing (system layer only), binding to modules
- *   identify.c                     the per-allocation group decision
- *   patch.c, activation.c          patched selector sites and the per-thread activations
- *   direct.c                       allocation call sites patched to reach their group directly
- *   stats.c                        counters and the statistics file
- *   alloc.c, new.c, init.c         the interposed API, start-up, fork, exit
- *   pool.c                         the explicit pool API (include/cohort/pool.h)
+ * Layers, bottom up; the table in runtime/README.md is the one that says
+ * which file belongs where and what each may use (every file sees this
+ * whole header, so no compiler holds a file to its layer):
+ *   system        os.c, log.c, options.c
+ *   next          next.c (the next allocator, the bootstrap arena)
+ *   memory        chunk.c, heap.c, check.c
+ *   context       modules.c, cfi.c, unwind.c
+ *   decision      plan.c, plan_bind.c, patch.c, direct.c, activation.c, wrapper.c,
+ *                 chain_trie.c, dpa.c, hint.c, ssg.c, mo.c, prefetch.c, identify.c
+ *   reporting     stats.c
+ *   entry points  alloc.c, new.c, pool.c, threads.c, init.c
+ * The banners below group declarations by concern; a few stand under a
+ * file that uses them rather than the one that defines them (struct
+ * ch_thread, defined in init.c; ch_patch_stats, in patch.c;
+ * ch_plan_bind_module, in plan_bind.c), until this
+ * header is split by layer.
  */
 #ifndef COHORT_INTERNAL_H
 #define COHORT_INTERNAL_H
