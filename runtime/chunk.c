@@ -159,7 +159,7 @@ struct ch_chunk *ch_chunk_new(uint32_t group) {
   atomic_fetch_add(&ch_gstats[group].chunks, 1);
   unsigned long n = atomic_load(&ch_gstats[group].chunks);
   if (n > atomic_load(&ch_gstats[group].peak_chunks)) atomic_store(&ch_gstats[group].peak_chunks, n);
-  ch_stats_resident(group, (long)ch_chunk_resident(c));
+  ch_count_resident(group, (long)ch_chunk_resident(c));
   return c;
 }
 
@@ -210,7 +210,7 @@ static void purge_waited(void) {
  * start bits (the bump pointer's mark may be at the high-water mark). */
 static void unlist(struct ch_chunk *c) {
   unsigned g = c->group;
-  ch_stats_resident(g, -(long)ch_chunk_resident(c));
+  ch_count_resident(g, -(long)ch_chunk_resident(c));
   atomic_fetch_sub(&ch_gstats[g].chunks, 1);
   set_table(c, false);
   ch_chunk_clear_starts(c, c->data, c->hwm);

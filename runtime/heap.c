@@ -100,7 +100,7 @@ static void chunk_report(struct ch_group_heap *gh, struct ch_chunk *c) {
   long d = (long)c->live_bytes - (long)c->told;
   c->told = c->live_bytes;
   c->high = c->told + STATS_BATCH;
-  if (d) ch_stats_live(c->group, d);
+  if (d) ch_count_live(c->group, d);
   if (!c->frees) return;
   if (gh) gh->frees += c->frees;
   else atomic_fetch_add_explicit(&ch_gstats[c->group].frees, c->frees, memory_order_relaxed);
@@ -423,7 +423,7 @@ static CH_NOINLINE void advance_hwm(struct ch_chunk *c, char *to) {
   size_t before = ch_chunk_resident(c);
   c->hwm = nh;
   size_t after = ch_chunk_resident(c);
-  if (after != before) ch_stats_resident(c->group, (long)(after - before));
+  if (after != before) ch_count_resident(c->group, (long)(after - before));
 }
 
 /* An allocation took live_bytes above c->high: report, and move both thresholds. */
@@ -1233,7 +1233,7 @@ static void free_orphaned(struct ch_heap *h, struct ch_chunk *c, void *p) {
   c->told -= (uint32_t)size;
   c->freed += (uint32_t)size;
   atomic_fetch_add(&ch_gstats[g].frees, 1);
-  ch_stats_live(g, -(long)size);
+  ch_count_live(g, -(long)size);
   if (c->live_bytes == 0) {
     list_del(&orphans[g], c);
     ch_unlock(&heaps_lock);

@@ -104,6 +104,7 @@ _Atomic uint64_t ch_random_threads;
  * test, or a plan with nothing to walk for), 1, 2, 3, 4-7, 8-15, 16 or more
  * (ch_frame_bucket_names). */
 static CH_TLS uint32_t tframes[CH_FRAME_BUCKETS];
+atomic_ulong ch_path_count[CH_PATH_COUNT];   /* the per-thread counts, flushed (stats.c reports them) */
 atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
 const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3", "4-7", "8-15", "16+"};
 

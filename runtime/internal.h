@@ -5,7 +5,7 @@
  * whole header, so no compiler holds a file to its layer):
  *   system        os.c, log.c, options.c
  *   next          next.c (the next allocator, the bootstrap arena)
- *   memory        chunk.c, heap.c, check.c
+ *   memory        chunk.c, heap.c, check.c, counters.c
  *   context       modules.c, cfi.c, unwind.c
  *   decision      plan.c, plan_bind.c, patch.c, direct.c, activation.c, wrapper.c,
  *                 chain_trie.c, dpa.c, hint.c, ssg.c, mo.c, prefetch.c, identify.c
@@ -433,6 +433,19 @@ void ch_checked_free(void *p);
 size_t ch_checked_usable(const void *p);
 void *ch_checked_realloc(void *p, size_t size);
 
+/* ------------------------------------------------------------ counters.c */
+struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */
+  atomic_ulong allocs, frees;           /* made under the orphan lock only */
+  atomic_long live_bytes;               /* batched: each thread may hold back a little */
+  atomic_ulong peak_live, chunks, peak_chunks;
+  atomic_long resident;
+  atomic_ulong resident_at_peak;
+};
+extern struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
+extern atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;
+void ch_count_live(unsigned g, long delta);         /* live bytes, process-wide */
+void ch_count_resident(unsigned g, long delta);
+
 /* ------------------------------------------------------------- modules.c */
 #define CH_BUILD_ID_MAX 32   /* bytes of a GNU build id kept (SHA-1 is 20) */
 struct ch_module {
@@ -641,6 +654,7 @@ enum ch_path {
   CH_PATH_COUNT
 };
 extern const char *const ch_path_names[CH_PATH_COUNT];
+extern atomic_ulong ch_path_count[CH_PATH_COUNT];   /* the threads' counts, flushed (identify.c) */
 
 /* Per thread, the calls through patched stop sites: a stop site's stub
  * (patch.c) writes the slot of its call's return address and its site into
@@ -988,18 +1002,6 @@ int ch_act_decide_armed(uintptr_t slot);
 int ch_act_fast(uintptr_t slot);
 
 /* --------------------------------------------------------------- stats.c */
-struct ch_group_stats {                /* process-wide; per-thread counts live in heaps */
-  atomic_ulong allocs, frees;           /* made under the orphan lock only */
-  atomic_long live_bytes;               /* batched: each thread may hold back a little */
-  atomic_ulong peak_live, chunks, peak_chunks;
-  atomic_long resident;
-  atomic_ulong resident_at_peak;
-};
-extern struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
-extern atomic_ulong ch_path_count[CH_PATH_COUNT];
-extern atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;
-void ch_stats_live(unsigned g, long delta);         /* live bytes, process-wide */
-void ch_stats_resident(unsigned g, long delta);
 int ch_stats_write(const char *path);  /* 0; -1 cannot write; -2 refused (not ours) */
 
 /* ---------------------------------------------------------------- init.c */

@@ -426,30 +426,30 @@ void ch_patch_put_stub(uint8_t *r, size_t at, const char *t, const struct ch_stu
 #define MEMO_FUNCS 64
 #define MEMO_MARKS 32
 #define MARK_GAP 256
-static struct { uintptr_t start; unsigned n; uintptr_t mark[MEMO_MARKS]; } bounds[MEMO_FUNCS];
-static ch_lock_t bounds_lock;
+static struct { uintptr_t start; unsigned n; uintptr_t mark[MEMO_MARKS]; } fn_bounds[MEMO_FUNCS];
+static ch_lock_t fn_bounds_lock;
 
 /* The last known boundary of the function at start below `below` (start itself if none). */
-static uintptr_t bounds_from(uintptr_t start, uintptr_t below) {
+static uintptr_t fn_bounds_from(uintptr_t start, uintptr_t below) {
   uintptr_t from = start;
-  if (!ch_trylock(&bounds_lock)) return from;   /* never wait inside an allocation: decode it all */
+  if (!ch_trylock(&fn_bounds_lock)) return from;   /* never wait inside an allocation: decode it all */
   unsigned k = (unsigned)((start >> 4) % MEMO_FUNCS);
-  if (bounds[k].start == start)
-    for (unsigned i = 0; i < bounds[k].n && bounds[k].mark[i] < below; i++) from = bounds[k].mark[i];
-  ch_unlock(&bounds_lock);
+  if (fn_bounds[k].start == start)
+    for (unsigned i = 0; i < fn_bounds[k].n && fn_bounds[k].mark[i] < below; i++) from = fn_bounds[k].mark[i];
+  ch_unlock(&fn_bounds_lock);
   return from;
 }
 
 /* Keep boundaries from a walk of the function at start, beyond its last. */
-static void bounds_keep(uintptr_t start, const uintptr_t *marks, unsigned n) {
-  if (!n || !ch_trylock(&bounds_lock)) return;
+static void fn_bounds_keep(uintptr_t start, const uintptr_t *marks, unsigned n) {
+  if (!n || !ch_trylock(&fn_bounds_lock)) return;
   unsigned k = (unsigned)((start >> 4) % MEMO_FUNCS);
-  if (bounds[k].start != start) { bounds[k].start = start; bounds[k].n = 0; }
-  for (unsigned i = 0; i < n && bounds[k].n < MEMO_MARKS; i++) {
-    uintptr_t last = bounds[k].n ? bounds[k].mark[bounds[k].n - 1] : start;
-    if (marks[i] >= last + MARK_GAP) bounds[k].mark[bounds[k].n++] = marks[i];
+  if (fn_bounds[k].start != start) { fn_bounds[k].start = start; fn_bounds[k].n = 0; }
+  for (unsigned i = 0; i < n && fn_bounds[k].n < MEMO_MARKS; i++) {
+    uintptr_t last = fn_bounds[k].n ? fn_bounds[k].mark[fn_bounds[k].n - 1] : start;
+    if (marks[i] >= last + MARK_GAP) fn_bounds[k].mark[fn_bounds[k].n++] = marks[i];
   }
-  ch_unlock(&bounds_lock);
+  ch_unlock(&fn_bounds_lock);
 }
 
 /* The call whose return address is ret, if it is a direct call rel32 at an
@@ -459,7 +459,7 @@ int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *tar
   if (call < m->lo || ret > m->hi) return R_OUTSIDE;
   if (!ch_cfi_function(m, call, &start, &end) || start < m->lo || end > m->hi || ret > end) return R_NO_FUNCTION;
   ZydisDecodedInstruction ins;
-  uintptr_t pc = bounds_from(start, ret), marks[MEMO_MARKS], last = pc;
+  uintptr_t pc = fn_bounds_from(start, ret), marks[MEMO_MARKS], last = pc;
   unsigned n = 0;
   for (;;) {   /* to the instruction that ends at the return address */
     if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&lengths, NULL, (const void *)pc, end - pc, &ins)))
@@ -468,7 +468,7 @@ int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *tar
     pc += ins.length;
     if (pc >= last + MARK_GAP && n < MEMO_MARKS) last = marks[n++] = pc;
   }
-  bounds_keep(start, marks, n);
+  fn_bounds_keep(start, marks, n);
   if (pc + ins.length != ret || ins.mnemonic != ZYDIS_MNEMONIC_CALL) return R_NOT_CALL;
   if (ins.length != 5 || ins.opcode != 0xe8 || !(ins.attributes & ZYDIS_ATTRIB_IS_RELATIVE)) return R_INDIRECT;
   int32_t disp;

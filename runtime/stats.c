@@ -1,5 +1,5 @@
-/* Cohort runtime: process-wide counters and the statistics file
- * (docs/stats-format.md). Formatting uses no stdio and no malloc, so the
+/* Cohort runtime: the statistics file (docs/stats-format.md), from the
+ * counters the layers below keep (counters.c, identify.c, patch.c). Formatting uses no stdio and no malloc, so the
  * file can be written at exit, on request, or from a signal handler. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -12,23 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
-atomic_ulong ch_path_count[CH_PATH_COUNT];
-atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;
-
-void ch_stats_live(unsigned g, long delta) {
-  struct ch_group_stats *s = &ch_gstats[g];
-  long live = atomic_fetch_add_explicit(&s->live_bytes, delta, memory_order_relaxed) + delta;
-  if (delta > 0 && live > 0 && (unsigned long)live > atomic_load_explicit(&s->peak_live, memory_order_relaxed)) {
-    atomic_store_explicit(&s->peak_live, (unsigned long)live, memory_order_relaxed);
-    long r = atomic_load_explicit(&s->resident, memory_order_relaxed);
-    atomic_store_explicit(&s->resident_at_peak, r > 0 ? (unsigned long)r : 0, memory_order_relaxed);
-  }
-}
-
-void ch_stats_resident(unsigned g, long delta) {
-  atomic_fetch_add_explicit(&ch_gstats[g].resident, delta, memory_order_relaxed);
-}
 
 /* ------------------------------------------------------------ formatting */
 
