@@ -22,7 +22,7 @@ from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "5"
+RAW_VERSION = "6"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
@@ -180,7 +180,11 @@ def parse_raw(text):
                                     "bytes": v[3], "min": v[4], "max": v[5], "frees": v[6],
                                     "life_sum": v[7], "life_max": v[8], "accesses": v[9],
                                     "macro": v[10], "d1_misses": v[11], "ll_misses": v[12],
+                                    "layout_d1": v[13:15],
                                     "sites": [int(x) for x in sites.split()]})
+        elif kind == "beside":    # in a layout's model, how often an object lay beside another's
+            layout, c, n, count = rest.split()
+            raw.setdefault("beside", {"one": [], "classes": []})[layout].append((int(c), int(n), int(count)))
         elif kind == "layouts":   # the rest pool's two layouts, simulated (profiler/layouts.c)
             f = rest.split()
             v = {f[i]: int(f[i + 1]) for i in range(0, len(f), 2)}
@@ -278,6 +282,8 @@ def build_profile(raw, target, params, returncode):
                          "live_at_exit": c["allocs"] - freed},
             "accesses": c["accesses"], "macro_accesses": c["macro"],
             "d1_misses": c["d1_misses"], "ll_misses": c["ll_misses"],
+            **({"layout_d1_misses": {"one": c["layout_d1"][0], "classes": c["layout_d1"][1]},
+                "beside": beside_totals(raw, c["id"])} if "layouts" in raw else {}),
         })
     kept, covered = hot_nodes(contexts, params["coverage"])
     keep = set(kept)
@@ -288,6 +294,7 @@ def build_profile(raw, target, params, returncode):
             contexts[c]["family"] = f["id"]
     edges = sorted(([x, y, w] for x, y, w in raw["edges"] if x in keep and y in keep),
                    key=lambda e: (-e[2], e[0], e[1]))
+    family_graph = families.family_graph(fams, contexts, raw["edges"], params["coverage"], hot_nodes)
     status = {"exit_status": returncode if returncode >= 0 else None,
               "signal": -returncode if returncode < 0 else None}
     return {
@@ -307,7 +314,7 @@ def build_profile(raw, target, params, returncode):
                   "dropped_contexts": len(contexts) - len(kept)},
         "families": fams,
         "ds_graph": ds_graph(raw["pointers"], raw["pointer_stores"]),
-        "family_graph": families.family_graph(fams, contexts, raw["edges"], params["coverage"], hot_nodes),
+        "family_graph": family_graph,
         "totals": {
             "allocations": raw["objects"]["allocations"],
             "peak_live_objects": raw["objects"]["peak-live"],
@@ -320,8 +327,34 @@ def build_profile(raw, target, params, returncode):
             "weight": sum(e[2] for e in edges),
             "unknown_frees": raw["objects"]["unknown-frees"],
         },
-        **({"rest_layouts": raw["layouts"]} if "layouts" in raw else {}),
+        **({"rest_layouts": dict(raw["layouts"], beside=beside(raw, keep, fams, family_graph["nodes"]))}
+           if "layouts" in raw else {}),
     }
+
+
+def beside_totals(raw, context):
+    """How many live neighbours a context's objects were placed beside in
+    each layout's model (every neighbour, before the pairs are filtered)."""
+    if "beside_totals" not in raw:
+        totals = raw["beside_totals"] = {}
+        for layout, pairs in raw.get("beside", {}).items():
+            for c, _n, k in pairs:
+                t = totals.setdefault(c, {"one": 0, "classes": 0})
+                t[layout] += k
+    return dict(raw["beside_totals"].get(context, {"one": 0, "classes": 0}))
+
+
+def beside(raw, keep, fams, hot_families):
+    """The layouts' neighbour counts among the contexts a group could hold
+    (the graph's nodes and the contexts of the family graph's), as
+    {layout: [[context, neighbour's context, placements], ...]}, most first."""
+    hot = set(keep)
+    fam_contexts = {f["id"]: f["contexts"] for f in fams}
+    for f in hot_families:
+        hot.update(fam_contexts[f])
+    return {layout: sorted(([c, n, k] for c, n, k in pairs if c in hot and n in hot),
+                           key=lambda e: (-e[2], e[0], e[1]))
+            for layout, pairs in raw.get("beside", {"one": [], "classes": []}).items()}
 
 
 def run_and_read(argv, what, affinity_distance, max_size, trace_budget=None, **tool):

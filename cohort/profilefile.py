@@ -194,6 +194,9 @@ def _references(data):
     if hs is not None:   # cohort profile --trace
         for i, st in enumerate(hs["sets"]):
             _ids(st["contexts"], len(contexts), f"hot_streams.sets[{i}].contexts", "context")
+    for layout, pairs in ((data.get("rest_layouts") or {}).get("beside") or {}).items():   # raw version 6
+        for i, (c, n, _k) in enumerate(pairs):
+            _ids([c, n], len(contexts), f"rest_layouts.beside.{layout}[{i}]", "context")
 
 
 def check_profile(data):

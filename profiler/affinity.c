@@ -22,34 +22,11 @@ ULong ch_total_accesses, ch_tracked_accesses;
 /* ==== edges =============================================================== */
 
 /* {x, y} with x <= y, packed as x << 32 | y, + 1 so that 0 marks empty. */
-static ULong *edge_keys, *edge_weights;
-static UWord edge_cap, edge_used;
-
-static void edge_put(ULong key, ULong w);
-
-static void edges_grow(void) {
-  ULong *ok = edge_keys, *ow = edge_weights;
-  UWord ocap = edge_cap;
-  edge_cap = edge_cap ? 2 * edge_cap : 1 << 12;
-  edge_keys = VG_(calloc)("cohort.edges", edge_cap, sizeof(ULong));
-  edge_weights = VG_(calloc)("cohort.edges", edge_cap, sizeof(ULong));
-  edge_used = 0;
-  for (UWord i = 0; i < ocap; i++)
-    if (ok[i]) edge_put(ok[i], ow[i]);
-  if (ok) { VG_(free)(ok); VG_(free)(ow); }
-}
-
-static void edge_put(ULong key, ULong w) {
-  if (2 * (edge_used + 1) > edge_cap) edges_grow();
-  UWord i = ch_hash64(key) & (edge_cap - 1);
-  while (edge_keys[i] && edge_keys[i] != key) i = (i + 1) & (edge_cap - 1);
-  if (!edge_keys[i]) { edge_keys[i] = key; edge_used++; }
-  edge_weights[i] += w;
-}
+static CountTable edges = {.cc = "cohort.edges"};
 
 static inline void edge_add(UInt x, UInt y) {
   ULong key = x <= y ? ((ULong)x << 32 | y) : ((ULong)y << 32 | x);
-  edge_put(key + 1, 1);
+  ch_count_add(&edges, key + 1, 1);
 }
 
 /* ==== per-thread queues =================================================== */
@@ -88,7 +65,6 @@ void ch_affinity_init(void) {
   while (qcap < (UInt)ch_clo_affinity + 2) qcap *= 2;
   qmask = qcap - 1;
   queues = VG_(calloc)("cohort.queues", VG_N_THREADS, sizeof *queues);
-  edges_grow();
 }
 
 /* u and v (u != v) could sit side by side in one pool filled in allocation
@@ -157,9 +133,9 @@ void ch_affinity_write(VgFile *f) {
     if (queues[t]) { walks += queues[t]->walks; threads++; }
   VG_(fprintf)(f, "accesses all %llu tracked %llu macro %llu threads %u\n", ch_total_accesses,
                ch_tracked_accesses, walks, threads);
-  for (UWord i = 0; i < edge_cap; i++)
-    if (edge_keys[i]) {
-      ULong k = edge_keys[i] - 1;
-      VG_(fprintf)(f, "edge %u %u %llu\n", (UInt)(k >> 32), (UInt)k, edge_weights[i]);
+  for (UWord i = 0; i < edges.cap; i++)
+    if (edges.keys[i]) {
+      ULong k = edges.keys[i] - 1;
+      VG_(fprintf)(f, "edge %u %u %llu\n", (UInt)(k >> 32), (UInt)k, edges.counts[i]);
     }
 }

@@ -16,8 +16,9 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "5"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
-                                5: sites carry their calls */
+#define CH_TOOL_VERSION "6"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+                                5: sites carry their calls; 6: contexts carry their misses in each layout,
+                                and the layouts who lay beside whom */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -34,6 +35,7 @@ typedef struct {
   ULong life_sum, life_max;   /* lifetimes of freed objects, in allocations */
   ULong accesses, macro;      /* machine-level and macro accesses */
   ULong d1_misses, ll_misses; /* accesses that missed the simulated D1, and LL too */
+  ULong layout_d1[2];         /* D1 misses at its objects' places in each rest-pool layout (layouts.c) */
   ULong last_seq;             /* latest allocation from this context */
   UInt last_obj;              /* its object id (may be stale: check seq) */
 } CtxStats;
@@ -182,5 +184,13 @@ static inline UWord ch_hash64(ULong x) {
   x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
   return (UWord)(x ^ (x >> 33));
 }
+
+/* ---- counts (counts.c): counters keyed by a nonzero word ----------------- */
+typedef struct {
+  ULong *keys, *counts;   /* keys[i] == 0: slot i is empty */
+  UWord cap, used;
+  const HChar *cc;        /* the allocation cost centre's name */
+} CountTable;
+void ch_count_add(CountTable *t, ULong key, ULong n);
 
 #endif

@@ -280,6 +280,8 @@ def no_contexts(doc):
         doc["families"] = []
     if "ds_graph" in doc:
         doc["ds_graph"].update(edges=[], array_like=[])
+    if "beside" in doc.get("rest_layouts", {}):
+        doc["rest_layouts"]["beside"] = {"one": [], "classes": []}
     return doc
 
 
