@@ -9,7 +9,7 @@ defaults."""
 import os
 from pathlib import Path
 
-from cohort import dsgraph, grouping, planner, transfer
+from cohort import dsgraph, grouping, planfile, planner, transfer
 from cohort import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
@@ -69,12 +69,14 @@ def plan_groups(profile, plan):
     return plan["groups"], group_of, conj, frames, plan.get("rest"), roles
 
 
-def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False, pricing=None):
+def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False, pricing=None,
+                allocator="glibc"):
     """Per group: the most its placement can save (its internal affinity at
     one avoided miss each) against the stack walks that end in it and the
     stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
     as the planner prices them (docs/planner.md), where the plan runs
-    (`pricing`: scale.Pricing; None: over the profiled run)."""
+    (`pricing`: scale.Pricing; None: over the profiled run), in front of
+    `allocator`."""
     costs = planner.COST_DEFAULTS
     inside, outside = [0] * len(names), [0] * len(names)
     if profile.get("families") is not None:   # the graph the planner grouped
@@ -127,13 +129,15 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
             out[g] = f"identification: {ident}" if n else None
         else:
             mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
-            strangers = 1.0 if rest is None else transfer.rest_strangers(
-                profile["contexts"], members.get(g, []), lambda c: group_of.get(c["id"]) == rest, rest_one)
+            pool = ("one" if rest_one else "classes") if rest is not None else (
+                "classes" if allocator in planner.SIZE_CLASS_ALLOCATORS else None)
+            strangers, beside = transfer.strangers_of(profile, members.get(g, []), pool,
+                                                      lambda c: group_of.get(c["id"]) == rest)
             saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
                       f"{transfer.misses_clause(misses)}{transfer.large_clause(mean)}"
-                      f"{transfer.strangers_clause(strangers, rest_one)}{at.clause() if at else ''}); "
+                      f"{transfer.strangers_clause(strangers, rest_one, beside)}{at.clause() if at else ''}); "
                       f"identification: {ident}")
     return out
 
@@ -225,7 +229,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
-    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing)
+    allocator = (planfile.made_for(plan_path) if plan_path else made.allocator) or "glibc"
+    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])

@@ -22,6 +22,7 @@ class Group:
     score: float                # s(G[members])
     kept: bool = True
     history: list = field(default_factory=list)  # (node, merge benefit) as grown
+    apart: list = field(default_factory=list)    # nodes of the groups split from it by size class
 
 
 def internal(edges, nodes):

@@ -37,6 +37,7 @@ class PlannedGroup:
     unidentifiable: list
     nodes: list = field(default_factory=list)   # its nodes in the graph (families or contexts)
     merged: bool = False   # formed by grouping.consolidate: priced as stack walks (assess)
+    apart: list = field(default_factory=list)   # nodes of the groups split from it by size class
 
 
 @dataclass
@@ -286,7 +287,8 @@ class Worth:
     mean_size: float = 0.0             # of its objects (transfer.line_share)
     stub_calls: int = 0                # calls through its patched selector and stop sites (its share)
     stub_ns: float = 0.0               # what their stubs cost
-    strangers: float = 1.0             # transfer.rest_strangers: what a pool of its own takes it from
+    strangers: float = 1.0             # transfer.strangers_of: what a pool of its own takes it from
+    beside: str = None                 # the layout its strangers were measured in (None: counted)
     one_pool: bool = False             # the rest pool stays one pool
     at: object = None                  # scale.AtScale: the group where the plan runs (None: the profiled run)
     passed: int = 0                    # allocations the runtime hands on for it (its share; no rest pool)
@@ -381,19 +383,22 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     worth = []
     everything = transfer.run_accesses(contexts)
     for g in plan.groups:
-        nodes = set(g.nodes)
+        nodes, apart = set(g.nodes), set(g.apart)
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
-        outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes))
+        # Affinity with the groups split from it by size class is given up
+        # on purpose: the model of both shapes found the split misses less.
+        outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes)
+                      and not ({x, y} - nodes) & apart)
         misses = transfer.context_misses(contexts, g.members, everything)
         mean = transfer.contexts_mean_size(contexts, g.members)
         calls, ns = (stubs or {}).get(len(worth), (0, 0.0))
         one = rest_pool == "one"
-        strangers = 1.0 if rest_pool is None else transfer.rest_strangers(
-            contexts, g.members, lambda c: plan.predicted.get(c["id"]) is None, one)
+        strangers, beside = transfer.strangers_of(profile or {"contexts": contexts}, g.members, rest_pool,
+                                                  lambda c: plan.predicted.get(c["id"]) is None)
         at = pricing.at(contexts, g.members, misses, misses is not None and transfer.stays_cached(misses)) \
             if pricing else None
         worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean,
-                           strangers=strangers, one_pool=one, at=at,
+                           strangers=strangers, beside=beside, one_pool=one, at=at,
                            saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers, at),
                            identify="walk" if g.merged and stubs is None else identify,
                            stub_calls=round(calls), stub_ns=ns))
@@ -464,6 +469,8 @@ def as_read(plan, profile):
         "max_size": plan.max_size, "unknown_entry": plan.unknown_entry, "unknown_path": plan.unknown_path,
         "rest": plan.rest, "rest_max": plan.rest_max, "rest_one": plan.rest_one, "paths": paths,
         "path_prefixes": {p[:k] for p in paths for k in range(1, len(p))},
+        "apart": {i: {j for j, h in enumerate(plan.groups) if set(h.nodes) & set(g.apart)}
+                  for i, g in enumerate(plan.groups) if g.apart},
     }
 
 
@@ -551,6 +558,66 @@ def set_aside_large(profile, accesses, edges, members):
             for n in sorted(cut, key=lambda n: -accesses[n])]
 
 
+def size_class(mean_size):
+    """The runtime's size class of a request of `mean_size` bytes: one per
+    16 bytes up to REST_MAX, one per power of two above (runtime/internal.h,
+    ch_rest_class)."""
+    n = max(1, math.ceil(mean_size))
+    return (n + 15) // 16 if n <= REST_MAX else 16 + (n - 1).bit_length()
+
+
+def split_by_class(profile, formed, edges, total, members, group_threshold):
+    """A group's pool keeps its objects in allocation order, whatever their
+    sizes, as the rest pool's `one` shape does. Where its members' objects
+    missed less by size class in the profile's model of both shapes
+    (`layout_d1_misses`, profiler/layouts.c), the group is split into one
+    group per size class of its members' mean sizes: a walk over one kind
+    then steps over no object of another kind made between them (cppcheck's
+    tokens, each made with its 136-byte TokenImpl: the list walks of its
+    tokenizer touch only the tokens; docs/planner.md, "A group's shape").
+    A part keeps HALO's threshold on its internal weight. Returns (groups,
+    notes); a profile without the model leaves every group whole."""
+    contexts = profile["contexts"]
+    out, notes = [], []
+    for g in formed:
+        ids = [c for n in g.members for c in members[n]]
+        if not g.kept or not all("layout_d1_misses" in contexts[c] for c in ids):
+            out.append(g)
+            continue
+        by_class = {}
+        for n in g.members:
+            allocations = sum(contexts[c]["allocations"] for c in members[n])
+            mean = sum(contexts[c]["bytes"] for c in members[n]) / allocations if allocations else 0
+            by_class.setdefault(size_class(mean), []).append(n)
+        if len(by_class) < 2:
+            out.append(g)
+            continue
+        one = sum(contexts[c]["layout_d1_misses"]["one"] for c in ids)
+        classes = sum(contexts[c]["layout_d1_misses"]["classes"] for c in ids)
+        # The one-pool model holds strangers too, which the group's pool
+        # would not: grant them every miss in proportion to the share of
+        # the members' neighbours they are there, and split only if the
+        # classes still miss less (render's scene nodes: 2.72 M misses in
+        # one pool, 85% of their neighbours strangers, 1.63 M by class; its
+        # plan split missed 3.6% more than unsplit, under cachegrind).
+        beside_one = transfer.beside_strangers(profile, ids, "one") or 0.0
+        if classes >= one * (1.0 - beside_one):
+            out.append(g)
+            continue
+        parts = sorted(by_class.values(), key=lambda ns: -grouping.internal(edges, ns)[0])
+        for ns in parts:
+            weight, _ = grouping.internal(edges, ns)
+            out.append(grouping.Group(members=ns, weight=weight, score=grouping.score(edges, ns),
+                                      kept=weight >= total * group_threshold, history=[(ns[0], None)],
+                                      apart=[n for other in parts if other is not ns for n in other]))
+        notes.append(f"group around context {members[g.members[0]][0]} split by size class into "
+                     f"{len(parts)} groups: its members' objects missed {classes} times by size class, in "
+                     f"the profile's model of both shapes, and {one} times in allocation order, where "
+                     f"{100 * beside_one:.0f}% of their neighbours were other contexts' objects, which a "
+                     f"group's pool would not hold")
+    return out, notes
+
+
 def halo_groups(profile, accesses, edges, total, members, min_weight, max_members, tolerance,
                 group_threshold):
     """HALO's grouping (Figure 6) and our consolidation of it: (formed
@@ -560,6 +627,7 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
     formed, merges = grouping.consolidate(formed, accesses, edges, total, max_members=max_members,
                                           group_threshold=group_threshold,
                                           nbytes=grouping.node_bytes(profile, members))
+    formed, split_notes = split_by_class(profile, formed, edges, total, members, group_threshold)
     notes = [f"group around context {members[n][0]} merged with the "
              f"{'group around context' if kept_partner else 'ungrouped context'} {members[p][0]}: its objects are "
              f"used with objects outside it ({outside:.0f} affinitive accesses, {link:.0f} of them with "
@@ -569,7 +637,7 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
              f"with that group's ({link:.0f} affinitive accesses) at least as much as with each other "
              f"({inside:.0f}), which kept it out of HALO's groups"
              for n, p, kept_partner, link, inside, outside, kind in merges]
-    return formed, notes
+    return formed, notes + split_notes
 
 
 def apa_groups(profile, policy, accesses, edges, members):
@@ -753,7 +821,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it"
                          f"{transfer.misses_clause(w.misses)}{transfer.large_clause(w.mean_size)}"
-                         f"{transfer.strangers_clause(w.strangers, w.one_pool)}{w.at.clause() if w.at else ''})")
+                         f"{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}{w.at.clause() if w.at else ''})")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
@@ -988,7 +1056,7 @@ def assemble(profile, kept, params, notes):
             allocations=sum(contexts[m]["allocations"] for m in g.members),
             conjunctions=sel.conjunctions, conflicts=sel.conflicts,
             unidentifiable=sel.unidentifiable, nodes=getattr(g, "nodes", g.members),
-            merged=any(h[1] == "merged" for h in g.history)))
+            merged=any(h[1] == "merged" for h in g.history), apart=g.apart))
 
     # What the runtime will decide for every profiled context (first match).
     def first_match():
@@ -1180,7 +1248,7 @@ def worth_text(w):
             + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown) + handed_text(w))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
-            f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool)}"
+            f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}"
             f"{w.at.clause() if w.at else ''}); "
             f"identification: {walks}")
 

@@ -100,7 +100,8 @@ class GroupTransfer:
     run_accesses: int = 0  # accesses to every tracked object there
     stub_calls: int = 0    # calls through its patched selector and stop sites there (its share)
     stub_ns: float = 0.0   # what their stubs cost
-    strangers: float = 1.0     # rest_strangers there
+    strangers: float = 1.0     # strangers_of there
+    beside: str = None         # the layout its strangers were measured in (None: counted)
     one_pool: bool = False     # the plan's rest pool stays one pool
     pricing: object = None     # scale.Pricing of that run (None: at its own scale)
     members: list = None       # its context ids there
@@ -155,7 +156,7 @@ class GroupTransfer:
                 f"more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
                 f"{misses_clause(self.misses)}{large_clause(self.mean_size)}"
-                f"{strangers_clause(self.strangers, self.one_pool)}{at.clause() if at else ''})")
+                f"{strangers_clause(self.strangers, self.one_pool, self.beside)}{at.clause() if at else ''})")
 
 
 @dataclass
@@ -245,8 +246,78 @@ def stubs_clause(calls, ns, digits=2, lead="; "):
     return f"{lead}its patched call sites' stubs run on {calls} calls, about {ns / 1e6:.{digits}f} ms" if calls else ""
 
 
-def strangers_clause(strangers, one_pool):
-    """For the texts that quote a saving: the rest pool's share, when it bounds it."""
+# What a group's objects would lie among without it, by the layout the
+# profiler models it with (layouts.c): objects of every size in allocation
+# order (the rest pool as one pool; glibc's heap), or by size class (the
+# rest pool split; jemalloc's and mimalloc's classes).
+LAYOUT_TEXT = {"one": "allocation order", "classes": "size classes"}
+
+
+def beside_layout(rest_pool):
+    """The profiler's model of the place a group's objects would otherwise
+    take: rest_pool "classes" (or an allocator of size classes), "one", or
+    None (glibc's heap, in allocation order)."""
+    return "classes" if rest_pool == "classes" else "one"
+
+
+def beside_strangers(run, members, layout):
+    """The share of the neighbours a group's objects were placed beside in
+    the profiler's model of `layout` that are of no member context
+    (rest_layouts.beside), averaged over its members by accesses: measured,
+    where rest_strangers only counts allocations. Tokens made in bursts lie
+    beside tokens in their size class, though most of the class's
+    allocations are another context's (docs/planner.md, "Strangers,
+    measured"). A member none of whose objects the models place (all over
+    256 bytes) is all strangers' (1), as in rest_strangers; a smaller one
+    whose objects met no neighbour, none's.
+    None when the profile does not measure it (raw versions before 6)."""
+    pairs = ((run.get("rest_layouts") or {}).get("beside") or {}).get(layout)
+    contexts = run["contexts"]
+    if pairs is None or any("beside" not in contexts[c] for c in members):
+        return None
+    members = set(members)
+    own = {}
+    for c, n, k in pairs:
+        if c in members and n in members:
+            own[c] = own.get(c, 0) + k
+    weight = total = 0.0
+    for c in members:
+        x = contexts[c]
+        seen = x["beside"][layout]
+        share = 1.0 - own.get(c, 0) / seen if seen else 1.0 if x["min_size"] > REST_MAX else 0.0
+        total += x["accesses"] * max(0.0, share)
+        weight += x["accesses"]
+    return total / weight if weight else 1.0
+
+
+def strangers_of(run, members, rest_pool, in_rest):
+    """(share of strangers, the layout it was measured in or None): what a
+    pool of its own takes a group's objects away from, against `rest_pool`
+    ("classes", "one", or None: no rest pool, the allocator's heap). Against
+    size classes (the rest pool split, or jemalloc's, mimalloc's), measured
+    where the profile can (beside_strangers): a class already keeps a
+    burst's objects together, and a group there gains only where strangers
+    lie beside them. In allocation order, counted (rest_strangers; None: 1,
+    all of them), as HALO would: measured there, it dropped groups of
+    objects made in one burst whose pools still missed less (wrapsim's
+    depots: 0% strangers beside them, yet LL misses 17% fewer with their
+    group; docs/planner.md, "Strangers, measured")."""
+    layout = beside_layout(rest_pool)
+    measured = beside_strangers(run, members, layout) if layout == "classes" else None
+    if measured is not None:
+        return measured, layout
+    if rest_pool is None:
+        return 1.0, None
+    return rest_strangers(run["contexts"], members, in_rest, rest_pool == "one"), None
+
+
+def strangers_clause(strangers, one_pool, beside=None):
+    """For the texts that quote a saving: the share of strangers, when it
+    bounds it: measured beside its objects in the profile's model of
+    `beside`, else counted in the rest pool's allocations."""
+    if beside is not None:
+        return (f"; in the profile's model of {LAYOUT_TEXT[beside]}, {100 * strangers:.0f}% of its objects "
+                f"lay beside another context's")
     if strangers >= 1.0:
         return ""
     where = "the rest pool" if one_pool else "the rest pool's size classes"
@@ -562,11 +633,10 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
     rest = plan.get("rest")
     if rest_pool is None and rest is not None:
         rest_pool = "one" if plan.get("rest_one") else "classes"
-    if rest_pool is not None:
-        for g in real:
-            groups[g].one_pool = rest_pool == "one"
-            groups[g].strangers = rest_strangers(
-                run["contexts"], members[g], lambda c: dec[c["id"]][0] == rest, groups[g].one_pool)
+    for g in real:
+        groups[g].one_pool = rest_pool == "one"
+        groups[g].strangers, groups[g].beside = strangers_of(run, members[g], rest_pool,
+                                                             lambda c: dec[c["id"]][0] == rest)
 
     # Affinity on that run: a graph node belongs to the group most of its
     # allocations are decided into.
@@ -583,8 +653,11 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
             g = dec[cid][0]
             d[g] = d.get(g, 0) + run["contexts"][cid]["allocations"]
         node_group[node] = max(d, key=lambda g: (d[g], -1 if g is None else g)) if d else None
+    apart = plan.get("apart", {})   # groups split by size class: their affinity is given up on purpose
     for x, y, w in graph["edges"]:
         gx, gy = node_group.get(x), node_group.get(y)
+        if gy in apart.get(gx, ()):
+            continue
         if gx is not None and gx == gy:
             if gx in real:
                 groups[gx].inside += w

@@ -601,6 +601,87 @@ def test_strangers(tmp_path):
     assert "would lie among" not in worth_text(halo.worth[0])
 
 
+def test_measured_strangers_against_size_classes(tmp_path):
+    """Against size classes, a group's strangers are the share of its
+    objects' neighbours in the profile's model of the classes that are no
+    member's (profile raw version 6): a hot list made in one burst shares
+    its class with as many cold objects of its size, made elsewhere, yet
+    lies only beside its own nodes there, so its pool gains nothing and its
+    group goes; made in turn with them, half its neighbours are strangers
+    and the group pays, priced by that half. In allocation order (one rest
+    pool, or glibc's heap) the count stays."""
+    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+
+    def listed(own_beside):
+        p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)],
+                          501_000)
+        p["rest_layouts"] = {"max_size": 256, "objects": 20_000, "accesses": 501_000,
+                             "one": {"d1_misses": 1000, "ll_misses": 0},
+                             "classes": {"d1_misses": 100, "ll_misses": 0},
+                             "beside": {"one": [[0, 0, own_beside], [0, 1, 20_000 - own_beside]],
+                                        "classes": [[0, 0, own_beside], [0, 1, 20_000 - own_beside]]}}
+        for c in p["contexts"]:
+            c["beside"] = {"one": 20_000, "classes": 20_000}
+            c["layout_d1_misses"] = {"one": 500, "classes": 50}
+        return p
+
+    burst = make_plan(listed(20_000), allocator="jemalloc", scale=1)
+    assert burst.groups == [] and burst.rest is None
+    note = next(n for n in burst.notes if "costs more than its placement can save" in n)
+    assert "in the profile's model of size classes, 0% of its objects lay beside another context's" in note, note
+
+    mixed = make_plan(listed(10_000), allocator="jemalloc", scale=1)
+    assert len(mixed.groups) == 1 and mixed.worth[0].strangers == 0.5 and mixed.worth[0].beside == "classes"
+    assert mixed.worth[0].saving_ns == 400_000 * 0.5 * COST_DEFAULTS["miss_ns"]
+    assert "50% of its objects lay beside another context's" in worth_text(mixed.worth[0])
+    agrees_with_runtime(mixed, listed(10_000), tmp_path)
+
+    # In front of glibc, the rest pool kept one (the model says one pool
+    # misses no more): counted, half the pool's allocations are the cold
+    # context's, though the list lay only beside its own nodes
+    burst_one = listed(20_000)
+    burst_one["rest_layouts"]["one"]["d1_misses"] = 100
+    counted = make_plan(burst_one, scale=1)
+    assert counted.rest_one and len(counted.groups) == 1
+    assert counted.worth[0].beside is None and counted.worth[0].strangers == 0.5
+
+
+def test_a_group_of_two_sizes_made_in_turn_is_split_by_size_class():
+    """A group's pool keeps its members in allocation order. Two kinds of
+    two sizes made in turn (cppcheck's tokens and their TokenImpls), whose
+    objects missed less by size class than in allocation order in the
+    profile's model of both, become two groups, one per class; their
+    affinity with each other, given up on purpose, counts as neither
+    inside nor outside. When most of their neighbours in the one-pool model
+    were strangers, which the group's pool would not hold, the model says
+    nothing of the group's own order, and the group stays whole."""
+    from cohort.planner import make_plan
+
+    def pair(one_strangers):
+        p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 3, 9], 10_000, 300_000)],
+                          [(0, 0, 100_000), (1, 1, 100_000), (0, 1, 300_000)], 800_000)
+        p["contexts"][1].update(min_size=136, max_size=136, bytes=10_000 * 136)
+        p["contexts"][0].update(min_size=88, max_size=88, bytes=10_000 * 88)
+        own = round(20_000 * (1 - one_strangers))
+        p["rest_layouts"] = {"max_size": 256, "objects": 20_000, "accesses": 800_000,
+                             "one": {"d1_misses": 90_000, "ll_misses": 0},
+                             "classes": {"d1_misses": 60_000, "ll_misses": 0},
+                             "beside": {"one": [[0, 1, own], [1, 0, own]], "classes": [[0, 0, 20_000], [1, 1, 20_000]]}}
+        for c in p["contexts"]:
+            c["beside"] = {"one": 20_000, "classes": 20_000}
+            c["layout_d1_misses"] = {"one": 45_000, "classes": 30_000}
+        return p
+
+    split = make_plan(pair(0.0), rest="none")
+    assert sorted(g.members for g in split.groups) == [[0], [1]]
+    assert all(w.outside == 0 for w in split.worth)
+    assert any("split by size class into 2 groups" in n for n in split.notes)
+
+    whole = make_plan(pair(0.5), rest="none")
+    assert [sorted(g.members) for g in whole.groups] == [[0, 1]]
+    assert not any("split by size class" in n for n in whole.notes)
+
+
 def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(tmp_path):
     """The rich churn shape above pays for its patched decisions on its
     affinity alone. If the profiler's cache saw its objects miss no more
