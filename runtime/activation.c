@@ -61,9 +61,9 @@ static inline uintptr_t thread_pointer(void) {
   __asm__("movq %%fs:0, %0" : "=r"(tp));
   return tp;
 }
-static intptr_t tls_offset(const void *p) { return (intptr_t)((uintptr_t)p - thread_pointer()); }
-intptr_t ch_act_tls_offset(void) { return tls_offset(&act); }
-intptr_t ch_stops_tls_offset(void) { return tls_offset(&stops); }
+intptr_t ch_tls_offset(const void *p) { return (intptr_t)((uintptr_t)p - thread_pointer()); }
+intptr_t ch_act_tls_offset(void) { return ch_tls_offset(&act); }
+intptr_t ch_stops_tls_offset(void) { return ch_tls_offset(&stops); }
 
 /* Is a stop site's call, whose return address is at slot x, live for an
  * allocation whose own is at r (x == r: the site is the allocation's entry)?

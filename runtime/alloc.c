@@ -226,12 +226,11 @@ CH_HIDDEN void *ch_direct_next_malloc(size_t size) {
 
 /* A cold entry site patched to reach the next allocator directly, under a
  * plan with no rest group (direct.c): every request there is the next
- * allocator's, whatever its size, as the quick test's cold verdict says;
- * counted as that verdict is. */
-CH_HIDDEN void *ch_direct_cold_malloc(size_t size) {
-  if (CH_UNLIKELY(!ch_identify_count_cold())) return direct_next_flush(size);
-  return ch_next.malloc(size);
-}
+ * allocator's, whatever its size, as the quick test's cold verdict says.
+ * Its stub has counted it; this is where the stub goes while the next
+ * allocator's own entry points are not known, and operator new's where
+ * the next allocator has none of its own. */
+CH_HIDDEN void *ch_direct_cold_malloc(size_t size) { return ch_next.malloc(size); }
 static CH_NOINLINE __attribute__((flatten)) void *direct_site_pooled(size_t size, unsigned group) {
   if (CH_UNLIKELY(!ch_identify_count_site(true))) ch_identify_flush_due();
   return ch_group_malloc_or_next(group, size);

@@ -132,6 +132,11 @@ static void flush_counts(void) {
   ch_control_count = 0;
   tcount[budget_path] += quiet;
   if (budget_path == CH_PATH_DIRECT || budget_path == CH_PATH_COLD) tframes[0] += quiet;
+  /* Those a cold site's stub sent on, counted by the stub itself (direct.c). */
+  uint32_t stubbed = (uint32_t)ch_thread.cold_stubbed;
+  ch_thread.cold_stubbed = 0;
+  tcount[CH_PATH_COLD] += stubbed;
+  tframes[0] += stubbed;
   /* Those a live stop record decided, on their own budget. */
   uint32_t patched = (uint32_t)(tpatched_base - ch_thread.patched_budget);
   tcount[CH_PATH_PATCHED] += patched;
@@ -190,11 +195,6 @@ bool ch_identify_count_patched(void) { return --ch_thread.patched_budget >= 0; }
 bool ch_identify_count_path(enum ch_path p) {
   tcount[p]++;
   return --tbudget >= 0;
-}
-/* As the quick test's cold verdict counts it (count_unwalked). */
-bool ch_identify_count_cold(void) {
-  tframes[0]++;
-  return ch_identify_count_path(CH_PATH_COLD);
 }
 bool ch_identify_count_site(bool pooled) { return ch_identify_count_path(pooled ? CH_PATH_MO : CH_PATH_MO_NEXT); }
 void ch_identify_flush_due(void) { count_flush(); }
@@ -322,7 +322,24 @@ static inline bool acts_may_decide(void) {
 }
 
 static int decide_plan(const uintptr_t *fp) {
-  if (acts_may_decide() && ch_walk_entry(fp) == CH_QUICK_WALK) {
+  /* The entry's verdict first, past system frames: an allocation made in a
+   * system library for a cold entry (a std::string's buffer, made in
+   * libstdc++) is decided there, as the quick test decides one made at the
+   * entry itself, without the walk's setting up (cppcheck in front of
+   * jemalloc: 284 k such requests, about 250 instructions each). A walk
+   * would end at the same frame with the same verdict. */
+  bool at_caller = false;
+  int e = ch_walk_entry(fp, &at_caller);
+  if (e == CH_QUICK_COLD || e == CH_QUICK_UNNAMED || e == CH_QUICK_NEXT) {
+    count_unwalked(CH_PATH_COLD);
+    return e == CH_QUICK_NEXT ? -1 : CH_REST;
+  }
+  if (e >= 0) {
+    if (at_caller && ch_direct_enabled) ch_direct_offer(fp[1], (unsigned)e);
+    count_unwalked(CH_PATH_ENTRY);
+    return e;
+  }
+  if (e == CH_QUICK_WALK && acts_may_decide()) {
     int g = ch_act_decide(fp);   /* the patched sites' activations */
     if (g != CH_ACT_WALK) { count_unwalked(CH_PATH_PATCHED); return g == CH_ACT_REST ? CH_REST : g; }
   }

@@ -144,6 +144,7 @@ struct ch_next {
   void *(*valloc)(size_t);
   void *(*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void *);
+  void *(*new_)(size_t);   /* its own operator new (jemalloc's, tcmalloc's), NULL if it has none */
 };
 /* malloc and free are always callable: before resolution they point at
  * functions that resolve first, so the pass-through paths need no test. */
@@ -544,8 +545,10 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
                                  site up in the plan on every request, and find nothing) */
 int ch_walk_quick(const uintptr_t *fp);
 /* The quick test past system frames: what the innermost application frame
- * says (as ch_walk_quick), CH_QUICK_UNSEEN if the walk cannot reach it. */
-int ch_walk_entry(const uintptr_t *fp);
+ * says (as ch_walk_quick), CH_QUICK_UNSEEN if the walk cannot reach it;
+ * *at_caller: that frame is the entry point's caller (no system frame
+ * between them). */
+int ch_walk_entry(const uintptr_t *fp, bool *at_caller);
 /* Every frame from the entry point's frame out, innermost first: fn gets
  * each application frame that has a plan site, with the stack address its
  * return address was read from. false: the walk was cut short. */
@@ -690,6 +693,7 @@ struct ch_thread {
   int32_t count_budget;             /* identify.c: allocations until the path counts are flushed */
   int32_t patched_budget;           /* identify.c: the same, for those a live stop record decides */
   uint32_t control_count;           /* identify.c: the lane's allocations, counted at the flush */
+  uint64_t cold_stubbed;            /* direct.c's cold stubs: requests sent on, counted at the flush */
   struct ch_group_heap *control_gh; /* heap.c: the lane's armed heap line (ch_lane) */
   struct ch_heap *my_heap;          /* heap.c: the fast paths' heap (NULL in the checked mode) */
   struct ch_heap *own_heap;         /* heap.c: the thread's heap */
@@ -718,7 +722,6 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
 void ch_identify_init(void);
 void ch_identify_flush_thread(void);
 bool ch_identify_count_direct(void);
-bool ch_identify_count_cold(void);   /* a cold site's request, sent on by its stub */
 bool ch_identify_count_patched(void);   /* decided from a live stop record, no frame looked at */
 /* A request of a patched MO site (direct.c), counted on its path; false:
  * the counts are due (ch_identify_flush_due). */
@@ -857,8 +860,9 @@ void ch_patch_modules(unsigned from, unsigned to);   /* modules [from, to) loade
  * ch_patch_live_ok). Code is written only under the patch lock. */
 bool ch_patch_code_init(void);   /* the decoder the others use; false: none */
 int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target);
-/* A stub template: one mov (its 32-bit immediate's and displacement's
- * offsets, 0 when it has none), then `jmp *disp32(%rip)` that ends it. */
+/* A stub template: one instruction (its 32-bit immediate's and
+ * displacement's offsets, 0 when it has none), then `jmp *disp32(%rip)`
+ * that ends it. */
 struct ch_stub_template { size_t imm_at, disp_at, jmp_disp_at, size; };
 bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_template *out);
 /* Copies template t (layout l) to offset `at` of region r, its jump through
@@ -980,6 +984,7 @@ struct ch_act {
   struct ch_act_entry e[CH_ACT_CAP + 1];
 };
 intptr_t ch_act_tls_offset(void);               /* of this thread's struct ch_act from %fs:0 */
+intptr_t ch_tls_offset(const void *p);           /* of this thread's static TLS object p from %fs:0 */
 /* Per stop site, what its records are checked against: the return address
  * of its call (1: none, while some stop site could not be patched), and
  * its stop group. The table lies in the low 2 GiB (patch.c), so that a

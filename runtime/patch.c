@@ -395,8 +395,7 @@ bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_templ
   ZydisDecodedInstruction ins;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   size_t len = (size_t)(end - t);
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops)) || ins.mnemonic != ZYDIS_MNEMONIC_MOV)
-    return false;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops))) return false;
   out->imm_at = ins.raw.imm[0].size == 32 ? ins.raw.imm[0].offset : 0;
   out->disp_at = ins.raw.disp.size == 32 ? ins.raw.disp.offset : 0;
   size_t first = ins.length;

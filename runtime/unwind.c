@@ -424,13 +424,14 @@ static inline __attribute__((always_inline)) bool walk_start(struct ch_regs *r, 
   return r->pc - 1 < ((uintptr_t)1 << PC_BITS) - 1;
 }
 
-int ch_walk_entry(const uintptr_t *fp) {
+int ch_walk_entry(const uintptr_t *fp, bool *at_caller) {
   struct ch_regs r;
   if (!walk_start(&r, fp)) return CH_QUICK_UNSEEN;
   uintptr_t tag = tag_now(), sp0 = r.sp, slot;
   bool truncated = false;
   for (unsigned depth = 0; depth < CH_MAX_FRAMES; depth++) {
     uint64_t v = rule_for(r.pc, tag);
+    *at_caller = depth == 0;
     if (!(v & F_SYSTEM)) return entry_verdict(v);
     if (!step(&r, v, sp0, &truncated, &slot)) break;
   }

@@ -116,18 +116,21 @@ def test_direct_sites_under_threads(tmp_path):
     assert st["patch"]["direct_sites"] + st["patch"]["direct_left"] == 2   # make_a's and make_c's
 
 
-@pytest.mark.parametrize("pair_cold", [False, True], ids=["pair-unplanned", "pair-cold"])
-def test_direct_operator_new(tmp_path, pair_cold):
+@pytest.mark.parametrize("pair_cold,allocator", [(False, "glibc"), (True, "glibc"), (True, "jemalloc")],
+                         ids=["pair-unplanned", "pair-cold", "pair-cold-jemalloc"])
+def test_direct_operator_new(tmp_path, pair_cold, allocator):
     """A `new` expression's call of operator new is patched to the C++ stub.
     Under a plan without a rest group, a cold site's call of operator new is
-    patched too, to reach the next allocator directly: its objects are the
-    next allocator's, each still counted cold."""
+    patched too, to reach the next allocator directly (jemalloc's own
+    operator new; glibc's malloc, libstdc++'s operator new being a caller
+    of ours): its objects are the next allocator's, each still counted cold,
+    by the stub."""
     binary = PROGRAMS / "cxx_groups"
     sites = [(0, call_sites(binary, "_Z9make_leafl", "_Znwm")[0], "group=0")]
     if pair_cold:
         sites.append((0, call_sites(binary, "_Z9make_pairl", "_Znwm")[0], "cold"))
     plan = write_plan(tmp_path / "plan", [binary], sites, ["leaf"], [(0, [0])], version=2)
-    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan, allocator=allocator)
     assert r.stdout == plain_checksum([binary])
     objs = read_log(tmp_path / "log")
     assert {g for _, g, _ in objs["leaf"]} == {0}
