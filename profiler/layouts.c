@@ -21,8 +21,12 @@
  * request of its size, else the bump pointer's next bytes: one pointer for
  * the single pool, one per class for the split, each class starting a page
  * and a line further into its own region, as the runtime colours its
- * chunks. Objects above CLASS_MAX go to the next allocator in both (the
- * rest pool takes no more): they keep their own addresses.
+ * chunks. Objects above CLASS_MAX go to the next allocator in the single
+ * pool (the rest pool takes no more there): they keep their own addresses.
+ * The split model places every tracked object, one class per power of two
+ * above CLASS_MAX, as the split rest pool and the allocators of size
+ * classes do (jemalloc keeps perl's 4080-byte arenas in its 4096-byte
+ * class): what a large object lies beside there is measured too.
  *
  * Each model also counts, per pair of contexts, how often an object of the
  * first was placed beside a live object of the second: the one that ends
@@ -34,7 +38,8 @@
 
 #define GRANULE 16
 #define CLASS_MAX 256                    /* the runtime's exact classes */
-#define NCLASSES (CLASS_MAX / GRANULE)
+#define EXACT (CLASS_MAX / GRANULE)      /* classes 0..15: one per granule */
+#define NCLASSES (EXACT + 16)            /* then one per power of two, 512 B to 16 MiB */
 /* Far above the client's mappings and below 2^47: each class's region is
  * 2^36 bytes, more than any run allocates. */
 #define MODEL_BASE ((Addr)0x600000000000ULL)
@@ -46,9 +51,10 @@ typedef struct {
 } Stack;
 
 /* Who lies where in a model: the context + 1 of the live object on each
- * granule (0: free), in pages of 4096 granules under two levels of 4096;
- * a model's granules lie below 2^36 (16 classes of 2^32). */
+ * granule (0: free), in pages of 4096 granules under two levels, 4096 and
+ * 2^13 wide: a model's granules lie below 2^37 (32 classes of 2^32). */
 #define OCC_BITS 12
+#define OCC_TOP_BITS 13
 typedef UInt *OccPage;
 
 typedef struct {
@@ -56,7 +62,7 @@ typedef struct {
   Addr bump[NCLASSES];    /* CH_LAYOUT_ONE uses bump[0] for every class */
   Stack bins[NCLASSES];   /* freed blocks of each size, last freed on top */
   ULong d1_misses, ll_misses;
-  OccPage *occ[1 << OCC_BITS];
+  OccPage *occ[1 << OCC_TOP_BITS];
   CountTable neighbours;  /* (ctx << 32 | neighbour's ctx) + 1 -> placements beside it */
 } Model;
 
@@ -66,7 +72,7 @@ static Model models[CH_LAYOUTS] = {{.neighbours.cc = "cohort.layouts"}, {.neighb
  * when `make`, else NULL where nothing was ever placed). */
 static UInt *occ_slot(Model *m, Addr a, Bool make) {
   ULong g = (a - MODEL_BASE) / GRANULE;
-  UInt i = (UInt)(g >> (2 * OCC_BITS)) & ((1 << OCC_BITS) - 1), j = (UInt)(g >> OCC_BITS) & ((1 << OCC_BITS) - 1);
+  UInt i = (UInt)(g >> (2 * OCC_BITS)) & ((1 << OCC_TOP_BITS) - 1), j = (UInt)(g >> OCC_BITS) & ((1 << OCC_BITS) - 1);
   if (!m->occ[i]) {
     if (!make) return NULL;
     m->occ[i] = VG_(calloc)("cohort.layouts", 1 << OCC_BITS, sizeof(OccPage));
@@ -88,14 +94,20 @@ static void note_beside(Model *m, UInt ctx, Addr a) {
 }
 static ULong placed, placed_accesses;
 
-static inline UInt class_of(SizeT size) { return (UInt)((size - 1) / GRANULE); }
+/* A request's class, and its class's block in granules. */
+static inline UInt class_of(SizeT size) {
+  if (size <= CLASS_MAX) return (UInt)((size - 1) / GRANULE);
+  UInt bits = 64 - (UInt)__builtin_clzll((ULong)size - 1);   /* 257..512: 9 */
+  return EXACT + bits - 9;
+}
+static inline UInt granules_of(UInt k) { return k < EXACT ? k + 1 : (UInt)(512 / GRANULE) << (k - EXACT); }
 
 static Addr place(Model *m, UInt layout, UInt k, UInt ctx) {
   Stack *s = &m->bins[k];
   Addr p;
   if (s->n) {
     p = s->a[--s->n];
-    note_beside(m, ctx, p + (Addr)(k + 1) * GRANULE);   /* a reused block has a neighbour after it too */
+    note_beside(m, ctx, p + (Addr)granules_of(k) * GRANULE);   /* a reused block has a neighbour after it too */
   } else {
     UInt b = layout == CH_LAYOUT_ONE ? 0 : k;
     if (!m->bump[b]) {
@@ -103,55 +115,54 @@ static Addr place(Model *m, UInt layout, UInt k, UInt ctx) {
       m->bump[b] = MODEL_BASE + (Addr)b * CLASS_SPAN + colour;
     }
     p = m->bump[b];
-    m->bump[b] += (Addr)(k + 1) * GRANULE;
+    m->bump[b] += (Addr)granules_of(k) * GRANULE;
   }
   note_beside(m, ctx, p - GRANULE);
-  occupy(m, p, k + 1, ctx + 1);
+  occupy(m, p, granules_of(k), ctx + 1);
   return p;
 }
 
 void ch_layouts_alloc(Obj *o) {
-  if (o->size == 0 || o->size > CLASS_MAX) {
-    o->model[0] = o->model[1] = 0;
-    return;
-  }
+  o->model[0] = o->model[1] = 0;
+  if (o->size == 0 || class_of(o->size) >= NCLASSES) return;
   UInt k = class_of(o->size);
-  for (UInt l = 0; l < CH_LAYOUTS; l++) o->model[l] = place(&models[l], l, k, o->ctx);
+  o->model[CH_LAYOUT_CLASSES] = place(&models[CH_LAYOUT_CLASSES], CH_LAYOUT_CLASSES, k, o->ctx);
+  if (o->size > CLASS_MAX) return;
+  o->model[CH_LAYOUT_ONE] = place(&models[CH_LAYOUT_ONE], CH_LAYOUT_ONE, k, o->ctx);
   placed++;
 }
 
 void ch_layouts_free(Obj *o) {
-  if (!o->model[0]) return;
-  UInt k = class_of(o->size);
+  UInt k = o->size ? class_of(o->size) : 0;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
+    if (!o->model[l]) continue;
     Stack *s = &models[l].bins[k];
     if (s->n == s->cap) {
       s->cap = s->cap ? 2 * s->cap : 256;
       s->a = VG_(realloc)("cohort.layouts", s->a, s->cap * sizeof *s->a);
     }
-    occupy(&models[l], o->model[l], k + 1, 0);
+    occupy(&models[l], o->model[l], granules_of(k), 0);
     s->a[s->n++] = o->model[l];
     o->model[l] = 0;
   }
 }
 
-/* A placed object's misses also count towards its context, per layout: a
- * group's members are then weighed in each shape, apart from the rest of the
- * run (docs/planner.md, "A group's shape"). */
+/* An object's misses also count towards its context, per layout, at its
+ * place there or, where a model does not place it, at its own address: a
+ * group's members are then weighed in each shape, apart from the rest of
+ * the run (docs/planner.md, "A group's shape"). */
 void ch_layouts_touch(const Obj *o, Addr a, SizeT size) {
   Addr at[CH_LAYOUTS] = {a, a};
-  ULong *own = NULL;
-  if (o->model[0]) {
-    Addr d = a - o->start;
-    for (UInt l = 0; l < CH_LAYOUTS; l++) at[l] = o->model[l] + d;
-    placed_accesses++;
-    own = ch_ctx_stats(o->ctx)->layout_d1;
-  }
+  Addr d = a - o->start;
+  for (UInt l = 0; l < CH_LAYOUTS; l++)
+    if (o->model[l]) at[l] = o->model[l] + d;
+  if (o->model[CH_LAYOUT_ONE]) placed_accesses++;
+  ULong *own = ch_ctx_stats(o->ctx)->layout_d1;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
     UInt r = ch_sim_touch(&models[l].cache, at[l], size);
     if (r) {
       models[l].d1_misses++;
-      if (own) own[l]++;
+      own[l]++;
     }
     if (r == 2) models[l].ll_misses++;
   }

@@ -159,7 +159,7 @@ SHAPES = PROGRAMS / "restshapes"
 def shape_profiles(tmp_path_factory):
     """restshapes profiled in both modes: {mode: (profile path, profile)}."""
     out = {}
-    for mode in ("walk", "pairs"):
+    for mode in ("walk", "pairs", "large"):
         d = tmp_path_factory.mktemp(mode)
         r = run([COHORT, "profile", "-o", d / "profile.json", "--", SHAPES, mode])
         assert r.returncode == 0, r.stderr
@@ -204,6 +204,21 @@ def test_the_profile_says_who_lay_beside_whom_and_each_context_s_misses(shape_pr
     assert m["classes"] < 0.6 * m["one"]
     lines = 4000 * (208 // 64 + 1)
     assert all(payload["layout_d1_misses"][k] <= lines for k in ("one", "classes"))
+
+
+def test_the_split_model_places_large_objects_by_power_of_two(shape_profiles):
+    """The split model places every tracked object, those over 256 bytes in
+    a class per power of two, as the split rest pool and jemalloc's classes
+    do: 1000-byte records made in turn with 32-byte nodes lie beside each
+    other there; the single pool leaves them at their own addresses, so
+    they meet no neighbour of its."""
+    p = shape_profiles["large"][1]
+    ctx = p["contexts"]
+    record = next(c for c in ctx if c["max_size"] == 1000)
+    pairs = {(c, n): k for c, n, k in p["rest_layouts"]["beside"]["classes"]}
+    assert record["beside"]["one"] == 0
+    assert record["beside"]["classes"] == pairs[(record["id"], record["id"])] >= 3990
+    assert p["rest_layouts"]["objects"] == sum(c["allocations"] for c in ctx if 0 < c["max_size"] <= 256)
 
 
 def rest_line(plan_path):

@@ -8,6 +8,10 @@
  *                     it points to, visited 20 times in a shuffled order: in
  *                     one pool an entry and its key share one line; by size
  *                     class they take two or three.
+ *   restshapes large  1000-byte records, each allocated beside a 32-byte
+ *                     node, read 20 times: the split model places the
+ *                     records in their own class (a power of two), the
+ *                     single pool leaves them where they are.
  * stdout: a checksum that does not depend on where objects live. */
 #include <stdint.h>
 #include <stdio.h>
@@ -61,8 +65,18 @@ int main(int argc, char **argv) {
     }
     for (int p = 0; p < PASSES; p++)
       for (long i = 0; i < N; i++) sum += table[i]->value + table[i]->key[0];
+  } else if (argc == 2 && !strcmp(argv[1], "large")) {
+    static char *records[N];
+    static struct node *nodes[N];
+    for (long i = 0; i < N; i++) {
+      records[i] = make(1000);
+      nodes[i] = make(sizeof *nodes[i]);
+      records[i][0] = (char)i;
+    }
+    for (int p = 0; p < PASSES; p++)
+      for (long i = 0; i < N; i++) sum += records[i][0] + nodes[i]->value;
   } else {
-    fprintf(stderr, "usage: restshapes walk|pairs\n");
+    fprintf(stderr, "usage: restshapes walk|pairs|large\n");
     return 2;
   }
   printf("%ld\n", sum);
