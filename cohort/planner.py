@@ -576,7 +576,7 @@ def size_class(mean_size):
     return (n + 15) // 16 if n <= REST_MAX else 16 + (n - 1).bit_length()
 
 
-def split_by_class(profile, formed, edges, total, members, group_threshold):
+def split_by_class(profile, formed, edges, total, members, group_threshold, costs=None):
     """A group's pool keeps its objects in allocation order, whatever their
     sizes, as the rest pool's `one` shape does. Where its members' objects
     missed less by size class in the profile's model of both shapes
@@ -585,8 +585,12 @@ def split_by_class(profile, formed, edges, total, members, group_threshold):
     then steps over no object of another kind made between them (cppcheck's
     tokens, each made with its 136-byte TokenImpl: the list walks of its
     tokenizer touch only the tokens; docs/planner.md, "A group's shape").
-    A part keeps HALO's threshold on its internal weight. Returns (groups,
-    notes); a profile without the model leaves every group whole."""
+    As for the rest pool's shape (rest_shape), the misses the split saves
+    in the model (miss_ns each) must be worth more than it costs the
+    members' allocations (split_ns each). A part keeps HALO's threshold on
+    its internal weight. Returns (groups, notes); a profile without the
+    model leaves every group whole."""
+    costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
     out, notes = [], []
     for g in formed:
@@ -611,7 +615,11 @@ def split_by_class(profile, formed, edges, total, members, group_threshold):
         # one pool, 85% of their neighbours strangers, 1.63 M by class; its
         # plan split missed 3.6% more than unsplit, under cachegrind).
         beside_one = transfer.beside_strangers(profile, ids, "one") or 0.0
-        if classes >= one * (1.0 - beside_one):
+        saved = one * (1.0 - beside_one) - classes
+        # graph's cells and edge entries: 40,690 misses fewer by class, 0.14
+        # ms, for 284,852 allocations (0.34 ms); split, its plan ran 12%
+        # slower than the rest pool alone (docs/planner.md, "A group's shape").
+        if saved * costs["miss_ns"] <= sum(contexts[c]["allocations"] for c in ids) * costs["split_ns"]:
             out.append(g)
             continue
         parts = sorted(by_class.values(), key=lambda ns: -grouping.internal(edges, ns)[0])
@@ -631,7 +639,7 @@ def split_by_class(profile, formed, edges, total, members, group_threshold):
 
 
 def halo_groups(profile, accesses, edges, total, members, min_weight, max_members, tolerance,
-                group_threshold):
+                group_threshold, costs=None):
     """HALO's grouping (Figure 6) and our consolidation of it: (formed
     groups, notes)."""
     formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
@@ -639,7 +647,7 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
     formed, merges = grouping.consolidate(formed, accesses, edges, total, max_members=max_members,
                                           group_threshold=group_threshold,
                                           nbytes=grouping.node_bytes(profile, members))
-    formed, split_notes = split_by_class(profile, formed, edges, total, members, group_threshold)
+    formed, split_notes = split_by_class(profile, formed, edges, total, members, group_threshold, costs)
     notes = [f"group around context {members[n][0]} merged with the "
              f"{'group around context' if kept_partner else 'ungrouped context'} {members[p][0]}: its objects are "
              f"used with objects outside it ({outside:.0f} affinitive accesses, {link:.0f} of them with "
@@ -758,7 +766,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         else:
             large_notes = set_aside_large(profile, accesses, edges, members)
             formed, notes = halo_groups(profile, accesses, edges, total, members, min_weight, max_members,
-                                        tolerance, group_threshold)
+                                        tolerance, group_threshold, costs)
             notes = large_notes + notes
         for g in formed:   # from graph nodes (families) to their contexts
             g.nodes = g.members
