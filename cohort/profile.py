@@ -270,6 +270,7 @@ def build_profile(raw, target, params, returncode):
         modules.append({"id": m["id"], "path": m["path"], "build_id": elf.build_id(m["path"]),
                         "system": m["system"]})
     contexts = []
+    seen = beside_totals(raw)
     for c in raw["contexts"]:
         freed = c["frees"]
         contexts.append({
@@ -283,7 +284,7 @@ def build_profile(raw, target, params, returncode):
             "accesses": c["accesses"], "macro_accesses": c["macro"],
             "d1_misses": c["d1_misses"], "ll_misses": c["ll_misses"],
             **({"layout_d1_misses": {"one": c["layout_d1"][0], "classes": c["layout_d1"][1]},
-                "beside": beside_totals(raw, c["id"])} if "layouts" in raw else {}),
+                "beside": dict(seen.get(c["id"], {"one": 0, "classes": 0}))} if "layouts" in raw else {}),
         })
     kept, covered = hot_nodes(contexts, params["coverage"])
     keep = set(kept)
@@ -332,16 +333,15 @@ def build_profile(raw, target, params, returncode):
     }
 
 
-def beside_totals(raw, context):
-    """How many live neighbours a context's objects were placed beside in
-    each layout's model (every neighbour, before the pairs are filtered)."""
-    if "beside_totals" not in raw:
-        totals = raw["beside_totals"] = {}
-        for layout, pairs in raw.get("beside", {}).items():
-            for c, _n, k in pairs:
-                t = totals.setdefault(c, {"one": 0, "classes": 0})
-                t[layout] += k
-    return dict(raw["beside_totals"].get(context, {"one": 0, "classes": 0}))
+def beside_totals(raw):
+    """{context: {layout: how many live neighbours its objects were placed
+    beside in that layout's model}}, every neighbour counted, before the
+    pairs are filtered."""
+    totals = {}
+    for layout, pairs in raw.get("beside", {}).items():
+        for c, _n, k in pairs:
+            totals.setdefault(c, {"one": 0, "classes": 0})[layout] += k
+    return totals
 
 
 def beside(raw, keep, fams, hot_families):

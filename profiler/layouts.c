@@ -84,8 +84,13 @@ static UInt *occ_slot(Model *m, Addr a, Bool make) {
   return &m->occ[i][j][g & ((1 << OCC_BITS) - 1)];
 }
 
+/* A neighbour is looked up at the granule before a block or the one after
+ * it, so only a block's first and last granules need say who lies there: a
+ * block is reused only by a request of its own class, whole, so no other
+ * block ever begins or ends inside it. */
 static void occupy(Model *m, Addr p, UInt granules, UInt who) {
-  for (UInt i = 0; i < granules; i++) *occ_slot(m, p + (Addr)i * GRANULE, True) = who;
+  *occ_slot(m, p, True) = who;
+  *occ_slot(m, p + (Addr)(granules - 1) * GRANULE, True) = who;
 }
 
 static void note_beside(Model *m, UInt ctx, Addr a) {
