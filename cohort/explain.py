@@ -129,8 +129,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
             out[g] = f"identification: {ident}" if n else None
         else:
             mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
-            pool = ("one" if rest_one else "classes") if rest is not None else (
-                "classes" if allocator in planner.SIZE_CLASS_ALLOCATORS else None)
+            pool = planner.lies_among(rest is not None, rest_one, allocator)
             strangers, beside = transfer.strangers_of(profile, members.get(g, []), pool,
                                                       lambda c: group_of.get(c["id"]) == rest)
             saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at)

@@ -792,14 +792,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         rest, why = rest_against(allocator, shape, costs)
         if why:
             notes.append(why)
-    # What a group's objects would otherwise lie among: the rest pool, of
-    # its shape; an allocator of size classes, as the rest pool by class
-    # (its classes keep a size's objects together in allocation order);
-    # glibc, objects of every size (None: the whole affinity counts).
-    if rest == "pool":
-        rest_pool = "one" if shape[0] else "classes"
-    else:
-        rest_pool = "classes" if allocator in SIZE_CLASS_ALLOCATORS else None
+    rest_pool = lies_among(rest == "pool", shape[0], allocator)
     pricing = scaling.Pricing.of(profile, costs, growth_of(profile, validations, scale), cache_sizes)
     while True:
         plan = assemble(profile, kept, params, list(notes))
@@ -947,6 +940,18 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
             "why): none pays, since identifying it costs more than its placement saves, its objects "
             "are used more with others than with each other, it does not transfer to a validation "
             f"run, or it lost when measured on a larger input (--ref); {where}")
+
+
+def lies_among(rest_pool, rest_one, allocator):
+    """What a group's objects would otherwise lie among, for
+    transfer.strangers_of: the rest pool, of its shape ("one" or
+    "classes"); without one, an allocator of size classes as the rest pool
+    by class (its classes keep a size's objects together in allocation
+    order), glibc as objects of every size (None: the whole affinity
+    counts)."""
+    if rest_pool:
+        return "one" if rest_one else "classes"
+    return "classes" if allocator in SIZE_CLASS_ALLOCATORS else None
 
 
 def rest_shape(models, costs):

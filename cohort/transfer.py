@@ -246,18 +246,8 @@ def stubs_clause(calls, ns, digits=2, lead="; "):
     return f"{lead}its patched call sites' stubs run on {calls} calls, about {ns / 1e6:.{digits}f} ms" if calls else ""
 
 
-# What a group's objects would lie among without it, by the layout the
-# profiler models it with (layouts.c): objects of every size in allocation
-# order (the rest pool as one pool; glibc's heap), or by size class (the
-# rest pool split; jemalloc's and mimalloc's classes).
+# The profiler's two layouts (layouts.c), as the notes name them.
 LAYOUT_TEXT = {"one": "allocation order", "classes": "size classes"}
-
-
-def beside_layout(rest_pool):
-    """The profiler's model of the place a group's objects would otherwise
-    take: rest_pool "classes" (or an allocator of size classes), "one", or
-    None (glibc's heap, in allocation order)."""
-    return "classes" if rest_pool == "classes" else "one"
 
 
 def beside_strangers(run, members, layout):
@@ -302,10 +292,9 @@ def strangers_of(run, members, rest_pool, in_rest):
     objects made in one burst whose pools still missed less (wrapsim's
     depots: 0% strangers beside them, yet LL misses 17% fewer with their
     group; docs/planner.md, "Strangers, measured")."""
-    layout = beside_layout(rest_pool)
-    measured = beside_strangers(run, members, layout) if layout == "classes" else None
+    measured = beside_strangers(run, members, "classes") if rest_pool == "classes" else None
     if measured is not None:
-        return measured, layout
+        return measured, "classes"
     if rest_pool is None:
         return 1.0, None
     return rest_strangers(run["contexts"], members, in_rest, rest_pool == "one"), None
