@@ -391,6 +391,15 @@ CH_EXPORT size_t malloc_usable_size(void *p) {
   return ch_next.malloc_usable_size ? ch_next.malloc_usable_size(p) : 0;
 }
 
+/* glibc's call to give free memory back: this thread's recent frees go to
+ * their chunks' bins first (heap.c, "Recent frees"), where a chunk they
+ * leave empty starts over or retires; then the next allocator's own. */
+CH_EXPORT int malloc_trim(size_t pad) {
+  if (CH_UNLIKELY(!ready()) && !resolve_or_boot()) return 0;
+  ch_heap_flush_recent();
+  return ch_next.malloc_trim ? ch_next.malloc_trim(pad) : 0;
+}
+
 /* ----------------------------------------------------------- public API */
 
 CH_EXPORT int cohort_group_of(const void *p) {

@@ -125,6 +125,7 @@ __attribute__((constructor(101))) static void cohort_init(void) { ch_ensure_init
 
 void ch_flush_thread(void) {
   ch_identify_flush_thread();
+  ch_heap_flush_recent();
   ch_heap_flush_remote();
 }
 

@@ -144,6 +144,7 @@ struct ch_next {
   void *(*valloc)(size_t);
   void *(*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void *);
+  int (*malloc_trim)(size_t);   /* NULL where it has none (jemalloc) */
   void *(*new_)(size_t);   /* its own operator new (jemalloc's, tcmalloc's), NULL if it has none */
 };
 /* malloc and free are always callable: before resolution they point at
@@ -311,9 +312,9 @@ void ch_chunks_atfork_parent(void);
 void ch_chunks_atfork_child(void);
 
 /* ---------------------------------------------------------------- heap.c */
-/* A thread's state for one group: one cache line, touched by every
- * allocation in the group; a free touches it only when its chunk reports
- * (heap.c, chunk_report). */
+/* A thread's state for one group. The first line is touched by every
+ * allocation in the group; the recent lists' two lines by the allocations
+ * and frees of blocks up to CH_EXACT_MAX bytes. */
 struct ch_group_heap {
   struct ch_chunk *current;
   uint64_t allocs, frees;      /* this thread's (and its chunks', reported), summed by stats.c */
@@ -322,6 +323,10 @@ struct ch_group_heap {
   struct ch_chunk *room;       /* chunks set aside with untouched room (heap.c) */
   struct ch_chunk *spill;      /* requests the current chunk has room but no fit for (heap.c) */
   uint64_t pool_word;          /* a pool's line (pool.c): its descriptor word, 0 once destroyed */
+  /* Per exact bin, the blocks this heap freed last, whatever chunk holds
+   * them: the head's address | how many the list holds (heap.c, "Recent
+   * frees"). */
+  uintptr_t recent[CH_EXACT_MAX / CH_GRANULE];
 } __attribute__((aligned(64)));
 /* Frees into another thread's chunks, handed over together (heap.c). */
 #define CH_REMOTE_BATCH 32
@@ -362,6 +367,9 @@ void ch_heap_arm_control(void);
 /* Hand this thread's batch of frees into other threads' chunks to their
  * owners now (when it is full, at the thread's exit, and ch_flush_thread). */
 void ch_heap_flush_remote(void);
+/* Give this thread's recent frees back to their chunks' bins (heap.c, "Recent
+ * frees"), so that the statistics see them freed. */
+void ch_heap_flush_recent(void);
 /* The calling thread is about to start another (threads.c): its heap
  * waits, idle, for the thread's next allocation or free, or for a thread
  * freeing a batch's worth into it to take it over (heap.c). */

@@ -99,6 +99,7 @@ void ch_next_resolve(void) {
   n.valloc = same_module(dlsym(RTLD_NEXT, "valloc"), base);
   n.pvalloc = same_module(dlsym(RTLD_NEXT, "pvalloc"), base);
   n.malloc_usable_size = same_module(dlsym(RTLD_NEXT, "malloc_usable_size"), base);
+  n.malloc_trim = same_module(dlsym(RTLD_NEXT, "malloc_trim"), base);
   /* Only the allocator's own: libstdc++'s operator new calls malloc, ours. */
   n.new_ = same_module(dlsym(RTLD_NEXT, "_Znwm"), base);
   if (!n.realloc || !n.posix_memalign)

@@ -35,6 +35,31 @@ static void *one_block(void *out) {
   free(p);
   return NULL;
 }
+/* Part 9's thread: 48-byte blocks over two chunks, so that the first is no
+ * longer current; one freed in each, the second chunk's first: malloc hands
+ * them back newest first, the first chunk's block before the current
+ * chunk's. Then 20 of the first chunk's freed in a row: the first 15 (the
+ * most a list holds) come back newest first; the 5 after them went to the
+ * chunk's bin. */
+static void *recent_thread(void *ok) {
+  enum { N = 2 * CHUNK / 48 + 64 };
+  static char *b[N];
+  for (unsigned i = 0; i < N; i++) b[i] = malloc(48);
+  uintptr_t first = (uintptr_t)b[0] & ~(uintptr_t)(CHUNK - 1);
+  uintptr_t last = (uintptr_t)b[N - 1] & ~(uintptr_t)(CHUNK - 1);
+  int good = first != last;
+  char *old = b[10], *cur = b[N - 10];
+  free(cur);
+  free(old);
+  char *again = malloc(48), *again2 = malloc(48);
+  good &= again == old && again2 == cur;
+  for (unsigned i = 20; i < 40; i++) free(b[i]);
+  for (unsigned i = 34; i >= 20; i--) good &= malloc(48) == b[i];
+  for (unsigned i = 0; i < N; i++) if (i < 35 || i >= 40) free(b[i]);
+  *(int *)ok = good;
+  return NULL;
+}
+
 /* Part 8's thread, on a heap of its own: 48-byte blocks freed, then 16-byte
  * requests bumped up to the end of the touched pages; the next one takes
  * the last 48-byte block freed, split, before a fresh page, and its 32-byte
@@ -226,5 +251,14 @@ int main(int argc, char **argv) {
   int near_ok = 0;
   run_thread(near_split_thread, &near_ok);
   CHECK(near_ok);
+
+  /* 9. Recent frees: the block of a size freed last comes back first,
+   *    whatever chunk holds it, as long as the heap's recent list of the
+   *    size has room; a thread's exit gives what its lists hold back to
+   *    the chunks, so its emptied chunks retire. */
+  int recent_ok = 0;
+  run_thread(recent_thread, &recent_ok);
+  CHECK(recent_ok);
+  CHECK(snap("recent", "live_bytes") == 0);
   return check_done("test_chunks");
 }
