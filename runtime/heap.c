@@ -358,23 +358,26 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
  * chunk's: a block freed into another chunk waited there until that chunk
  * was allocated from again, and the objects made meanwhile went to older
  * holes of the current chunk, apart (wards' cases, three blocks each, with
- * 1 MiB chunks: 1.14 x glibc's time, against 0.88 x with these lists;
- * docs/runtime.md, "Recent frees").
+ * 1 MiB chunks: 1.21 x glibc's time under the rest pool, against 0.94 x
+ * with these lists; docs/runtime.md, "Recent frees").
  *
- * A block in a recent list stays live to its chunk, whose live bytes keep
- * counting it (so no chunk empties, starts over or merges under it); it
- * carries its chunk's key, as a binned block does, so a second free of it
- * is caught; and its free is counted in the group's statistics at once. A
- * list holds at most RECENT_MAX blocks, its length in the head's low bits
- * (blocks are 16-aligned), each block's link holding the head as it was
- * before: a free beyond that goes to its chunk's bin, so a list keeps at
- * most RECENT_MAX of a chunk's blocks from it. A heap's lists go back to
- * the chunks' bins when it is abandoned (its thread exits, or another
- * takes it over) and when its thread writes statistics. */
+ * A listed block is free to its chunk's accounting, as a binned one is (its
+ * chunk may empty, start over or retire: the chunk's blocks leave the lists
+ * first, recent_drop), but it is in no bin: a merge, which would miss it,
+ * gets the lists back in the bins first (recent_flush), since a merge
+ * changes the chunk's key. In its second word, where a binned block keeps
+ * the chunk's key, it keeps the chunk's address: the allocation that takes
+ * it back counts it live there without working the chunk out from the
+ * address, and a second free of it is caught as one of a binned block is
+ * (a live block holds neither, unless the program planted them). A list holds at most RECENT_MAX blocks, its length in the
+ * head's low bits (blocks are 16-aligned), each block's link holding the
+ * head as it was before: a free beyond that goes to its chunk's bin. */
 #define RECENT_MAX ((uintptr_t)CH_GRANULE - 1)
 static inline void *recent_block(uintptr_t head) { return (void *)(head & ~RECENT_MAX); }
-
-static void free_check(struct ch_group_heap *gh, struct ch_chunk *c);
+/* Does the block at p carry the listed mark, its chunk's address? */
+static inline bool listed_mark(const struct ch_chunk *c, const void *p) {
+  return ((const uint64_t *)p)[1] == (uint64_t)(uintptr_t)c;   /* [block] the mark's word */
+}
 
 /* Is p (a block of size bytes) in h's recent list of group g? */
 static CH_NOINLINE bool in_recent(const struct ch_heap *h, unsigned g, size_t size, const void *p) {
@@ -384,24 +387,36 @@ static CH_NOINLINE bool in_recent(const struct ch_heap *h, unsigned g, size_t si
   return false;
 }
 
-/* h's recent lists of group g go back to their chunks' bins: each block is
- * freed there now, its free counted already. A chunk the frees leave low
- * gets the look a free would give it (free_check), except `keep`, which
- * the caller is allocating from and settles itself (it may be off every
- * list, and must not retire under it). */
-static void recent_flush(struct ch_heap *h, unsigned g, const struct ch_chunk *keep) {
-  struct ch_group_heap *gh = &h->g[g];
+/* gh's recent lists go to their chunks' bins (their frees are counted). */
+static void recent_flush(struct ch_group_heap *gh) {
   for (unsigned b = 0; b < NEXACT; b++) {
     uintptr_t head = gh->recent[b];
     gh->recent[b] = 0;
     for (void *p = recent_block(head), *next; p; p = next) {
       next = recent_block(*(uintptr_t *)p);   /* [block] its link */
-      struct ch_chunk *c = ch_chunk_of(p);
-      uint32_t size = (b + 1) * CH_GRANULE;
-      bin_push(c, p, size);
-      uint32_t live = c->live_bytes -= size;
-      c->freed += size;
-      if (live < c->low && c != keep) free_check(gh, c);
+      bin_push(ch_chunk_of(p), p, (b + 1) * CH_GRANULE);
+    }
+  }
+}
+
+/* c's blocks leave gh's recent lists: c empties, to start over or retire. */
+static CH_NOINLINE void recent_drop(struct ch_group_heap *gh, const struct ch_chunk *c) {
+  for (unsigned b = 0; b < NEXACT; b++) {
+    uintptr_t head = gh->recent[b], *link = &gh->recent[b];
+    void *keep[RECENT_MAX];
+    unsigned n = 0;
+    for (void *p = recent_block(head); p; p = recent_block(*(uintptr_t *)p)) {   /* [block] its link */
+      if (!listed_mark(c, p)) keep[n++] = p;
+      /* The mark, unlike the key, outlives the chunk's starting over: left
+       * in memory the bump pointer hands out again, it would make a later
+       * free of that block look like a second one. */
+      else ((uint64_t *)p)[1] = 0;   /* [block] the listed mark */
+    }
+    /* Relink the rest, oldest last, each link with the length after it. */
+    *link = 0;
+    for (unsigned i = n; i-- > 0;) {
+      *(uintptr_t *)keep[i] = *link;   /* [block] its link */
+      *link = (uintptr_t)keep[i] | (n - i);
     }
   }
 }
@@ -409,9 +424,7 @@ static void recent_flush(struct ch_heap *h, unsigned g, const struct ch_chunk *k
 void ch_heap_flush_recent(void) {
   struct ch_heap *h = own_heap;
   if (!h) return;
-  ch_in_runtime++;
-  for (unsigned g = 0; g < CH_MAX_GROUPS; g++) recent_flush(h, g, NULL);
-  ch_in_runtime--;
+  for (unsigned g = 0; g < CH_MAX_GROUPS; g++) recent_flush(&h->g[g]);
 }
 
 /* ------------------------------------------------------- chunk lists */
@@ -539,6 +552,7 @@ static void chunk_reset(struct ch_chunk *c) {
 static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c) {
   bool active = c == gh->current || c == gh->spill;
   if (c->live_bytes == 0) {
+    recent_drop(gh, c);   /* before its key changes, or it leaves the heap */
     if (active) {
       chunk_report(gh, c);
       chunk_reset(c);
@@ -714,10 +728,11 @@ static struct ch_heap *heap_create(void);
 static void *coalesce_alloc(struct ch_heap *h, struct ch_chunk *c, unsigned group, size_t n, size_t align,
                             bool zero, size_t req) {
   if (!coalesce_due(c, n)) return NULL;
-  /* The group's recent frees first, where the merge can use them: held
-   * back, they took allocbench sizes 8..999's merges from 27 to 33 M
-   * instructions (c, which the caller settles, is kept from retiring). */
-  recent_flush(h, group, c);
+  /* The group's recent frees go to their bins first: the merge takes c's
+   * new key, which its listed blocks would lack, and can use them (left
+   * out, they took allocbench sizes 8..999's merges from 27 to 33 M
+   * instructions). */
+  recent_flush(&h->g[group]);
   chunk_coalesce(h, c);
   void *p = chunk_alloc(&h->g[group], c, group, n, align, zero, req, false, true);
   /* A merge that found room halves the free bytes that make an avail chunk
@@ -1016,17 +1031,17 @@ static CH_NOINLINE void *alloc_no_heap(unsigned group, size_t n, size_t size, bo
 static inline __attribute__((always_inline)) void *fast_take(struct ch_group_heap *gh, unsigned group, size_t n,
                                                              bool lines) {
   char *p;
-  /* The block of this size the heap freed last, wherever it lies: still
-   * live to its chunk, so nothing to count but the allocation, and no
-   * chunk to look at. */
+  struct ch_chunk *c;
+  /* The block of this size the heap freed last, wherever it lies; its
+   * chunk counts it live again. */
   uintptr_t *recent = &gh->recent[(n - 1) / CH_GRANULE];
   if (CH_LIKELY(n <= EXACT_MAX) && (p = recent_block(*recent))) {
     *recent = *(uintptr_t *)p;   /* [block] its link: the list as it was before it */
-    ((uint64_t *)p)[1] = 0;      /* [block] no free key in a live block */
-    gh->allocs++;
-    return p;
+    c = (struct ch_chunk *)(uintptr_t)((uint64_t *)p)[1];   /* [block] the listed mark: its chunk */
+    ((uint64_t *)p)[1] = 0;      /* [block] no mark in a live block */
+    goto done;
   }
-  struct ch_chunk *c = gh->current;
+  c = gh->current;
   if (CH_UNLIKELY(!c)) return NULL;
   if (CH_LIKELY(n <= EXACT_MAX)) {
     void **bin = &c->bins[(n - 1) / CH_GRANULE];
@@ -1349,7 +1364,7 @@ static CH_NOINLINE bool in_bin(const struct ch_chunk *c, const void *p, size_t s
 }
 static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
   if (freed_bit(c, p)) return true;
-  if (!holds_key(c, p)) return false;
+  if (!holds_key(c, p) && !listed_mark(c, p)) return false;
   if (!owner) return true;
   size_t size = block_size(c, p);
   return in_bin(c, p, size) || in_recent(own_heap, c->group, size, p);
@@ -1381,7 +1396,7 @@ static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
       heap_take_over(was, life);
   }
   if (CH_UNLIKELY(!block_start(c, p))) ch_invalid_pointer("free(): invalid pointer", p);
-  if (CH_UNLIKELY(holds_key(c, p) || freed_set_remote(c, p)))
+  if (CH_UNLIKELY(holds_key(c, p) || listed_mark(c, p) || freed_set_remote(c, p)))
     ch_invalid_pointer("free(): double free detected", p);
   /* The key sends the owner's own free of it, a double free, off its fast
    * path, to free_rest, which finds the freed bit. */
@@ -1429,9 +1444,16 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p
   uint64_t later = from >> 1;
   size_t size = later ? (1 + (size_t)__builtin_ctzll(later)) * CH_GRANULE
                       : owner_block_size(c, granule(p), load_word(starts_word(c, p)));
-  if (holds_key(c, p) && (freed_bit(c, p) || in_bin(c, p, size) || in_recent(h, c->group, size, p)))
+  if ((holds_key(c, p) || listed_mark(c, p)) &&
+      (freed_bit(c, p) || in_bin(c, p, size) || in_recent(h, c->group, size, p)))
     ch_invalid_pointer("free(): double free detected", p);
   release_block(h, c, p, size);
+}
+
+/* The owner's free of a block that carries the listed mark: in a recent
+ * list already (a double free), unless the program planted it. */
+static CH_NOINLINE void free_listed(struct ch_heap *h, struct ch_chunk *c, void *p, uint64_t from) {
+  free_rest(h, c, p, from);
 }
 
 /* The owner's free of a block of an exact bin's size, not in a bin: to the
@@ -1445,17 +1467,16 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
     uintptr_t head = gh->recent[b];
     if (CH_LIKELY((head & RECENT_MAX) != RECENT_MAX)) {
       blk[0] = head;   /* [block] its link: the list before it, and its length */
-      blk[1] = key;    /* [block] its free key */
+      blk[1] = (uint64_t)(uintptr_t)c;   /* [block] the listed mark */
       gh->recent[b] = (uintptr_t)p | ((head & RECENT_MAX) + 1);
-      gh->frees++;
+      note_free(h, c, (uint32_t)(b + 1) * CH_GRANULE);
       return;
     }
   }
-  uint32_t size = (uint32_t)(b + 1) * CH_GRANULE;
   blk[0] = (uint64_t)(uintptr_t)c->bins[b];   /* [block] its link */
   blk[1] = key;   /* [block] its free key */
   c->bins[b] = p;
-  note_free(h, c, size);
+  note_free(h, c, (uint32_t)(b + 1) * CH_GRANULE);
 }
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a block handed out passes: start bits exist only for blocks below the bump
@@ -1494,8 +1515,15 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
    * block, or the bump pointer's mark). */
   size_t b = (size_t)__builtin_ctzll((from >> 1) | (uint64_t)1 << NEXACT);
   uint64_t key = c->key;   /* read once: the block's stores below could alias it */
-  if (CH_UNLIKELY(b >= NEXACT || ((const uint64_t *)p)[1] == key)) {   /* [block] the freed block's key word */
+  uint64_t word = ((const uint64_t *)p)[1];   /* [block] a free block's key or listed mark */
+  if (CH_UNLIKELY(b >= NEXACT || word == key)) {
     free_rest(h, c, p, from);
+    return;
+  }
+  /* Apart from the test above: merged into it, the two tests took a
+   * register more and five instructions more. */
+  if (CH_UNLIKELY(word == (uint64_t)(uintptr_t)c)) {
+    free_listed(h, c, p, from);
     return;
   }
   free_exact(h, c, p, b, key, group, recent);
@@ -1669,6 +1697,13 @@ void ch_pool_heap_destroy(struct ch_heap *h) {
   }
   struct ch_group_heap *gh = &h->g[CH_POOL_GROUP];
   struct ch_chunk *c;
+  /* The lists' blocks go with the chunks, their marks cleared first
+   * (recent_drop says why), before another pool may take a chunk. */
+  for (unsigned b = 0; b < NEXACT; b++) {
+    for (void *p = recent_block(gh->recent[b]); p; p = recent_block(*(uintptr_t *)p))   /* [block] its link */
+      ((uint64_t *)p)[1] = 0;   /* [block] the listed mark */
+    gh->recent[b] = 0;
+  }
   while ((c = gh->chunks)) {
     list_del(&gh->chunks, c);
     c->waits = CH_WAITS_NOT;
@@ -1677,7 +1712,6 @@ void ch_pool_heap_destroy(struct ch_heap *h) {
     ch_chunk_retire_later(c);
   }
   gh->current = gh->spill = gh->avail = gh->room = NULL;
-  memset(gh->recent, 0, sizeof gh->recent);   /* blocks of the chunks just retired */
   atomic_fetch_add_explicit(&ch_pools_destroyed, 1, memory_order_relaxed);
   heap_park(&free_pools, h);
 }
@@ -1702,7 +1736,7 @@ static void heap_abandon(struct ch_heap *h) {
   for (unsigned g = 0; g < CH_MAX_GROUPS; g++) {
     struct ch_group_heap *gh = &h->g[g];
     struct ch_chunk *c;
-    recent_flush(h, g, NULL);   /* while the chunks are still h's */
+    recent_flush(gh);   /* while the chunks are still h's */
     while ((c = gh->chunks)) {
       list_del(&gh->chunks, c);
       c->waits = CH_WAITS_NOT;
