@@ -112,7 +112,14 @@ static UWord call_entry(Addr ra) {
   return i;
 }
 
-void ch_note_call(Addr ra, Bool direct) { call_kinds[call_entry(ra)] = direct ? CH_CALL_DIRECT : CH_CALL_INDIRECT; }
+/* The entry first: call_entry may move call_kinds, and in
+ * `call_kinds[call_entry(ra)] = ...` the compiler loaded the old array before
+ * the call, so the kind went into freed memory, which the tool's allocator
+ * had given a context's site list: a site id with 1 << 24 added (dot, twice). */
+void ch_note_call(Addr ra, Bool direct) {
+  UWord i = call_entry(ra);
+  call_kinds[i] = direct ? CH_CALL_DIRECT : CH_CALL_INDIRECT;
+}
 
 ULong *ch_call_counter(Addr ra) {
   UWord i = call_entry(ra);
