@@ -462,6 +462,10 @@ COST_OPTIONS = (
     ("--passthrough-cost", "passthrough_ns", "what the runtime costs each allocation it hands to the next "
                                              "allocator, charged to the groups of a plan with no rest pool, "
                                              "which load it for themselves"),
+    ("--quick-cost", "quick_ns", "what a plan with groups costs each allocation whose entry site no stub reaches "
+                                 "(the quick test), against the rest pool alone"),
+    ("--entry-stub-cost", "entry_stub_ns", "what a plan with groups costs each allocation decided at its entry "
+                                           "site's stub, against the rest pool alone"),
     ("--split-cost", "split_ns", "what splitting the rest pool by size class costs each small allocation, "
                                  "against the D1 misses the profile's model says it saves"),
 )

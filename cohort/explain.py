@@ -91,6 +91,9 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         else:
             for g in {gx, gy} - {None}:
                 outside[g] += w
+    for x, w in grouping.dropped_affinity(profile).items():   # with the contexts the graph dropped
+        if node_group.get(x) is not None:
+            outside[node_group[x]] += w
     walked, members = {}, {}
     for c in profile["contexts"]:
         members.setdefault(group_of.get(c["id"]), []).append(c["id"])
@@ -107,6 +110,19 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     # (planner.assess).
     mine = {g: sum(profile["contexts"][c]["allocations"] for c in members.get(g, [])) for g in range(len(names))}
     passed = sum(c["allocations"] for c in profile["contexts"]) - sum(mine.values())
+    # With a rest pool, the groups make every allocation they do not walk
+    # for be decided at its entry site, against the rest pool alone: by the
+    # quick test where no stub reaches the site (planner.assess).
+    direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
+    quick = stubbed = 0
+    if rest is not None and len(names) > 1:
+        for c in profile["contexts"]:
+            if c["sites"] and walks(c) is None:
+                if c["sites"][0] in direct:
+                    stubbed += c["allocations"]
+                else:
+                    quick += c["allocations"]
+    real = sum(n for g, n in mine.items() if g != rest)
     for g in list(range(len(names))) + [None]:
         n, frames = walked.get(g, (0, 0))
         at = None
@@ -125,6 +141,13 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         if rest is None and round(handed) > 0:
             ident += (f"; the runtime it needs hands {round(handed)} other allocations on to the next "
                       f"allocator, about {handed * costs['passthrough_ns'] * grown / 1e6:.2f} ms")
+        part = mine[g] / real if g is not None and g != rest and real else 0
+        entry = (quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown
+        if entry:
+            ident += (f"; deciding the other allocations at their entry sites, which the rest pool alone does "
+                      f"not, costs about {entry / 1e6:.2f} ms"
+                      + (f" ({round(quick * part)} of them by the quick test: no stub reaches their entry)"
+                         if round(quick * part) else ""))
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:

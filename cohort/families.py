@@ -106,4 +106,20 @@ def family_graph(fams, contexts, raw_edges, coverage, hot_nodes):
             key = (min(fx, fy), max(fx, fy))
             weights[key] = weights.get(key, 0) + w
     edges = sorted(([x, y, w] for (x, y), w in weights.items()), key=lambda e: (-e[2], e[0], e[1]))
-    return {"nodes": kept, "edges": edges, "coverage": round(covered, 6)}
+    return {"nodes": kept, "edges": edges, "coverage": round(covered, 6),
+            "dropped_affinity": dropped_affinity(raw_edges, keep, family_of.get)}
+
+
+def dropped_affinity(raw_edges, keep, node_of):
+    """[[node, weight]] for each kept node that has any: its affinity with the
+    nodes the coverage filter dropped, which no edge of the graph carries. A
+    group that takes its objects away from those pays for it as for any
+    other affinity outside it (docs/planner.md, "Affinity with the cold
+    contexts")."""
+    out = {}
+    for x, y, w in raw_edges:
+        nx, ny = node_of(x), node_of(y)
+        if (nx in keep) != (ny in keep):
+            n = nx if nx in keep else ny
+            out[n] = out.get(n, 0) + w
+    return sorted([n, w] for n, w in out.items())

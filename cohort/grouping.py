@@ -291,6 +291,14 @@ def from_profile(profile):
     return accesses, edges, profile["totals"]["accesses"], members
 
 
+def dropped_affinity(profile):
+    """{node: its affinity with the nodes the coverage filter dropped} of the
+    graph from_profile reads (families.dropped_affinity); empty for a
+    profile made before it was recorded."""
+    graph = profile["family_graph"] if profile.get("families") is not None else profile["graph"]
+    return {n: w for n, w in graph.get("dropped_affinity", ())}
+
+
 def node_bytes(profile, members):
     """{node: bytes its contexts allocated}, for consolidate()."""
     contexts = profile["contexts"]

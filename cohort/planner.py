@@ -256,9 +256,17 @@ def group_label(profile, members, conjunctions=()):
 # the other's nothing 12.18, so 12.64 for the kind with nothing live (+47
 # instructions); `scripts/bench-runtime.py 9 wrapper`: a call through a
 # stop site 2.11 against 1.88 ns (+5.0 instructions). Each rounded up.
+# quick_ns and entry_stub_ns are what a plan with groups costs each other
+# allocation against a plan of the rest pool alone, whose allocations take
+# the lane with no identification: decided at its entry site by the quick
+# test where no stub reaches the site (not a direct call), by the site's
+# stub where one does. `allocbench churn 5000000`, its sites marked cold in
+# a plan with one group elsewhere and the rest pool, 5 interleaved runs,
+# 2026-11-29, medians: 16.27 ns a pair through the quick test
+# (COHORT_PATCH=0), 12.20 through the stubs, 11.72 under the rest pool alone.
 COST_DEFAULTS = {"walk_ns": 30.0, "frame_ns": 4.0, "miss_ns": 3.5, "patched_ns": 15.0, "split_ns": 1.2,
                  "stub_ns": 3.0, "rest_ns": 1.9, "passthrough_ns": 1.0, "stop_ns": 0.5, "stop_stub_ns": 0.3,
-                 "empty_ns": 1.5}
+                 "empty_ns": 1.5, "quick_ns": 4.5, "entry_stub_ns": 0.5}
 
 # The allocators a plan may be made for: glibc's malloc keeps a header
 # beside each block and places small blocks of every size together, which
@@ -293,6 +301,8 @@ class Worth:
     at: object = None                  # scale.AtScale: the group where the plan runs (None: the profiled run)
     passed: int = 0                    # allocations the runtime hands on for it (its share; no rest pool)
     passthrough_ns: float = 0.0        # what handing them on costs
+    quick: int = 0                     # other allocations it puts through the quick test (its share)
+    entry_ns: float = 0.0              # what deciding other allocations at their entry sites costs
 
     @property
     def grown(self):
@@ -303,7 +313,7 @@ class Worth:
     def cost_ns(self):
         """What identifying its objects costs in all, decisions and stubs,
         where the plan runs."""
-        return (self.walk_ns + self.stub_ns + self.passthrough_ns) * self.grown
+        return (self.walk_ns + self.stub_ns + self.passthrough_ns + self.entry_ns) * self.grown
 
     @property
     def pays(self):
@@ -382,13 +392,15 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
             w["groups"][g] = w["groups"].get(g, 0) + c["allocations"]
     worth = []
     everything = transfer.run_accesses(contexts)
+    cold = grouping.dropped_affinity(profile) if profile else {}
     for g in plan.groups:
         nodes, apart = set(g.nodes), set(g.apart)
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
         # Affinity with the groups split from it by size class is given up
         # on purpose: the model of both shapes found the split misses less.
+        # Affinity with the contexts the graph dropped is outside it too.
         outside = sum(w for (x, y), w in edges.items() if (x in nodes) != (y in nodes)
-                      and not ({x, y} - nodes) & apart)
+                      and not ({x, y} - nodes) & apart) + sum(cold.get(x, 0) for x in nodes)
         misses = transfer.context_misses(contexts, g.members, everything)
         mean = transfer.contexts_mean_size(contexts, g.members)
         calls, ns = (stubs or {}).get(len(worth), (0, 0.0))
@@ -411,16 +423,35 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
             worth[g].frames += w["frames"] * part
     for x in worth:
         x.frames = x.frames / x.walked_allocations if x.walked_allocations else 0.0
+    mine = [sum(contexts[c]["allocations"] for c in g.members) for g in plan.groups]
     if passthrough and worth:
         # No rest pool: the runtime is loaded for the groups alone, and
         # hands every other allocation on at passthrough_ns, shared by the
         # groups as their allocations are.
-        mine = [sum(contexts[c]["allocations"] for c in g.members) for g in plan.groups]
         passed = sum(c["allocations"] for c in contexts) - sum(mine)
         for x, n in zip(worth, mine):
             part = n / sum(mine) if sum(mine) else 1 / len(worth)
             x.passed = round(passed * part)
             x.passthrough_ns = passed * part * costs["passthrough_ns"]
+    elif worth:
+        # Against the rest pool alone, which takes every small allocation on
+        # the lane with no identification, the groups make every allocation
+        # not walked for be decided at its entry site: by the quick test
+        # where no stub reaches the site, else by its stub; shared by the
+        # groups as their allocations are (docs/planner.md, "What the
+        # groups cost the rest").
+        quick = stubbed = 0
+        for c in contexts:
+            if not c["sites"] or (plan.verdicts.get(c["sites"][0]) or plan.unknown_entry) == "walk":
+                continue
+            if direct is None or c["sites"][0] in direct:
+                stubbed += c["allocations"]
+            else:
+                quick += c["allocations"]
+        for x, n in zip(worth, mine):
+            part = n / sum(mine) if sum(mine) else 1 / len(worth)
+            x.quick = round(quick * part)
+            x.entry_ns = (quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part
     return worth
 
 
@@ -1248,10 +1279,17 @@ def report(plan, profile):
 
 
 def handed_text(w, digits=2):
-    """For a plan with no rest pool: what the runtime its group needs costs
-    the allocations it hands on (assess)."""
-    return (f"; the runtime it needs hands {w.passed} other allocations on to the next allocator, about "
-            f"{w.passthrough_ns * w.grown / 1e6:.{digits}f} ms" if w.passed else "")
+    """What the runtime its group needs costs the other allocations (assess):
+    those it hands on, for a plan with no rest pool; else those it decides
+    at their entry sites, against the rest pool alone."""
+    if w.passed:
+        return (f"; the runtime it needs hands {w.passed} other allocations on to the next allocator, about "
+                f"{w.passthrough_ns * w.grown / 1e6:.{digits}f} ms")
+    if w.entry_ns:
+        return (f"; deciding the other allocations at their entry sites, which the rest pool alone does not, "
+                f"costs about {w.entry_ns * w.grown / 1e6:.{digits}f} ms"
+                + (f" ({w.quick} of them by the quick test: no stub reaches their entry)" if w.quick else ""))
+    return ""
 
 
 def identification_text(w, digits=2):
@@ -1307,8 +1345,8 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
         raise CohortError("--rest must be pool, none or auto")
     if any(not 0 <= v < float("inf") for v in (params.get("costs") or {}).values()):
         raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --stop-cost, --stop-stub-cost, "
-                          "--empty-cost, --miss-cost, --split-cost and --passthrough-cost must be finite and not "
-                          "negative")
+                          "--empty-cost, --miss-cost, --split-cost, --passthrough-cost, --quick-cost and "
+                          "--entry-stub-cost must be finite and not negative")
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
     plan = make_plan(profile, validations=validations, **params)

@@ -659,6 +659,9 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         else:
             for g in {gx, gy} & real:
                 groups[g].outside += w
+    for x, w in graph.get("dropped_affinity", ()):   # with the contexts the graph dropped
+        if node_group.get(x) in real:
+            groups[node_group[x]].outside += w
     return Transfer(run=" ".join(run["target"]["argv"]), allocations=total, predicted=predicted, known=known,
                     grouped=grouped, walk_none=walk_none, bits_none=bits_none, left=left,
                     groups=[groups[g] if g in real else None for g in range(len(plan["groups"]))])

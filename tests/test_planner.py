@@ -379,12 +379,15 @@ def agrees_with_runtime(plan, profile, tmp_path):
 
 
 # A recursive builder: malloc at site 1 in build(), recursive calls at 2 (left)
-# and 3 (right), build() called from main at 4; main also allocates at 5.
+# and 3 (right), build() called from main at 4; main also allocates at 5, as
+# many objects of the nodes' size, which a pool of the nodes' own keeps apart
+# from them (without them, the rest pool's size class holds the nodes alone,
+# and a group would gain nothing for what it costs the other allocations).
 # The hot contexts hold the same sites in two orders (left then right, right
 # then left); the ones entered through one side only, and the outermost call,
 # stay cold.
 BUILDER = [(0, [1, 4], 1, 10), (1, [1, 2, 4], 100, 500), (2, [1, 3, 4], 100, 500),
-           (3, [1, 2, 3, 4], 50000, 400000), (4, [1, 3, 2, 4], 50000, 400000), (5, [5], 300, 0)]
+           (3, [1, 2, 3, 4], 50000, 400000), (4, [1, 3, 2, 4], 50000, 400000), (5, [5], 100000, 0)]
 BUILDER_EDGES = [(3, 3, 300000), (4, 4, 300000), (3, 4, 600000)]
 
 
@@ -1049,3 +1052,44 @@ def test_a_validation_run_has_its_say_on_the_rest_pools_shape():
     assert not both.rest_one
     assert "split by size class: by class the model of the 2 runs (training and validation)" in rest_text(both)
     assert "(900100 in one pool, 700100 by class)" in rest_text(both)
+
+
+def test_affinity_with_dropped_contexts_counts_outside():
+    """A group's objects used mostly with objects of contexts the graph's
+    coverage filter dropped: that affinity, which no edge carries, is outside
+    the group (docs/planner.md, "Affinity with the cold contexts")."""
+    from cohort.families import dropped_affinity
+    from cohort.planner import make_plan
+    builder = BUILDER + [(6, [7], 100000, 5000)]
+    profile = shape_profile(builder, BUILDER_EDGES, 1_000_000)
+    assert make_plan(profile).groups   # as far as the graph can tell, a group
+    # context 6 is no node of the graph: its affinity with 3 and 4 is its own
+    raw = BUILDER_EDGES + [(3, 6, 900000), (4, 6, 900000), (5, 6, 7)]
+    keep = set(profile["graph"]["nodes"])
+    assert dropped_affinity(raw, keep, lambda c: c) == [[3, 900000], [4, 900000]]
+    profile["graph"]["dropped_affinity"] = dropped_affinity(raw, keep, lambda c: c)
+    plan = make_plan(profile)
+    assert plan.groups == []
+    assert any("used with objects outside it (1800000" in n for n in plan.notes)
+
+
+def test_groups_pay_for_the_entry_decisions_they_put_on_the_rest():
+    """Against the rest pool alone, which takes small allocations with no
+    identification, a plan with groups decides every other allocation at its
+    entry site: the quick test where no stub reaches the site. A group that
+    saves less than that is dropped (gawk's two interpreter buffers)."""
+    from cohort.planner import make_plan
+    builder = [c if c[0] != 5 else (5, [5], 100000, 0) for c in BUILDER]
+    profile = shape_profile(builder, BUILDER_EDGES, 1_000_000)
+    kept = make_plan(profile)
+    assert kept.groups and kept.worth[0].entry_ns > 0 and kept.worth[0].quick == 0
+    # main's allocations at site 5 through a pointer: no stub reaches them
+    profile["sites"][5]["call"] = "indirect"
+    quick = make_plan(profile)
+    assert quick.worth[0].quick == 100000
+    assert quick.worth[0].entry_ns == pytest.approx(100000 * 4.5 + 100201 * 0.5)
+    # a million of them cost more than the group saves
+    profile["contexts"][5]["allocations"] = 1_000_000_000
+    dropped = make_plan(profile)
+    assert dropped.groups == []
+    assert any("by the quick test: no stub reaches their entry" in n for n in dropped.notes)
