@@ -113,15 +113,9 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     # With a rest pool, the groups make every allocation they do not walk
     # for be decided at its entry site, against the rest pool alone: by the
     # quick test where no stub reaches the site (planner.assess).
-    direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
-    quick = stubbed = 0
-    if rest is not None and len(names) > 1:
-        for c in profile["contexts"]:
-            if c["sites"] and walks(c) is None:
-                if c["sites"][0] in direct:
-                    stubbed += c["allocations"]
-                else:
-                    quick += c["allocations"]
+    quick, stubbed = (planner.entry_decisions(profile["contexts"], lambda c: walks(c) is not None,
+                                              planner.direct_sites(profile))
+                      if rest is not None and len(names) > 1 else (0, 0))
     real = sum(n for g, n in mine.items() if g != rest)
     for g in list(range(len(names))) + [None]:
         n, frames = walked.get(g, (0, 0))

@@ -320,6 +320,30 @@ class Worth:
         return transfer.group_pays(self.inside, self.outside, self.saving_ns, self.cost_ns)
 
 
+def direct_sites(profile):
+    """The profile's call sites the runtime can patch: direct calls (every
+    site, in a profile that does not say)."""
+    return {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
+
+
+def entry_decisions(contexts, walked, direct):
+    """(by the quick test, at a stub): the allocations that a plan with
+    groups decides at their entry sites and a plan of the rest pool alone
+    does not decide at all, those of every context with sites that is not
+    walked for (walked(c)): at the entry site's stub where the runtime can
+    patch the site (direct: those site ids; None: every site), else by the
+    quick test."""
+    quick = stubbed = 0
+    for c in contexts:
+        if not c["sites"] or walked(c):
+            continue
+        if direct is None or c["sites"][0] in direct:
+            stubbed += c["allocations"]
+        else:
+            quick += c["allocations"]
+    return quick, stubbed
+
+
 def walk_frames(context, stops, frames=None):
     """Frames a walk steps for this context: to the end of its decision path
     (`frames`, by context id), else to its first stop site, else its whole
@@ -440,14 +464,8 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         # where no stub reaches the site, else by its stub; shared by the
         # groups as their allocations are (docs/planner.md, "What the
         # groups cost the rest").
-        quick = stubbed = 0
-        for c in contexts:
-            if not c["sites"] or (plan.verdicts.get(c["sites"][0]) or plan.unknown_entry) == "walk":
-                continue
-            if direct is None or c["sites"][0] in direct:
-                stubbed += c["allocations"]
-            else:
-                quick += c["allocations"]
+        quick, stubbed = entry_decisions(
+            contexts, lambda c: (plan.verdicts.get(c["sites"][0]) or plan.unknown_entry) == "walk", direct)
         for x, n in zip(worth, mine):
             part = n / sum(mine) if sum(mine) else 1 / len(worth)
             x.quick = round(quick * part)
@@ -780,7 +798,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         require_streams(profile, f"--policy {policy}")
     costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
-    direct = {s["id"] for s in profile.get("sites", []) if s.get("call", "direct") == "direct"}
+    direct = direct_sites(profile)
     accesses, edges, total, members = grouping.from_profile(profile)
     if policy == "halo+ds":
         unit_of, _ = dsgraph.units(profile)

@@ -24,6 +24,7 @@ A group that does not pay on a validation run is what `cohort plan
 import os
 from dataclasses import dataclass, field
 
+from cohort import grouping
 from cohort.errors import CohortError
 from cohort.planfile import decide, leaves_paths, walk_length
 
@@ -659,7 +660,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         else:
             for g in {gx, gy} & real:
                 groups[g].outside += w
-    for x, w in graph.get("dropped_affinity", ()):   # with the contexts the graph dropped
+    for x, w in grouping.dropped_affinity(run).items():   # with the contexts the graph dropped
         if node_group.get(x) in real:
             groups[node_group[x]].outside += w
     return Transfer(run=" ".join(run["target"]["argv"]), allocations=total, predicted=predicted, known=known,
