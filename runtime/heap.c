@@ -369,9 +369,10 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
  * the chunk's key, it keeps the chunk's address: the allocation that takes
  * it back counts it live there without working the chunk out from the
  * address, and a second free of it is caught as one of a binned block is
- * (a live block holds neither, unless the program planted them). A list holds at most RECENT_MAX blocks, its length in the
- * head's low bits (blocks are 16-aligned), each block's link holding the
- * head as it was before: a free beyond that goes to its chunk's bin. */
+ * (a live block holds neither, unless the program planted them). A list
+ * holds at most RECENT_MAX blocks, its length in the head's low bits
+ * (blocks are 16-aligned), each block's link holding the head as it was
+ * before: a free beyond that goes to its chunk's bin. */
 #define RECENT_MAX ((uintptr_t)CH_GRANULE - 1)
 static inline void *recent_block(uintptr_t head) { return (void *)(head & ~RECENT_MAX); }
 /* Does the block at p carry the listed mark, its chunk's address? */
@@ -394,7 +395,8 @@ static void recent_flush(struct ch_group_heap *gh) {
     gh->recent[b] = 0;
     for (void *p = recent_block(head), *next; p; p = next) {
       next = recent_block(*(uintptr_t *)p);   /* [block] its link */
-      bin_push(ch_chunk_of(p), p, (b + 1) * CH_GRANULE);
+      /* [block] the listed mark: its chunk (bin_push writes the key over it) */
+      bin_push((struct ch_chunk *)(uintptr_t)((uint64_t *)p)[1], p, (b + 1) * CH_GRANULE);
     }
   }
 }
