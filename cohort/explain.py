@@ -136,12 +136,8 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
             ident += (f"; the runtime it needs hands {round(handed)} other allocations on to the next "
                       f"allocator, about {handed * costs['passthrough_ns'] * grown / 1e6:.2f} ms")
         part = mine[g] / real if g is not None and g != rest and real else 0
-        entry = (quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown
-        if entry:
-            ident += (f"; deciding the other allocations at their entry sites, which the rest pool alone does "
-                      f"not, costs about {entry / 1e6:.2f} ms"
-                      + (f" ({round(quick * part)} of them by the quick test: no stub reaches their entry)"
-                         if round(quick * part) else ""))
+        ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown,
+                                    round(quick * part))
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:

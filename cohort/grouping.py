@@ -275,12 +275,11 @@ def from_profile(profile):
     else over its contexts; members maps each node to its contexts, the
     hottest first."""
     contexts = profile["contexts"]
+    graph = graph_of(profile)
     if profile.get("families") is not None:
-        graph = profile["family_graph"]
         members = {f["id"]: sorted(f["contexts"], key=lambda c: (-contexts[c]["accesses"], c))
                    for f in profile["families"]}
     else:
-        graph = profile["graph"]
         members = {c["id"]: [c["id"]] for c in contexts}
     nodes = graph["nodes"]
     accesses = {n: sum(contexts[c]["accesses"] for c in members[n]) for n in nodes}
@@ -291,12 +290,17 @@ def from_profile(profile):
     return accesses, edges, profile["totals"]["accesses"], members
 
 
+def graph_of(profile):
+    """The graph the planner groups: over context families where the profile
+    has them, else over contexts."""
+    return profile["family_graph"] if profile.get("families") is not None else profile["graph"]
+
+
 def dropped_affinity(profile):
     """{node: its affinity with the nodes the coverage filter dropped} of the
     graph from_profile reads (families.dropped_affinity); empty for a
     profile made before it was recorded."""
-    graph = profile["family_graph"] if profile.get("families") is not None else profile["graph"]
-    return {n: w for n, w in graph.get("dropped_affinity", ())}
+    return {n: w for n, w in graph_of(profile).get("dropped_affinity", ())}
 
 
 def node_bytes(profile, members):

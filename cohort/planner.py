@@ -1303,11 +1303,18 @@ def handed_text(w, digits=2):
     if w.passed:
         return (f"; the runtime it needs hands {w.passed} other allocations on to the next allocator, about "
                 f"{w.passthrough_ns * w.grown / 1e6:.{digits}f} ms")
-    if w.entry_ns:
-        return (f"; deciding the other allocations at their entry sites, which the rest pool alone does not, "
-                f"costs about {w.entry_ns * w.grown / 1e6:.{digits}f} ms"
-                + (f" ({w.quick} of them by the quick test: no stub reaches their entry)" if w.quick else ""))
-    return ""
+    return entry_text(w.entry_ns * w.grown, w.quick, digits)
+
+
+def entry_text(ns, quick, digits=2):
+    """What deciding the other allocations at their entry sites costs a
+    group (ns; quick of them by the quick test), for the texts that quote
+    it; empty when nothing."""
+    if not ns:
+        return ""
+    return (f"; deciding the other allocations at their entry sites, which the rest pool alone does not, "
+            f"costs about {ns / 1e6:.{digits}f} ms"
+            + (f" ({quick} of them by the quick test: no stub reaches their entry)" if quick else ""))
 
 
 def identification_text(w, digits=2):
