@@ -281,13 +281,22 @@ static CH_NOINLINE void *act_malloc_rest(size_t size) {
 /* The common cases first: a live stop record decides, and the group's fast
  * path serves; or nothing is live, and the rest group does. Every other
  * way out is a tail call. */
+static inline __attribute__((always_inline)) void *act_group_malloc(size_t size, unsigned g) {
+  if (CH_UNLIKELY(!ch_identify_count_patched())) return group_malloc_flush(size, g);
+  void *p = ch_group_take(g, size);
+  if (CH_LIKELY(p != NULL)) return p;
+  return ch_group_rest_or_next(g, size);
+}
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_malloc(size_t size, uintptr_t slot) {
   int g = ch_act_fast(slot);
-  if (CH_LIKELY(g >= 0) && CH_LIKELY(size <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_patched())) return group_malloc_flush(size, (unsigned)g);
-    void *p = ch_group_take((unsigned)g, size);
-    if (CH_LIKELY(p != NULL)) return p;
-    return ch_group_rest_or_next((unsigned)g, size);
+  if (CH_LIKELY(g >= 0)) {
+    /* A request of an exact bin's size under the limit passes one test
+     * where it took two (ch_direct_small); the path that follows knows it. */
+    if (CH_LIKELY(size - 1 < ch_direct_small)) {
+      if (size - 1 >= CH_EXACT_MAX) __builtin_unreachable();
+      return act_group_malloc(size, (unsigned)g);
+    }
+    if (CH_LIKELY(size <= ch_direct_max)) return act_group_malloc(size, (unsigned)g);
   }
   if (g == CH_ACT_REST && CH_LIKELY(size <= ch_direct_max)) return act_malloc_rest(size);
   return act_malloc_decide(size, slot);

@@ -45,6 +45,11 @@
 
 bool ch_direct_enabled;
 size_t ch_direct_max;
+size_t ch_direct_small;
+void ch_direct_set_max(size_t max) {
+  ch_direct_small = max < CH_EXACT_MAX ? max : CH_EXACT_MAX;
+  ch_direct_max = max;
+}
 struct ch_direct_stats ch_direct_stats;
 
 /* ------------------------------------------------------------- the stub */
@@ -456,7 +461,7 @@ void ch_direct_init(const struct ch_direct_entries *e) {
       cold_t.size > STUB_SIZE)
     return;
   entries = *e;
-  ch_direct_max = ch_max_size;
+  ch_direct_set_max(ch_max_size);
   if (ch_plan && ch_plan->rest >= 0 && ch_plan->rest < CH_MAX_GROUPS) {
     rest_group = ch_plan->rest;
     ch_direct_rest_max = ch_plan->rest_max;

@@ -937,6 +937,10 @@ extern bool ch_direct_enabled;
 /* The largest request a direct site's stub serves: ch_max_size, or 0 once the
  * plan is disabled, so the one size test also sends everything to malloc. */
 extern size_t ch_direct_max;
+/* The smaller of ch_direct_max and CH_EXACT_MAX: a request of 1 to this many
+ * bytes is within the limit and an exact bin's, in one test. */
+extern size_t ch_direct_small;
+void ch_direct_set_max(size_t max);   /* both */
 /* An allocation whose entry frame's caller (return address ret) is a plan
  * site that decided group alone: patch that call, once per site. */
 void ch_direct_offer(uintptr_t ret, unsigned group);

@@ -168,13 +168,20 @@ static CH_NOINLINE void *act_new_rest(size_t n) {
   return p ? p : ch_new_entry(n);
 }
 /* Its common cases first, as ch_direct_act_malloc's. */
+static inline __attribute__((always_inline)) void *act_group_new(size_t n, unsigned g) {
+  if (CH_UNLIKELY(!ch_identify_count_patched())) return direct_new_slow(n, g);
+  void *p = ch_group_take(g, n);
+  if (CH_LIKELY(p != NULL)) return p;
+  return direct_new_rest(n, g);
+}
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_act_new(size_t n, uintptr_t slot) {
   int g = ch_act_fast(slot);
-  if (CH_LIKELY(g >= 0) && CH_LIKELY(n <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_patched())) return direct_new_slow(n, (unsigned)g);
-    void *p = ch_group_take((unsigned)g, n);
-    if (CH_LIKELY(p != NULL)) return p;
-    return direct_new_rest(n, (unsigned)g);
+  if (CH_LIKELY(g >= 0)) {
+    if (CH_LIKELY(n - 1 < ch_direct_small)) {   /* both limits in one test */
+      if (n - 1 >= CH_EXACT_MAX) __builtin_unreachable();
+      return act_group_new(n, (unsigned)g);
+    }
+    if (CH_LIKELY(n <= ch_direct_max)) return act_group_new(n, (unsigned)g);
   }
   if (g == CH_ACT_REST && CH_LIKELY(n <= ch_direct_max)) return act_new_rest(n);
   return act_new_decide(n, slot);

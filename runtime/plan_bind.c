@@ -65,7 +65,7 @@ void ch_plan_bind_module(struct ch_module *m) {
       atomic_store(&ch_plan_disabled, true);
       atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
       ch_identify_controls_off();
-      ch_direct_max = 0;
+      ch_direct_set_max(0);
       return;
     }
   }

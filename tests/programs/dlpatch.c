@@ -1,13 +1,28 @@
 /* Loads argv[1] with dlopen after start-up and makes objects through its
  * make_in_lib0..3; prints each object's group ("lib G") and then one made
- * directly ("main G"). */
+ * directly ("main G"). With a second argument `threaded`, a thread that
+ * waits until the end is running meanwhile. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int done_pipe[2];
+static void *wait_for_end(void *arg) {
+  char c;
+  (void)arg;
+  while (read(done_pipe[0], &c, 1) < 0) {}
+  return NULL;
+}
 
 int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: dlpatch LIB\n"); return 2; }
   int (*group_of)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "cohort_group_of");
+  pthread_t waiter;
+  int threaded = argc > 2 && !strcmp(argv[2], "threaded");
+  if (threaded && (pipe(done_pipe) != 0 || pthread_create(&waiter, NULL, wait_for_end, NULL) != 0)) return 1;
   void *h = dlopen(argv[1], RTLD_NOW);
   if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
   for (int k = 0; k < 4; k++) {
@@ -21,5 +36,9 @@ int main(int argc, char **argv) {
   }
   void *q = malloc(24);
   printf("main %d\n", group_of ? group_of(q) : -1);
+  if (threaded) {
+    close(done_pipe[1]);
+    pthread_join(waiter, NULL);
+  }
   return 0;
 }
