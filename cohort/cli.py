@@ -384,10 +384,19 @@ def cmd_bench(args, target):
                     log=lambda m: print(m, file=sys.stderr), stdin=args.stdin, train_stdin=args.train_stdin,
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
                     all_control=not args.no_all, policies=parse_policies(args.policies),
-                    sweep=parse_sweep(args.sweep), prefetch=args.prefetch, layout_runs=args.layout_runs)
+                    sweep=parse_sweep(args.sweep), prefetch=args.prefetch, layout_runs=args.layout_runs,
+                    extra_plans=[also_option(a) for a in args.also or ()])
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
+
+
+def also_option(text):
+    """A --also NAME=PLAN argument: (NAME, plan path), or a one-line CohortError."""
+    name, eq, path = text.partition("=")
+    if not eq or not name or not path:
+        raise CohortError(f"--also {text!r}: give NAME=PLAN (a name for the configuration, then the plan)")
+    return name, plan_option(path, f"--also {name}")
 
 
 def cmd_tune(args, target):
@@ -719,6 +728,9 @@ def build_parser():
                          "max-members, entry-purity, group-threshold or rest-max; e.g. "
                          "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
+    be.add_argument("--also", action="append", metavar="NAME=PLAN",
+                    help="also run PLAN in front of the first allocator, as the configuration NAME "
+                         "(repeatable): plans compared in one run, e.g. --also forced=groups.plan")
     be.add_argument("--train", action="append", metavar="'ARGS'",
                     help="profile PROG with these arguments and plan first (arguments, not a shell "
                          "command line: its standard input is --train-stdin); repeatable: the plan "

@@ -327,6 +327,31 @@ def test_affinity_distance_sweep_profiles_each_value_and_draws_figure_12(tmp_pat
     assert mine.read_text() == "my notes\n"
 
 
+def test_also_runs_more_plans_under_their_names(tmp_path, toy_plan):
+    out = tmp_path / "res"
+    r = run([COHORT, "bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random", "--no-all",
+             "--plan", toy_plan, "--also", f"again={toy_plan}", "-o", out, "--", TOY, "ok"])
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((out / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    assert res["parameters"]["order"] == ["glibc", "cohort+glibc", "again"]
+    assert res["ratios"]["again"]["vs"] == "glibc" and (out / "stats" / "again.json").exists()
+
+
+@pytest.mark.parametrize("also, message", [
+    ("again", "--also 'again': give NAME=PLAN"),
+    ("=x.plan", "--also '=x.plan': give NAME=PLAN"),
+    ("glibc={plan}", "a configuration named 'glibc' cannot be added"),
+    ("gone={missing}", "missing.plan: no such file"),
+])
+def test_bad_also_refused_in_one_line(tmp_path, toy_plan, also, message):
+    also = also.format(plan=toy_plan, missing=tmp_path / "missing.plan")
+    r = run([COHORT, "bench", "--plan", toy_plan, "--also", also, "-o", tmp_path / "x", "--", TOY])
+    err = r.stderr.decode()
+    assert r.returncode != 0 and message in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and not (tmp_path / "x").exists()
+
+
 def first_node(tmp_path, env):
     """Where the `lines` program's first node landed (its log's first line)."""
     log = tmp_path / "lines.log"
