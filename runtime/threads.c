@@ -14,6 +14,7 @@
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static _Atomic(create_fn) real_create;
+static atomic_bool looked_before_threads;
 
 CH_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
   create_fn create = atomic_load_explicit(&real_create, memory_order_acquire);
@@ -29,7 +30,15 @@ CH_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void
   if (atomic_load_explicit(&ch_init_state, memory_order_acquire) != 2 || ch_opt.mode == CH_MODE_OFF)
     return create(thread, attr, start, arg);
   /* The last moment the process may have one thread: code that no live
-   * patch can reach is patched now (direct.c). */
+   * patch can reach is patched now. Modules loaded since the runtime last
+   * looked (dlopen: dot's layout plugins, just before pango starts its
+   * threads) get their selector sites patched whole (patch.c); then the
+   * direct sites (direct.c). */
+  if (ch_patch_enabled() && !atomic_exchange(&looked_before_threads, true)) {
+    ch_in_runtime++;   /* the look may allocate: the next allocator's */
+    ch_modules_refresh();
+    ch_in_runtime--;
+  }
   ch_direct_before_threads();
   ch_heap_thread_started();
   ch_in_runtime++;

@@ -89,14 +89,15 @@ def test_patch_off_warns_on_a_bad_value(tmp_path):
     assert r.stderr.decode().count("COHORT_PATCH=yes must be 0 or 1") == 1
 
 
-@pytest.mark.parametrize("threaded", [False, True])
-def test_module_loaded_by_dlopen_is_patched_late(tmp_path, threaded):
+@pytest.mark.parametrize("threads", ["", "threaded", "thread-after"])
+def test_module_loaded_by_dlopen_is_patched_late(tmp_path, threads):
     """A module the plan names, loaded after start-up: the runtime finds it
     and patches its selector sites. While the process has one thread, every
-    one, as at start-up; once another thread runs, with one atomic store
-    where the call's displacement lies within one aligned 8-byte word, and
-    the others are left to the walk, counted. Either way every object it
-    makes there is in the group."""
+    one, as at start-up, and the runtime looks for such modules before the
+    program starts its first thread (thread-after); once another thread
+    runs (threaded), with one atomic store where the call's displacement
+    lies within one aligned 8-byte word, and the others are left to the
+    walk, counted. Either way every object it makes there is in the group."""
     lib = PROGRAMS / "libdlpatch_lib.so"
     sites = [call_sites(lib, f"make_in_lib{k}", "inner")[0] for k in range(4)]
     aligned = sum((s - 4) % 8 <= 4 for s in sites)
@@ -110,13 +111,13 @@ def test_module_loaded_by_dlopen_is_patched_late(tmp_path, threaded):
                    sorted([(0, [k + 1]) for k in range(4)], key=lambda x: (sites[x[1][0] - 1] - 4) % 8 > 4))
     stats = tmp_path / "stats.json"
     for patch in "10":
-        r = run([PROGRAMS / "dlpatch", lib] + (["threaded"] if threaded else []),
+        r = run([PROGRAMS / "dlpatch", lib] + ([threads] if threads else []),
                 env=cohort_env(plan=p, stats=stats, patch=patch))
         assert r.returncode == 0 and r.stderr == b"", r.stderr
         assert r.stdout.decode().split("\n") == ["lib 0"] * 40 + ["main -1", ""]
         st = json.loads(stats.read_text())
         if patch == "1":
-            patched = aligned if threaded else 4
+            patched = aligned if threads == "threaded" else 4
             assert st["patch"]["sites_patched"] == patched
             assert st["patch"]["unpatched"]["unaligned_late"] == 4 - patched
             assert st["identification"]["patched"] >= 9000 * patched and st["patch"]["seeds"] >= 1
