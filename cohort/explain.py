@@ -148,7 +148,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
             saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
-                      f"{transfer.misses_clause(misses)}{transfer.large_clause(mean)}"
+                      f"{transfer.misses_clause(misses, inside[g] - outside[g])}{transfer.large_clause(mean)}"
                       f"{transfer.strangers_clause(strangers, rest_one, beside)}{at.clause() if at else ''}); "
                       f"identification: {ident}")
     return out

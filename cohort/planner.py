@@ -882,8 +882,10 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"than its placement can save ({identification_text(w, 1)}, against at most "
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it"
-                         f"{transfer.misses_clause(w.misses)}{transfer.large_clause(w.mean_size)}"
-                         f"{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}{w.at.clause() if w.at else ''})")
+                         f"{transfer.misses_clause(w.misses, w.inside - w.outside)}"
+                         f"{transfer.large_clause(w.mean_size)}"
+                         f"{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}"
+                         f"{w.at.clause() if w.at else ''})")
         kept = [k for k in kept if k.members != g.members]
     plan.rejected = rejected
     plan.policy = policy
@@ -1335,7 +1337,7 @@ def worth_text(w):
              else "no stack walk (decided by entry or stop sites)"
             + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown) + handed_text(w))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
-            f"{w.outside} with objects outside it{transfer.misses_clause(w.misses)}"
+            f"{w.outside} with objects outside it{transfer.misses_clause(w.misses, w.inside - w.outside)}"
             f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}"
             f"{w.at.clause() if w.at else ''}); "
             f"identification: {walks}")

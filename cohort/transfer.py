@@ -156,7 +156,7 @@ class GroupTransfer:
                 f"{stubs_clause(self.stub_calls, self.stub_ns * grown, lead=' and ')}, "
                 f"more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
-                f"{misses_clause(self.misses)}{large_clause(self.mean_size)}"
+                f"{misses_clause(self.misses, self.inside - self.outside)}{large_clause(self.mean_size)}"
                 f"{strangers_clause(self.strangers, self.one_pool, self.beside)}{at.clause() if at else ''})")
 
 
@@ -338,19 +338,23 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=N
     than once per line, or their few lines were touched too often to be
     evicted), an access that hits has nothing to gain, so the saving is
     bounded by those misses. Otherwise they were evicted and fetched again,
-    misses that grow with the input as the affinity does, which then
-    stands alone (docs/planner.md, *Savings bounded by misses*).
+    misses that grow with the input as the affinity does: those of them a
+    placement could reach (the shares above) bound it, and grow with the
+    accesses (docs/planner.md, *Savings bounded by misses*).
     at: the group at the scale the plan runs at (scale.AtScale): the
     accesses grow with it, the misses of objects that stay in the cache
     there with their lines, and an avoided miss saves what the level that
     serves it there costs (docs/planner.md, *A miss at the run's scale*);
     None prices the profiled run itself at `miss_ns`."""
     gain = max(0, inside - outside) * line_share(mean_size) * strangers
-    if mean_size > LARGE_BYTES and misses is not None:
-        # Side by side, large objects share only their first and last lines:
-        # no more than that share of their misses can go, whatever their
-        # affinity (perl's six interpreter structures of 3 KB, 28.9 M
-        # affinitive accesses and 6,565 misses in its training run).
+    if misses is not None and (mean_size > LARGE_BYTES or not stays_cached(misses)):
+        # No placement turns more accesses into hits than missed: the
+        # objects' own misses bound it, and they grow with the input as the
+        # affinity does (cppcheck's tokens: 3.4 M affinitive accesses, 0.33
+        # M misses). Side by side, large objects share one line with each
+        # neighbour: no more than that share of their misses can go (perl's
+        # six interpreter structures of 3 KB, 28.9 M affinitive accesses
+        # and 6,565 misses in its training run).
         gain = min(gain, misses[0] * line_share(mean_size) * strangers)
     if at is None:
         if misses is not None and stays_cached(misses):
@@ -370,20 +374,23 @@ LARGE_BYTES = REST_MAX
 
 def line_share(mean_size):
     """The share of the affinitive accesses to objects of `mean_size` bytes
-    that placing them side by side can turn into hits. An object's neighbour
-    can share only its first and last lines: 2 of its mean_size / 64, which
-    for a large object is all placement can do; a smaller one lies in lines
-    its neighbours may share whole (docs/planner.md, *Groups of large
+    that placing them side by side can turn into hits. Two large neighbours
+    share one line, and a pair of accesses to them meets there only when
+    each falls on its own object's side of it: one of the mean_size / 64
+    lines of each, (64 / mean_size) squared of the pairs where accesses
+    spread over the objects' lines. A smaller object lies in lines its
+    neighbours may share whole (docs/planner.md, *Groups of large
     objects*)."""
-    return min(1.0, 2 * 64 / mean_size) if mean_size > LARGE_BYTES else 1.0
+    return min(1.0, 64 / mean_size) ** 2 if mean_size > LARGE_BYTES else 1.0
 
 
 def large_clause(mean_size):
     """For the texts that quote a saving: the share, when it bounds it."""
     if mean_size <= LARGE_BYTES:
         return ""
-    return (f"; but its objects are of {mean_size:.0f} bytes on average, and a neighbour can share only the "
-            f"first and last of their lines: {100 * line_share(mean_size):.0f}% of those accesses")
+    return (f"; but its objects are of {mean_size:.0f} bytes on average, and two neighbours share one line, "
+            f"where a pair of accesses meets only if each falls on its side of it: "
+            f"{100 * line_share(mean_size):.2g}% of those accesses")
 
 
 def contexts_mean_size(contexts, ids):
@@ -428,10 +435,17 @@ def lines_covered(allocations, size):
     return -(-size // 64) + allocations
 
 
-def misses_clause(misses):
-    """For the texts that quote a saving: the misses, when they bound it."""
-    if misses is None or not stays_cached(misses):
+def misses_clause(misses, gained=None):
+    """For the texts that quote a saving: the misses, when they bound it.
+    gained: the affinitive accesses inside less those outside, which
+    misses fewer than them bound even where the objects were evicted."""
+    if misses is None:
         return ""
+    if not stays_cached(misses):
+        if gained is None or misses[0] >= gained:
+            return ""
+        return (f"; but its objects missed the simulated D1 only {misses[0]} times, the most a placement "
+                f"can turn into hits")
     if misses[0] <= misses[1]:
         return (f"; but its objects stayed in the cache: their accesses missed the simulated D1 "
                 f"{misses[0]} times, in {misses[1]} lines at most")
