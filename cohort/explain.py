@@ -69,15 +69,40 @@ def plan_groups(profile, plan):
     return plan["groups"], group_of, conj, frames, plan.get("rest"), roles
 
 
+def deciding(profile, conj, roles):
+    """For worth_lines: (ns, patched) per allocation of a context whose walk
+    looks at `frames` frames, as planner.assess prices it: decided from its
+    patched selector and stop sites (what is live on its stack, at a stop
+    site's record, the activations' bits, or the empty stack's verdict)
+    where the runtime can patch them all, else a stack walk. conj: each
+    group's conjunctions of profile sites; roles: {profile site: (entry
+    verdict, stop group)}."""
+    costs = planner.COST_DEFAULTS
+    stops = {s for s, (_, stop) in roles.items() if stop is not None}
+    selectors = {s for g in conj for c in g for s in c} | stops
+    direct = planner.direct_sites(profile)
+    whole = all(s in direct for s in stops)   # else the runtime decides nothing from the stubs
+
+    def cost(c, frames):
+        patched = whole and all(s in direct for s in c["sites"] if s in selectors)
+        live = transfer.live_kind(c["sites"], selectors, stops)
+        return transfer.identification_ns(costs, patched, frames, live), patched
+    return cost
+
+
 def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False, pricing=None,
-                allocator="glibc"):
+                allocator="glibc", decide=None):
     """Per group: the most its placement can save (its internal affinity at
-    one avoided miss each) against the stack walks that end in it and the
+    one avoided miss each) against deciding the allocations that end in it
+    past their entry (`decide`: deciding(); None: stack walks) and the
     stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
     as the planner prices them (docs/planner.md), where the plan runs
     (`pricing`: scale.Pricing; None: over the profiled run), in front of
     `allocator`."""
     costs = planner.COST_DEFAULTS
+    if decide is None:
+        def decide(c, frames):
+            return costs["walk_ns"] + frames * costs["frame_ns"], False
     inside, outside = [0] * len(names), [0] * len(names)
     if profile.get("families") is not None:   # the graph the planner grouped
         node_group = {f["id"]: group_of.get(f["contexts"][0]) for f in profile["families"]}
@@ -94,15 +119,13 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     for x, w in grouping.dropped_affinity(profile).items():   # with the contexts the graph dropped
         if node_group.get(x) is not None:
             outside[node_group[x]] += w
-    walked, members = {}, {}
+    members = {}
     for c in profile["contexts"]:
         members.setdefault(group_of.get(c["id"]), []).append(c["id"])
-        frames = walks(c)
-        if frames is None:
-            continue
-        w = walked.setdefault(group_of.get(c["id"]), [0, 0])
-        w[0] += c["allocations"]
-        w[1] += c["allocations"] * frames
+    # Each walk entry's decisions shared by the groups that allocate there
+    # (the rest pool is none), as the planner charges them.
+    walked = planner.walk_shares(profile["contexts"], walks,
+                                 lambda cid: None if group_of.get(cid) == rest else group_of.get(cid), decide)
     out = {}
     everything = transfer.run_accesses(profile["contexts"])
     # A plan with no rest pool loads the runtime for its groups alone: they
@@ -118,7 +141,8 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                       if rest is not None and len(names) > 1 else (0, 0))
     real = sum(n for g, n in mine.items() if g != rest)
     for g in list(range(len(names))) + [None]:
-        n, frames = walked.get(g, (0, 0))
+        share = walked.get(g, planner.WalkShare())
+        n, frames, patched = share.allocations, share.frames, share.patched
         at = None
         if g is not None and g != rest:
             misses = transfer.context_misses(profile["contexts"], members.get(g, []), everything)
@@ -126,9 +150,17 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                 at = pricing.at(profile["contexts"], members.get(g, []), misses,
                                 misses is not None and transfer.stays_cached(misses))
         grown = at.allocations if at else 1.0
-        ns = (n * costs["walk_ns"] + frames * costs["frame_ns"]) * grown
-        ident = (f"{n} stack walks of {frames / n:.1f} frames end here, about {ns / 1e6:.2f} ms"
-                 if n else "no stack walk ends here")
+        ns = share.ns * grown
+        if not n:
+            ident = "no stack walk (decided by entry or stop sites)"
+        elif patched == n:   # as planner.identification_text says it
+            ident = (f"{n} allocations decided from patched call sites (a walk would step "
+                     f"{frames:.1f} frames), about {ns / 1e6:.2f} ms")
+        elif patched:
+            ident = (f"{n} allocations decided past their entry, {patched} of them from patched call sites "
+                     f"and the rest by stack walks of {frames:.1f} frames on average, about {ns / 1e6:.2f} ms")
+        else:
+            ident = f"{n} stack walks of {frames:.1f} frames end here, about {ns / 1e6:.2f} ms"
         calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
         ident += transfer.stubs_clause(calls, stub_ns * grown)
         handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
@@ -242,7 +274,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
     allocator = (planfile.made_for(plan_path) if plan_path else made.allocator) or "glibc"
-    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator)
+    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator,
+                        deciding(profile, conj, roles))
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])

@@ -366,6 +366,54 @@ def stub_costs(plan, profile, costs):
                                 transfer.stop_sites(read, to_profile))
 
 
+@dataclass
+class WalkShare:
+    """What deciding allocations past their entry costs a group
+    (walk_shares): allocations, the frames a walk would step on average,
+    ns, and how many of them are decided from patched call sites."""
+    allocations: int = 0
+    frames: float = 0.0
+    ns: float = 0.0
+    patched: int = 0
+
+
+def walk_shares(contexts, walk_of, group_of, deciding):
+    """{group: WalkShare}: every allocation whose entry site walks
+    (`walk_of(c)`: the frames its walk looks at, None if its entry decides)
+    is decided there at `deciding(c, frames)`: (ns, from patched sites), and
+    each entry site's total is shared by the groups that allocate there in
+    proportion to their allocations: an allocation no group takes is
+    decided all the same, for the groups' sake. A site where no group
+    allocates is charged to None."""
+    sites = {}
+    for c in contexts:
+        frames = walk_of(c) if c["sites"] else None
+        if frames is None:
+            continue
+        ns, patched = deciding(c, frames)
+        w = sites.setdefault(c["sites"][0], [WalkShare(), {}])
+        n = c["allocations"]
+        w[0].allocations += n
+        w[0].frames += n * frames
+        w[0].ns += n * ns
+        w[0].patched += n if patched else 0
+        g = group_of(c["id"])
+        w[1][g] = w[1].get(g, 0) + n
+    out = {}
+    for total, groups in sites.values():
+        mine = {g: n for g, n in groups.items() if g is not None} or {None: total.allocations}
+        for g, n in mine.items():
+            part = n / sum(mine.values())
+            o = out.setdefault(g, WalkShare())
+            o.allocations += round(total.allocations * part)
+            o.frames += total.frames * part
+            o.ns += total.ns * part
+            o.patched += round(total.patched * part)
+    for o in out.values():
+        o.frames = o.frames / o.allocations if o.allocations else 0.0
+    return out
+
+
 def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None,
            pricing=None, passthrough=False):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
@@ -394,26 +442,19 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     # every allocation past its entry is a stack walk (docs/runtime.md,
     # "Stop sites").
     stops_whole = direct is None or all(s in direct for s in plan.stops)
-    sites_walk = {}
-    for c in contexts:
-        if not c["sites"]:
-            continue
-        e = c["sites"][0]
-        verdict = plan.verdicts.get(e) or plan.unknown_entry
-        if verdict != "walk":
-            continue
-        w = sites_walk.setdefault(e, {"ns": 0.0, "allocations": 0, "frames": 0, "groups": {}})
-        frames = walk_frames(c, plan.stops, plan.frames)
+
+    def walk_of(c):
+        verdict = plan.verdicts.get(c["sites"][0]) or plan.unknown_entry
+        return walk_frames(c, plan.stops, plan.frames) if verdict == "walk" else None
+
+    def deciding(c, frames):
         g = plan.predicted.get(c["id"])
         patched = identify == "patched" and stops_whole and (direct is None or all(
             s in direct for s in c["sites"] if s in selector_sites)) and not (
             stubs is None and g is not None and g < len(plan.groups) and plan.groups[g].merged)
-        w["ns"] += c["allocations"] * transfer.identification_ns(
-            costs, patched, frames, transfer.live_kind(c["sites"], selector_sites, plan.stops))
-        w["allocations"] += c["allocations"]
-        w["frames"] += c["allocations"] * frames
-        if g is not None:
-            w["groups"][g] = w["groups"].get(g, 0) + c["allocations"]
+        live = transfer.live_kind(c["sites"], selector_sites, plan.stops)
+        return transfer.identification_ns(costs, patched, frames, live), patched
+    shares = walk_shares(contexts, walk_of, plan.predicted.get, deciding)
     worth = []
     everything = transfer.run_accesses(contexts)
     cold = grouping.dropped_affinity(profile) if profile else {}
@@ -438,15 +479,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
                            saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers, at),
                            identify="walk" if g.merged and stubs is None else identify,
                            stub_calls=round(calls), stub_ns=ns))
-    for w in sites_walk.values():
-        share = sum(w["groups"].values())
-        for g, n in w["groups"].items():
-            part = n / share if share else 0
-            worth[g].walk_ns += w["ns"] * part
-            worth[g].walked_allocations += round(w["allocations"] * part)
-            worth[g].frames += w["frames"] * part
-    for x in worth:
-        x.frames = x.frames / x.walked_allocations if x.walked_allocations else 0.0
+    for g, share in shares.items():
+        if g is not None and g < len(worth):
+            worth[g].walked_allocations, worth[g].frames, worth[g].walk_ns = share.allocations, share.frames, share.ns
     mine = [sum(contexts[c]["allocations"] for c in g.members) for g in plan.groups]
     if passthrough and worth:
         # No rest pool: the runtime is loaded for the groups alone, and

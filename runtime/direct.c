@@ -404,13 +404,11 @@ void ch_direct_offer_walk(uintptr_t ret) {
 /* Cold sites this thread has offered and that stay as they are (not a
  * patchable call): a request through one would otherwise look the site up
  * in the plan every time (cppcheck in front of jemalloc: 14 such sites, 18
- * M instructions in 1.2 G). Direct-mapped by return address. */
-#define LEFT_MEMO 16
-static CH_TLS uintptr_t cold_left[LEFT_MEMO];
+ * M instructions in 1.2 G). The test is internal.h's. */
+CH_TLS uintptr_t ch_direct_cold_left[CH_COLD_LEFT_MEMO];
 
-void ch_direct_offer_cold(uintptr_t ret) {
-  uintptr_t *memo = &cold_left[(ret ^ (ret >> 7)) & (LEFT_MEMO - 1)];
-  if (*memo == ret) return;
+void ch_direct_offer_cold_slow(uintptr_t ret) {
+  uintptr_t *memo = ch_direct_cold_memo(ret);
   int s = entry_site(ret, CH_ENTRY_COLD);
   if (s < 0) return;
   offer(s, ret, rest_group < 0 ? 0 : (unsigned)rest_group, rest_group < 0 ? K_COLD_MALLOC : K_REST_MALLOC);

@@ -192,6 +192,15 @@ def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
     assert "make_a" in text or "groups_O2+0x" in text
     # why each group is worth having, and the rest pool, named as such
     assert "worth: saves at most" in text and "identification:" in text
+    # the identification each group pays, as the planner priced it
+    r = run([COHORT, "plan", out / "profile.json", "-o", tmp_path / "again.plan"])
+    assert r.returncode == 0, r.stderr
+    said = [ln.split("identification: ")[1].split(";")[0] for ln in r.stdout.decode().splitlines()
+            if "worth:" in ln]
+    r = run([COHORT, "explain", out / "profile.json", tmp_path / "again.plan"])
+    shown = [ln.split("identification: ")[1].split(";")[0] for ln in r.stdout.decode().splitlines()
+             if "worth:" in ln]
+    assert said and shown[:len(said)] == said, (said, shown)
     assert "rest (every small allocation no other group claims, one pool " in text
     # the rest pool described as the plan shapes it: whole, or split by size class
     lines = [ln for ln in (out / "plan").read_text().splitlines()]
