@@ -484,13 +484,17 @@ static bool within_2g(uintptr_t a, uintptr_t b) {
   return d > -((intptr_t)1 << 31) + (1 << 20) && d < ((intptr_t)1 << 31) - (1 << 20);
 }
 
-/* Memory for stubs within reach of every byte of [lo, hi). */
+/* Memory for stubs within reach of every byte of [lo, hi). Below the
+ * module at every distance before any above it: above the executable is
+ * where glibc's brk heap grows, and stubs there, a megabyte past its end,
+ * would stop that heap where brk happened to start closer (glibc then
+ * takes memory elsewhere, and the next allocator's objects move: the
+ * layout of a run would depend on the kernel's randomisation). */
 void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size) {
   const uintptr_t step = 1u << 20, page = ch_page_size();
-  for (uintptr_t d = step; d < ((uintptr_t)1 << 30); d += step) {
-    uintptr_t tries[2] = {(lo - d - size) & ~(page - 1), (hi + d) & ~(page - 1)};
-    for (int k = 0; k < 2; k++) {
-      uintptr_t a = tries[k];
+  for (int above = 0; above < 2; above++) {
+    for (uintptr_t d = step; d < ((uintptr_t)1 << 30); d += step) {
+      uintptr_t a = (above ? hi + d : lo - d - size) & ~(page - 1);
       if (a < (1u << 16) || !within_2g(a, lo) || !within_2g(a + size, hi)) continue;
       void *p = mmap((void *)a, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
       if (p == MAP_FAILED) continue;
