@@ -91,7 +91,8 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     # the table a reader wants first, then HALO's figures and table
     assert text.index("## Best per workload") < text.index("## Every configuration") < text.index("## Figure 13")
     best = text.split("## Best per workload")[1].split("\n| benchtoy | ")[1].split(" |")[0]
-    assert best in ("halo (cohort+glibc)", "halo (cohort+jemalloc)", "random control", "one pool (all)")
+    assert best in ("halo (cohort+glibc)", "halo (cohort+jemalloc)", "halo (cohort+mimalloc)", "random control",
+                    "one pool (all)")   # which is fastest on the toy is the machine's noise
     for heading in ("## Figure 13: D1 misses per policy", "## Figure 14: speed-up per policy",
                     "## Figure 15: HALO against the random control", "## Table 1: fragmentation at peak"):
         assert heading in text
