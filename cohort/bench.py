@@ -657,7 +657,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     extra_plans = [(n, Path(p).resolve()) for n, p in extra_plans]
     taken = {*allocators, *(f"cohort+{a}" for a in allocators), *policies, *swept, "random", "all"}
     for n, _ in extra_plans:
-        if n in taken or "/" in n:
+        if n in taken or "/" in n or n.endswith("+prefetch"):
             raise CohortError(f"a configuration named {n!r} cannot be added")
         taken.add(n)
     if train_stdin is not None and train is None:
@@ -667,6 +667,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     for a in allocators:
         allocator_library(a)
     prog = resolve_program(target)
+    for _, path in extra_plans:   # before anything runs or is written
+        check_plan_fits(path, prog)
     inputs = {"ref": stdin, "train": train_stdin[0] if train_stdin else None, "cachegrind": cachegrind_stdin}
     options = {"ref": "--stdin", "train": "--train-stdin", "cachegrind": "--cachegrind-stdin"}
     inputs = {k: check_input(v, options[k], rereadable=True) if v is not None else None

@@ -390,7 +390,12 @@ def large_clause(mean_size):
         return ""
     return (f"; but its objects are of {mean_size:.0f} bytes on average, and two neighbours share one line, "
             f"where a pair of accesses meets only if each falls on its side of it: "
-            f"{100 * line_share(mean_size):.2g}% of those accesses")
+            f"{percent(line_share(mean_size))} of those accesses")
+
+
+def percent(share):
+    """A share as a percentage to three decimals, no trailing zeros."""
+    return f"{100 * share:.3f}".rstrip("0").rstrip(".") + "%"
 
 
 def contexts_mean_size(contexts, ids):

@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -494,6 +495,7 @@ void *ch_patch_map_near(uintptr_t lo, uintptr_t hi, size_t size) {
   const uintptr_t step = 1u << 20, page = ch_page_size();
   for (int above = 0; above < 2; above++) {
     for (uintptr_t d = step; d < ((uintptr_t)1 << 30); d += step) {
+      if (!above && lo < d + size + (1u << 16)) break;   /* below address 64 KiB */
       uintptr_t a = (above ? hi + d : lo - d - size) & ~(page - 1);
       if (a < (1u << 16) || !within_2g(a, lo) || !within_2g(a + size, hi)) continue;
       void *p = mmap((void *)a, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -558,10 +560,7 @@ bool ch_patch_one_thread(void) {
  * never a mix: the four bytes must lie within one aligned 8-byte word. */
 bool ch_patch_live_ok(uintptr_t at) { return (at & 7) <= 4; }
 
-bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
-  uintptr_t page = ch_page_size(), first = at & ~(page - 1), last = (at + 3) & ~(page - 1);
-  size_t len = last + page - first;
-  if (live && !ch_patch_live_ok(at)) return false;
+static bool write_disp(uintptr_t first, size_t len, uintptr_t at, int32_t disp, bool live) {
   if (mprotect((void *)first, len, PROT_READ | PROT_WRITE | (live ? PROT_EXEC : 0)) != 0) return false;
   if (live) {
     uint64_t *w = (uint64_t *)(at & ~(uintptr_t)7), v = __atomic_load_n(w, __ATOMIC_RELAXED);
@@ -574,6 +573,23 @@ bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
    * code it has run: make it translate the call again. */
   VALGRIND_DISCARD_TRANSLATIONS(at - 1, 5);
   return mprotect((void *)first, len, PROT_READ | PROT_EXEC) == 0;
+}
+
+bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
+  uintptr_t page = ch_page_size(), first = at & ~(page - 1), last = (at + 3) & ~(page - 1);
+  size_t len = last + page - first;
+  if (live && !ch_patch_live_ok(at)) return false;
+  /* Not live, the pages lose execute permission while written: with one
+   * thread only a signal handler could run them meanwhile (a profiler's
+   * SIGPROF, after start-up), so signals wait. */
+  sigset_t all, old;
+  if (!live) {
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+  }
+  bool ok = write_disp(first, len, at, disp, live);
+  if (!live) pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return ok;
 }
 
 struct todo { unsigned site; uintptr_t ret, target; };

@@ -353,6 +353,14 @@ def test_bad_also_refused_in_one_line(tmp_path, toy_plan, also, message):
     assert "Traceback" not in err and not (tmp_path / "x").exists()
 
 
+def test_an_also_plan_of_another_program_is_refused_before_the_training_run(tmp_path, toy_plan):
+    r = run([COHORT, "bench", "--train", "2000", "--also", f"toy={toy_plan}", "-o", tmp_path / "x",
+             "--", PROGRAMS / "dsgraph", "3000"])
+    err = r.stderr.decode()
+    assert r.returncode != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "x").exists()
+
+
 def first_node(tmp_path, env):
     """Where the `lines` program's first node landed (its log's first line)."""
     log = tmp_path / "lines.log"
