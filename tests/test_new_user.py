@@ -36,6 +36,24 @@ def mode(path):
 # ---- never lose a file --------------------------------------------------------
 
 
+def test_a_checkout_without_make_says_to_run_make(tmp_path):
+    """bin/cohort in a checkout where make has not made the virtualenv runs
+    the system's python3, which may lack Cohort's dependencies: one line
+    that says to run make, not a traceback."""
+    import shutil
+    py = shutil.which("python3")
+    if py is None or subprocess.run([py, "-c", "import elftools, fastjsonschema, matplotlib, capstone"],
+                                    capture_output=True).returncode == 0:
+        pytest.skip("the system's python3 has Cohort's dependencies: nothing is missing")
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "cohort", checkout / "cohort", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "bin", checkout / "bin")
+    r = run([checkout / "bin" / "cohort", "--help"], cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert "is missing: run `make` in" in err and str(checkout) in err and "Traceback" not in err
+
+
 def test_run_stats_never_replaces_a_users_file(tmp_path, toy):
     src = tmp_path / "graph.c"
     src.write_text(SOURCE)
