@@ -265,6 +265,46 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
 
 # ---- one run ---------------------------------------------------------------
 
+# A run's standard output is kept in memory up to this many bytes, to show
+# where a mismatching run's output first differs from the reference's.
+KEPT_OUTPUT = 1 << 16
+
+
+def output_digest(data, ignore=None):
+    """(SHA-256 of a run's standard output, the output kept to compare):
+    with `ignore` (a compiled pattern, --ignore-output), the lines it
+    matches anywhere are left out of both (a program that prints its own
+    run time or the date)."""
+    if ignore is not None:
+        data = b"".join(line for line in data.splitlines(keepends=True)
+                        if not ignore.search(line.decode(errors="replace")))
+    return hashlib.sha256(data).hexdigest(), data[:KEPT_OUTPUT]
+
+
+def ignore_pattern(text):
+    """--ignore-output's regular expression, compiled; None for none; a
+    one-line CohortError if it does not compile."""
+    if text is None:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise CohortError(f"--ignore-output {text!r} is not a regular expression ({e})") from None
+
+
+def first_difference(mine, theirs):
+    """Where two outputs first differ, in words: the line number and both
+    lines, shortened."""
+    a, b = mine.splitlines(), theirs.splitlines()
+    for i in range(max(len(a), len(b))):
+        x = a[i].decode(errors="replace") if i < len(a) else None
+        y = b[i].decode(errors="replace") if i < len(b) else None
+        if x != y:
+            show = lambda t: "no such line" if t is None else repr(t[:80])  # noqa: E731
+            return f"line {i + 1}: {show(x)}, the reference's {show(y)}"
+    return "beyond the first 64 KiB"
+
+
 def sha256_file(f):
     h = hashlib.sha256()
     for block in iter(lambda: f.read(1 << 20), b""):
@@ -344,7 +384,7 @@ class Usage:
         self.ru_maxrss, self.ru_utime = maxrss_kb, utime_s
 
 
-def run_once(argv, env, workdir, stdin=None, output_file=None):
+def run_once(argv, env, workdir, stdin=None, output_file=None, ignore=None):
     """Wall and user time, peak RSS, exit status, output digest; with an
     OutputFile, its digest too (None if the run wrote none, with the reason).
     The target reads a fresh stream of the file stdin, else /dev/null."""
@@ -383,7 +423,7 @@ def run_once(argv, env, workdir, stdin=None, output_file=None):
                 usage = Usage(int(words[1]), float(words[2]))
             proc.returncode = os.waitstatus_to_exitcode(status)
             out.seek(0)
-            digest = sha256_file(out)
+            digest, kept = output_digest(out.read(), ignore)
             err.seek(0, os.SEEK_END)
             err.seek(max(err.tell() - 400, 0))
             tail = err.read().decode(errors="replace")
@@ -392,7 +432,7 @@ def run_once(argv, env, workdir, stdin=None, output_file=None):
             source.close()
     r = {"wall_s": round(wall, 6), "user_s": round(usage.ru_utime, 6),
          "max_rss_kb": usage.ru_maxrss, "exit": proc.returncode, "output_sha256": digest,
-         "stderr_tail": tail}
+         "stderr_tail": tail, "stdout": kept}
     if output_file is not None:
         r["output_file_sha256"], r["output_file_problem"] = output_file.collect()
     return r
@@ -407,7 +447,8 @@ def judge(r, reference):
         return "failed", r["output_file_problem"]
     if reference is not None:
         if r["output_sha256"] != reference["output_sha256"]:
-            return "mismatch", "stdout differs from the reference run's"
+            where = first_difference(r.get("stdout", b""), reference.get("stdout", b""))
+            return "mismatch", f"stdout differs from the reference run's ({where})"
         if r.get("output_file_sha256") != reference.get("output_file_sha256"):
             return "mismatch", "output file differs from the reference run's"
     return "ok", None
@@ -441,7 +482,7 @@ def summarise(trials, names):
 
 # ---- cachegrind ------------------------------------------------------------
 
-def cachegrind(argv, env, stdin=None, output_file=None):
+def cachegrind(argv, env, stdin=None, output_file=None, ignore=None):
     """One cachegrind run: its totals, and the share of instructions and D1
     misses that lie in Cohort's runtime (runtime_Ir, runtime_D1_misses)."""
     with tempfile.TemporaryDirectory(prefix="cohort-cg-") as tmp:
@@ -462,7 +503,7 @@ def cachegrind(argv, env, stdin=None, output_file=None):
     def grab(label):
         m = re.search(rf"{label}:\s+([\d,]+)", err)
         return int(m.group(1).replace(",", "")) if m else None
-    result = {"exit": r.returncode, "output_sha256": hashlib.sha256(r.stdout).hexdigest(),
+    result = {"exit": r.returncode, "output_sha256": output_digest(r.stdout, ignore)[0],
               "D_refs": grab("D   refs"), "D1_misses": grab("D1  misses"), "LLd_misses": grab("LLd misses"),
               "I_refs": grab("I   refs")}
     if split is not None:
@@ -496,7 +537,7 @@ def layouts(n):
     return [(16 * (1 + (37 * k) % 255), 64 * (1 + (23 * k) % 63)) for k in range(1, n + 1)]
 
 
-def layout_counts(argv, env, base, n, stdin, output_file, log, name):
+def layout_counts(argv, env, base, n, stdin, output_file, log, name, ignore=None):
     """cachegrind runs of one baseline under n moved layouts: [{heap_shift,
     stack_pad, I_refs, D1_misses, LLd_misses}] of those that ran as the
     baseline's own run did (same output); one that did not is left out,
@@ -509,7 +550,7 @@ def layout_counts(argv, env, base, n, stdin, output_file, log, name):
         e["COHORT_SHIFT_HEAP"] = str(heap)
         e["COHORT_LAYOUT_PAD"] = "x" * pad   # the environment sits above the stack: this moves it
         log(f"cohort bench: cachegrind {name}, heap +{heap} B, stack -{pad} B")
-        r = cachegrind(argv, e, stdin=stdin, output_file=output_file)
+        r = cachegrind(argv, e, stdin=stdin, output_file=output_file, ignore=ignore)
         if "error" in r or r["output_sha256"] != base["output_sha256"] \
                 or r.get("output_file_sha256") != base.get("output_file_sha256"):
             log(f"cohort bench: warning: {name} with its layout moved (heap +{heap} B) did not run as before; "
@@ -602,7 +643,7 @@ def input_record(path):
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
           cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
-          extra_plans=(), prefetch=None, layout_runs=0):
+          extra_plans=(), prefetch=None, layout_runs=0, ignore_output=None):
     """The whole `cohort bench` (see the module's docstring). train: the
     training runs' argument strings (the plan's first, then the validation
     runs'), or None; train_stdin: a file for each, or None. stdin,
@@ -618,10 +659,13 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     prefetch: a prefetch file, injected in a twin of each configuration.
     layout_runs: further cachegrind runs of each baseline, each with its
     heap and stack moved (layouts()), whose spread of D1 misses is the band
-    a ratio must leave to be a difference.
+    a ratio must leave to be a difference. ignore_output: a regular
+    expression; the lines of standard output it matches are left out of the
+    digest that every run's output is checked by (timings, dates).
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
+    ignore = ignore_pattern(ignore_output)
     if train_stdin is not None and train is not None and len(train_stdin) != len(train):
         raise CohortError(f"--train-stdin given {len(train_stdin)} times for {len(train)} --train runs: give "
                           "one per --train, in the same order (/dev/null for a run that reads none)")
@@ -707,7 +751,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force, policies, sweep, extra_plans, prefetch, layout_runs)
+                          all_control, force, policies, sweep, extra_plans, prefetch, layout_runs, ignore)
         finally:
             if output_file is not None:
                 output_file.done()
@@ -773,7 +817,7 @@ def products(outdir, trained, stats_names, profiled=(), profiles=None, validatio
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
-           policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0):
+           policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0, ignore=None):
     commands = {"ref": target}
     plans, swept, plans_for = {}, [], {}
     if train is not None:
@@ -857,12 +901,14 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         for rnd in range(warmup + trials):
             for name, kind, alloc, make_env in configs:
                 stats = stats_dir / f"{name}.json" if kind != "baseline" else None
-                r = run_once(target, make_env(stats), work, stdin=inputs["ref"], output_file=output_file)
+                r = run_once(target, make_env(stats), work, stdin=inputs["ref"], output_file=output_file,
+                             ignore=ignore)
                 r.update(config=name, round=rnd, warmup=rnd < warmup)
                 r["status"], reason = judge(r, reference)
                 r.pop("output_file_problem", None)
                 if r["status"] == "ok" and reference is None and kind == "baseline":
-                    reference = r
+                    reference = dict(r)   # keeps its output, to say where others differ
+                r.pop("stdout", None)
                 if r["status"] != "ok":
                     r["reason"] = reason
                     last = r["stderr_tail"].strip().splitlines()[-1:] if r["stderr_tail"].strip() else []
@@ -898,7 +944,8 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         cg = {}
         for name, kind, alloc, make_env in configs:
             log(f"cohort bench: cachegrind {name}")
-            cg[name] = cachegrind(cg_argv, make_env(None), stdin=inputs["cachegrind"], output_file=output_file)
+            cg[name] = cachegrind(cg_argv, make_env(None), stdin=inputs["cachegrind"], output_file=output_file,
+                                  ignore=ignore)
         first = cg[names[0]]
         for name, r in cg.items():
             if "error" in r:
@@ -910,7 +957,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         for name, kind, alloc, make_env in configs:
             if kind == "baseline" and layout_runs and "error" not in cg[name]:
                 cg[name]["layouts"] = layout_counts(cg_argv, make_env(None), cg[name], layout_runs,
-                                                    inputs["cachegrind"], output_file, log, name)
+                                                    inputs["cachegrind"], output_file, log, name, ignore)
         for name, kind, alloc, _ in configs:
             if kind != "baseline" and name in ratios and "error" not in cg[name] and "error" not in cg[alloc]:
                 ratios[name]["d1_ratio"] = cg[name]["D1_misses"] / max(cg[alloc]["D1_misses"], 1)
@@ -954,7 +1001,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         "extra_plans": {n: str(path) for n, path in extra_plans},
         "parameters": {"trials": trials, "warmup": warmup, "allocators": list(allocators), "policies": policies,
                        "random_control": random_control, "all_control": all_control, "prefetch": prefetch,
-                       "layout_runs": layout_runs,
+                       "layout_runs": layout_runs, "ignore_output": ignore.pattern if ignore else None,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,

@@ -385,7 +385,7 @@ def cmd_bench(args, target):
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
                     all_control=not args.no_all, policies=parse_policies(args.policies),
                     sweep=parse_sweep(args.sweep), prefetch=args.prefetch, layout_runs=args.layout_runs,
-                    extra_plans=[also_option(a) for a in args.also or ()])
+                    extra_plans=[also_option(a) for a in args.also or ()], ignore_output=args.ignore_output)
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -753,6 +753,10 @@ def build_parser():
     be.add_argument("--output-file", metavar="PATH",
                     help="a file the program writes: removed before every run, its SHA-256 checked "
                          "after each like stdout's; must not exist (unless --force)")
+    be.add_argument("--ignore-output", metavar="REGEX",
+                    help="leave the lines of the program's standard output that REGEX matches (Python "
+                         "syntax, anywhere in the line) out of the digest every run is checked by: a program "
+                         "that prints its own run time or the date")
     be.add_argument("--prefetch", metavar="FILE",
                     help="also run each baseline and Cohort configuration with FILE's prefetches injected "
                          "(NAME+prefetch; made by `cohort prefetch`), to see whether they pay")

@@ -107,7 +107,8 @@ def test_checksum_mismatch_is_flagged_not_averaged(tmp_path, toy_plan):
     assert res["summary"]["cohort+glibc"]["ok_trials"] == 0
     assert "cohort+glibc" not in res["ratios"]
     assert any("mismatch (stdout differs" in p for p in res["problems"])
-    assert all(t["reason"] == "stdout differs from the reference run's"
+    assert all(t["reason"].startswith("stdout differs from the reference run's (line 1: 'checksum ")
+               and "the reference's 'checksum " in t["reason"]
                for t in res["trials"] if t["config"] == "cohort+glibc")
     assert b"MISMATCH" in r.stderr and b"PROBLEM" in r.stdout
 
@@ -358,6 +359,33 @@ def test_an_also_plan_of_another_program_is_refused_before_the_training_run(tmp_
              "--", PROGRAMS / "dsgraph", "3000"])
     err = r.stderr.decode()
     assert r.returncode != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "x").exists()
+
+
+def test_ignore_output_leaves_a_programs_own_timings_out_of_the_check(tmp_path, toy_plan):
+    """A program that prints its own run time mismatches on every run, and
+    the reason says where its output first differs; with --ignore-output
+    its timing lines are left out of the digest and every run is ok. A
+    real difference still shows (the toy's mismatch mode under Cohort)."""
+    base = [COHORT, "bench", "--trials", "1", "--warmup", "0", "--allocators", "glibc", "--no-random", "--no-all",
+            "--plan", toy_plan]
+    r = run(base + ["-o", tmp_path / "plain", "--", TOY, "timed"])
+    res = json.loads((tmp_path / "plain" / "results.json").read_text())
+    bad = [t for t in res["trials"] if t["status"] == "mismatch"]
+    assert bad and "(line 1: 'took " in bad[0]["reason"] and "the reference's 'took " in bad[0]["reason"]
+    r = run(base + ["--ignore-output", "^took [0-9]+ ns$", "-o", tmp_path / "kept", "--", TOY, "timed"])
+    assert r.returncode == 0, r.stderr.decode()
+    res = json.loads((tmp_path / "kept" / "results.json").read_text())
+    jsonschema.validate(res, SCHEMA)
+    assert all(t["status"] == "ok" for t in res["trials"]) and res["parameters"]["ignore_output"] == "^took [0-9]+ ns$"
+    assert all("stdout" not in t for t in res["trials"])
+    r = run(base + ["--ignore-output", "^took", "-o", tmp_path / "wrong", "--", TOY, "mismatch"])
+    res = json.loads((tmp_path / "wrong" / "results.json").read_text())
+    bad = [t for t in res["trials"] if t["status"] == "mismatch"]
+    assert bad and "line 1: 'checksum " in bad[0]["reason"]
+    r = run(base + ["--ignore-output", "took (", "-o", tmp_path / "x", "--", TOY, "timed"])
+    err = r.stderr.decode()
+    assert r.returncode != 0 and len(err.strip().splitlines()) == 1 and "is not a regular expression" in err
     assert not (tmp_path / "x").exists()
 
 
