@@ -196,7 +196,7 @@ static uint8_t *region_for(const struct ch_module *m) {
     memcpy(r + stub_offset(k, 0) + cold_t.disp_at, &counter, 4);
   }
   ch_patch_stub_unwind(r + eh, (uintptr_t)r, code);
-  if (mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
+  if (!ch_patch_seal(r, size)) {
     munmap(r, size);
     return NULL;
   }

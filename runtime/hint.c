@@ -104,7 +104,7 @@ static uint8_t *block_for(const struct ch_module *m, unsigned og) {
   }
   uint8_t *eh = r + page + 8 * per_block;
   ch_patch_stub_unwind(eh, (uintptr_t)r, page);
-  if (mprotect(r, page, PROT_READ | PROT_EXEC) != 0) {
+  if (!ch_patch_seal(r, page)) {
     munmap(r, 2 * page);
     return NULL;
   }

@@ -881,6 +881,10 @@ void ch_patch_stub_unwind(uint8_t *p, uintptr_t code, size_t len);  /* .eh_frame
 void ch_patch_register_unwind(uint8_t *eh);                        /* once the stubs are final */
 bool ch_patch_live_ok(uintptr_t at);
 bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live);
+/* The only writes into code (patch.c): len bytes at `at` while the process
+ * has one thread; and a stub region made read-execute once written. */
+bool ch_patch_write_code(uintptr_t at, const void *bytes, size_t len);
+bool ch_patch_seal(void *region, size_t size);
 bool ch_patch_one_thread(void);
 bool ch_patch_trylock(void);
 bool ch_patch_enabled(void);   /* ch_patch_init found a plan to patch for, and a decoder */

@@ -560,37 +560,48 @@ bool ch_patch_one_thread(void) {
  * never a mix: the four bytes must lie within one aligned 8-byte word. */
 bool ch_patch_live_ok(uintptr_t at) { return (at & 7) <= 4; }
 
-static bool write_disp(uintptr_t first, size_t len, uintptr_t at, int32_t disp, bool live) {
-  if (mprotect((void *)first, len, PROT_READ | PROT_WRITE | (live ? PROT_EXEC : 0)) != 0) return false;
-  if (live) {
-    uint64_t *w = (uint64_t *)(at & ~(uintptr_t)7), v = __atomic_load_n(w, __ATOMIC_RELAXED);
-    memcpy((char *)&v + (at & 7), &disp, 4);
-    __atomic_store_n(w, v, __ATOMIC_RELEASE);
-  } else {
-    memcpy((void *)at, &disp, 4);
-  }
-  /* Valgrind (cohort bench measures under cachegrind) keeps translations of
-   * code it has run: make it translate the call again. */
-  VALGRIND_DISCARD_TRANSLATIONS(at - 1, 5);
-  return mprotect((void *)first, len, PROT_READ | PROT_EXEC) == 0;
-}
-
-bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
-  uintptr_t page = ch_page_size(), first = at & ~(page - 1), last = (at + 3) & ~(page - 1);
-  size_t len = last + page - first;
-  if (live && !ch_patch_live_ok(at)) return false;
-  /* Not live, the pages lose execute permission while written: with one
-   * thread only a signal handler could run them meanwhile (a profiler's
-   * SIGPROF, after start-up), so signals wait. */
+/* Every write into code goes through here (direct.c, hint.c and
+ * prefetch.c as well). Live, the pages stay executable and the four bytes
+ * of a call's displacement change by one atomic store of the aligned
+ * 8-byte word that holds them; otherwise (one thread) the pages lose their
+ * execute permission while written, with signals held, so that no handler
+ * (a profiler's SIGPROF) runs them meanwhile. Valgrind (cohort bench
+ * measures under cachegrind) keeps translations of code it has run: it is
+ * told to translate the bytes again. */
+static bool write_code(uintptr_t at, const void *bytes, size_t len, bool live) {
+  uintptr_t page = ch_page_size(), first = at & ~(page - 1), last = (at + len - 1) & ~(page - 1);
+  size_t span = last + page - first;
   sigset_t all, old;
   if (!live) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
   }
-  bool ok = write_disp(first, len, at, disp, live);
+  bool ok = mprotect((void *)first, span, PROT_READ | PROT_WRITE | (live ? PROT_EXEC : 0)) == 0;
+  if (ok) {
+    if (live) {   /* len 4, within one aligned word: ch_patch_live_ok */
+      uint64_t *w = (uint64_t *)(at & ~(uintptr_t)7), v = __atomic_load_n(w, __ATOMIC_RELAXED);
+      memcpy((char *)&v + (at & 7), bytes, len);
+      __atomic_store_n(w, v, __ATOMIC_RELEASE);
+    } else {
+      memcpy((void *)at, bytes, len);
+    }
+    VALGRIND_DISCARD_TRANSLATIONS(at, len);
+    ok = mprotect((void *)first, span, PROT_READ | PROT_EXEC) == 0;
+  }
   if (!live) pthread_sigmask(SIG_SETMASK, &old, NULL);
   return ok;
 }
+
+bool ch_patch_write_disp(uintptr_t at, int32_t disp, bool live) {
+  if (live && !ch_patch_live_ok(at)) return false;
+  return write_code(at, &disp, 4, live);
+}
+
+bool ch_patch_write_code(uintptr_t at, const void *bytes, size_t len) { return write_code(at, bytes, len, false); }
+
+/* Stubs are written while their region is read-write and nothing reaches
+ * them; then it becomes read-execute, for good. */
+bool ch_patch_seal(void *region, size_t size) { return mprotect(region, size, PROT_READ | PROT_EXEC) == 0; }
 
 struct todo { unsigned site; uintptr_t ret, target; };
 
@@ -724,7 +735,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
       }
       uint8_t *eh = region + code;
       ch_patch_stub_unwind(eh, (uintptr_t)region, code);
-      if (mprotect(region, size, PROT_READ | PROT_EXEC) != 0) {
+      if (!ch_patch_seal(region, size)) {
         for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
         for (unsigned i = 0; i < n; i++) entry_stub[todo[i].site][0] = entry_stub[todo[i].site][1] = 0;
         munmap(region, size);

@@ -444,12 +444,7 @@ static bool write_jump(const struct cand *c, uintptr_t stub) {
   uint8_t code[32];
   if (!encode_jmp(code, c->addr, stub)) return false;
   memset(code + JMP_LEN, 0xcc, c->len - JMP_LEN);
-  uintptr_t page = ch_page_size(), first = c->addr & ~(page - 1), last = (c->addr + c->len - 1) & ~(page - 1);
-  size_t span = last + page - first;
-  if (mprotect((void *)first, span, PROT_READ | PROT_WRITE) != 0) return false;
-  memcpy((void *)c->addr, code, c->len);
-  VALGRIND_DISCARD_TRANSLATIONS(c->addr, c->len);
-  return mprotect((void *)first, span, PROT_READ | PROT_EXEC) == 0;
+  return ch_patch_write_code(c->addr, code, c->len);
 }
 
 /* Every candidate of module m that passed the checks: stubs in one region
@@ -481,7 +476,7 @@ static void inject(const struct ch_module *m, struct cand *cs, unsigned n) {
     slot += STUB_SLOT;
   }
   memset(r + e, 0, 4);   /* terminator */
-  if (!slot || mprotect(r, size, PROT_READ | PROT_EXEC) != 0) {
+  if (!slot || !ch_patch_seal(r, size)) {
     munmap(r, size);
     for (unsigned i = 0; i < n; i++)
       if (cs[i].l->reason == CH_PREFETCH_PENDING) cs[i].l->reason = CH_PREFETCH_NO_STUB_SPACE;
