@@ -427,13 +427,11 @@ void ch_direct_offer_cold_slow(uintptr_t ret) {
  * reached. Not at start-up: a program that never starts a thread needs
  * none of it, and decoding their functions cost povray's plan of 256 sites
  * 18 M instructions. The other sites still wait for their first
- * allocation. */
-static atomic_bool threads_started;
-
+ * allocation. threads.c calls this once. */
 void ch_direct_before_threads(void) {
   const struct ch_plan *pl = ch_plan;
-  if (atomic_exchange(&threads_started, true) || !ch_direct_enabled || ch_opt.mode != CH_MODE_PLAN || !pl ||
-      atomic_load(&ch_plan_disabled) || !ch_patch_one_thread())
+  if (!ch_direct_enabled || ch_opt.mode != CH_MODE_PLAN || !pl || atomic_load(&ch_plan_disabled) ||
+      !ch_patch_one_thread())
     return;
   /* Each offer takes only the sites of its own verdict, as an allocation's would. */
   /* Selectors patched and every stop site with them: activations decide (identify.c). */

@@ -968,8 +968,8 @@ static inline void ch_direct_offer_cold(uintptr_t ret) {
   if (CH_LIKELY(*ch_direct_cold_memo(ret) == ret)) return;
   ch_direct_offer_cold_slow(ret);
 }
-/* The program starts its first thread (called while it has one): patch the
- * entry sites whose calls no live patch can reach. */
+/* The program starts its first thread (called once, while it has one):
+ * patch the entry sites whose calls no live patch can reach. */
 void ch_direct_before_threads(void);
 /* The largest request a cold site's stub puts in the rest group. */
 extern size_t ch_direct_rest_max;

@@ -14,7 +14,7 @@
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static _Atomic(create_fn) real_create;
-static atomic_bool looked_before_threads;
+static atomic_bool first_started;   /* what runs before the program's first thread has run */
 
 CH_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
   create_fn create = atomic_load_explicit(&real_create, memory_order_acquire);
@@ -34,12 +34,14 @@ CH_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void
    * looked (dlopen: dot's layout plugins, just before pango starts its
    * threads) get their selector sites patched whole (patch.c); then the
    * direct sites (direct.c). */
-  if (ch_patch_enabled() && !atomic_exchange(&looked_before_threads, true)) {
-    ch_in_runtime++;   /* the look may allocate: the next allocator's */
-    ch_modules_refresh();
-    ch_in_runtime--;
+  if (!atomic_exchange(&first_started, true)) {
+    if (ch_patch_enabled()) {
+      ch_in_runtime++;   /* the look may allocate: the next allocator's */
+      ch_modules_refresh();
+      ch_in_runtime--;
+    }
+    ch_direct_before_threads();
   }
-  ch_direct_before_threads();
   ch_heap_thread_started();
   ch_in_runtime++;
   int r = create(thread, attr, start, arg);
