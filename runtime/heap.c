@@ -1456,12 +1456,6 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p
   release_block(h, c, p, size);
 }
 
-/* The owner's free of a block that carries the listed mark: in a recent
- * list already (a double free), unless the program planted it. */
-static CH_NOINLINE void free_listed(struct ch_heap *h, struct ch_chunk *c, void *p, uint64_t from) {
-  free_rest(h, c, p, from);
-}
-
 /* The owner's free of a block of an exact bin's size, not in a bin: to the
  * group's recent list (recent: the caller's allocations read it), unless
  * it is full, else to the chunk's bin. */
@@ -1526,10 +1520,12 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
     free_rest(h, c, p, from);
     return;
   }
-  /* Apart from the test above: merged into it, the two tests took a
-   * register more and five instructions more. */
+  /* A block that carries the listed mark is in a recent list already (a
+   * double free), unless the program planted it: free_rest tells. Apart
+   * from the test above: merged into it, the two tests took a register
+   * more and five instructions more. */
   if (CH_UNLIKELY(word == (uint64_t)(uintptr_t)c)) {
-    free_listed(h, c, p, from);
+    free_rest(h, c, p, from);
     return;
   }
   free_exact(h, c, p, b, key, group, recent);
