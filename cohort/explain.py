@@ -151,22 +151,13 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                                 misses is not None and transfer.stays_cached(misses))
         grown = at.allocations if at else 1.0
         ns = share.ns * grown
-        if not n:
-            ident = "no stack walk (decided by entry or stop sites)"
-        elif patched == n:   # as planner.identification_text says it
-            ident = (f"{n} allocations decided from patched call sites (a walk would step "
-                     f"{frames:.1f} frames), about {ns / 1e6:.2f} ms")
-        elif patched:
-            ident = (f"{n} allocations decided past their entry, {patched} of them from patched call sites "
-                     f"and the rest by stack walks of {frames:.1f} frames on average, about {ns / 1e6:.2f} ms")
-        else:
-            ident = f"{n} stack walks of {frames:.1f} frames end here, about {ns / 1e6:.2f} ms"
+        ident = (planner.decided_text(n, patched, frames, ns) if n
+                 else "no stack walk (decided by entry or stop sites)")
         calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
         ident += transfer.stubs_clause(calls, stub_ns * grown)
         handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
         if rest is None and round(handed) > 0:
-            ident += (f"; the runtime it needs hands {round(handed)} other allocations on to the next "
-                      f"allocator, about {handed * costs['passthrough_ns'] * grown / 1e6:.2f} ms")
+            ident += planner.passed_text(round(handed), handed * costs["passthrough_ns"] * grown)
         part = mine[g] / real if g is not None and g != rest and real else 0
         ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown,
                                     round(quick * part))

@@ -483,13 +483,13 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         if g is not None and g < len(worth):
             worth[g].walked_allocations, worth[g].frames, worth[g].walk_ns = share.allocations, share.frames, share.ns
     mine = [sum(contexts[c]["allocations"] for c in g.members) for g in plan.groups]
+    parts = [n / sum(mine) if sum(mine) else 1 / len(worth) for n in mine]   # each group's share
     if passthrough and worth:
         # No rest pool: the runtime is loaded for the groups alone, and
         # hands every other allocation on at passthrough_ns, shared by the
         # groups as their allocations are.
         passed = sum(c["allocations"] for c in contexts) - sum(mine)
-        for x, n in zip(worth, mine):
-            part = n / sum(mine) if sum(mine) else 1 / len(worth)
+        for x, part in zip(worth, parts):
             x.passed = round(passed * part)
             x.passthrough_ns = passed * part * costs["passthrough_ns"]
     elif worth:
@@ -501,8 +501,7 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         # groups cost the rest").
         quick, stubbed = entry_decisions(
             contexts, lambda c: (plan.verdicts.get(c["sites"][0]) or plan.unknown_entry) == "walk", direct)
-        for x, n in zip(worth, mine):
-            part = n / sum(mine) if sum(mine) else 1 / len(worth)
+        for x, part in zip(worth, parts):
             x.quick = round(quick * part)
             x.entry_ns = (quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part
     return worth
@@ -1338,9 +1337,15 @@ def handed_text(w, digits=2):
     those it hands on, for a plan with no rest pool; else those it decides
     at their entry sites, against the rest pool alone."""
     if w.passed:
-        return (f"; the runtime it needs hands {w.passed} other allocations on to the next allocator, about "
-                f"{w.passthrough_ns * w.grown / 1e6:.{digits}f} ms")
+        return passed_text(w.passed, w.passthrough_ns * w.grown, digits)
     return entry_text(w.entry_ns * w.grown, w.quick, digits)
+
+
+def passed_text(passed, ns, digits=2):
+    """What handing `passed` other allocations on to the next allocator
+    costs a group of a plan with no rest pool (ns), for the texts that quote it."""
+    return f"; the runtime it needs hands {passed} other allocations on to the next allocator, about " \
+           f"{ns / 1e6:.{digits}f} ms"
 
 
 def entry_text(ns, quick, digits=2):
@@ -1357,14 +1362,22 @@ def entry_text(ns, quick, digits=2):
 def identification_text(w, digits=2):
     """What identifying a group's objects past their entry site costs, and
     its selector stubs."""
-    ns = w.walk_ns * w.grown
-    handed = handed_text(w, digits)
-    if w.identify == "patched":
-        text = (f"{w.walked_allocations} allocations decided from patched call sites (a walk would "
-                f"step {w.frames:.1f} frames), about {ns / 1e6:.{digits}f} ms")
-    else:
-        text = f"{w.walked_allocations} stack walks of {w.frames:.1f} frames, about {ns / 1e6:.{digits}f} ms"
-    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown, digits) + handed
+    n = w.walked_allocations
+    text = decided_text(n, n if w.identify == "patched" else 0, w.frames, w.walk_ns * w.grown, digits)
+    return text + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown, digits) + handed_text(w, digits)
+
+
+def decided_text(n, patched, frames, ns, digits=2):
+    """Deciding n allocations past their entry sites, `patched` of them from
+    patched call sites and the rest by stack walks (`frames` a walk would
+    step on average), at ns in all."""
+    if patched == n:
+        return (f"{n} allocations decided from patched call sites (a walk would step {frames:.1f} frames), "
+                f"about {ns / 1e6:.{digits}f} ms")
+    if patched:
+        return (f"{n} allocations decided past their entry, {patched} of them from patched call sites and the "
+                f"rest by stack walks of {frames:.1f} frames on average, about {ns / 1e6:.{digits}f} ms")
+    return f"{n} stack walks of {frames:.1f} frames, about {ns / 1e6:.{digits}f} ms"
 
 
 def worth_text(w):
