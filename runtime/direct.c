@@ -114,7 +114,6 @@ static unsigned nregions;
 
 static struct ch_direct_entries entries;
 static int rest_group = -1;   /* the plan's, if it has one */
-size_t ch_direct_rest_max;
 static ZydisDecoder decoder;
 enum { S_UNTRIED, S_BUSY, S_PATCHED, S_LEFT };
 static _Atomic uint8_t state[CH_MAX_SITES];
@@ -458,10 +457,7 @@ void ch_direct_init(const struct ch_direct_entries *e) {
     return;
   entries = *e;
   ch_direct_set_max(ch_max_size);
-  if (ch_plan && ch_plan->rest >= 0 && ch_plan->rest < CH_MAX_GROUPS) {
-    rest_group = ch_plan->rest;
-    ch_direct_rest_max = ch_plan->rest_max;
-  }
+  if (ch_plan && ch_plan->rest >= 0 && ch_plan->rest < CH_MAX_GROUPS) rest_group = ch_plan->rest;
   ch_direct_enabled = true;
   look_up_bindings();
 }

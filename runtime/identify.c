@@ -27,13 +27,12 @@ static unsigned ngroups;
 /* Plan mode: the group of what no verdict or selector claims (-1: the next
  * allocator's), and whether that is all the plan says (no walk can matter). */
 static int rest = -1;
-static size_t rest_max;
+size_t ch_rest_max;
 static bool rest_only;
 /* The frameless path (ch_identify_control): up to what size it serves (the
  * group it serves is ch_control_group). */
 static size_t control_max;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
-static inline int rest_for(size_t size) { return size <= rest_max ? ch_rest_group(size) : -1; }
 
 /* The rest group by size class (internal.h). Each class takes a group id
  * after the plan's own while ids are left, the first class the rest
@@ -52,7 +51,7 @@ static bool rest_one_small;   /* one pool up to 256 bytes, classes above (split_
 static void split_rest(void) {
   memset(ch_rest_groups, rest, sizeof ch_rest_groups);
   if (rest < 0) return;
-  size_t top = rest_max < ch_max_size ? rest_max : ch_max_size;
+  size_t top = ch_rest_max < ch_max_size ? ch_rest_max : ch_max_size;
   /* The plan chose the shape from the profile's model of both
    * (docs/planner.md, "The rest pool's shape"); COHORT_REST overrides. One
    * pool is for small objects, kept in allocation order; a larger request
@@ -206,7 +205,7 @@ static inline void count_unwalked(enum ch_path p) {
 /* What the patched sites' activations decided (not CH_ACT_WALK), counted. */
 static inline int bits_verdict(size_t size, int g) {
   count_unwalked(CH_PATH_PATCHED);
-  return g == CH_ACT_REST ? rest_for(size) : g;
+  return g == CH_ACT_REST ? ch_rest_for(size) : g;
 }
 static inline void count_frames(unsigned n) {
   tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
@@ -276,7 +275,7 @@ void ch_identify_init(void) {
     if (!ch_opt.max_size) ch_max_size = ch_plan->max_size;
     ngroups = ch_plan->ngroups;
     rest = ch_plan->rest;
-    rest_max = ch_plan->rest_max;
+    ch_rest_max = ch_plan->rest_max;
     split_rest();
     bool nothing_to_decide = !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
     rest_only = rest >= 0 && nothing_to_decide;
@@ -292,7 +291,7 @@ void ch_identify_init(void) {
   if (ch_region.size) {
     ch_identify_active = true;
     ch_identify_controls = ch_opt.mode == CH_MODE_ALL || ch_opt.mode == CH_MODE_RANDOM || rest_only;
-    control_max = rest_only && rest_max < ch_max_size ? rest_max : ch_max_size;
+    control_max = rest_only && ch_rest_max < ch_max_size ? ch_rest_max : ch_max_size;
     ch_control_group = rest_only ? (unsigned)rest : 0;
     size_t lane_max = control_max;
     if (rest_only && rest_one_small) {   /* the lane serves the one pool, the ordinary path the classes above */
@@ -408,7 +407,7 @@ static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
     ch_in_runtime++;   /* a walk may look up modules, which may allocate */
     int g = decide_plan(fp);
     ch_in_runtime--;
-    return g == CH_REST ? rest_for(size) : g;
+    return g == CH_REST ? ch_rest_for(size) : g;
   }
   default:
     count(CH_PATH_OFF);
@@ -441,7 +440,8 @@ static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
     count_unwalked(CH_PATH_COLD);
     if (ch_in_runtime) return -1;
     if (q == CH_QUICK_COLD && ch_direct_enabled) ch_direct_offer_cold(fp[1]);
-    return rest_for(size);
+    else *ch_direct_cold_memo(fp[1]) = fp[1];   /* never patched: decided at the door from now on */
+    return ch_rest_for(size);
   }
   if (q == CH_QUICK_NEXT) { count_unwalked(CH_PATH_COLD); return -1; }
   if (q == CH_QUICK_WALK && acts_may_decide() && !ch_in_runtime) {
@@ -464,7 +464,7 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       if (CH_UNLIKELY(rest_only)) {
         if (ch_in_runtime) return identify_slow(size, fp);
         count_unwalked(CH_PATH_COLD);
-        return rest_for(size);
+        return ch_rest_for(size);
       }
       int q = ch_walk_quick(fp);
       if (CH_LIKELY(q >= 0)) { count_unwalked(CH_PATH_ENTRY); return q; }

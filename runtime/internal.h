@@ -146,6 +146,7 @@ struct ch_next {
   size_t (*malloc_usable_size)(void *);
   int (*malloc_trim)(size_t);   /* NULL where it has none (jemalloc) */
   void *(*new_)(size_t);   /* its own operator new (jemalloc's, tcmalloc's), NULL if it has none */
+  void (*delete_sized)(void *, size_t);   /* its own sized operator delete, NULL if it has none */
 };
 /* malloc and free are always callable: before resolution they point at
  * functions that resolve first, so the pass-through paths need no test. */
@@ -789,6 +790,10 @@ static inline size_t ch_rest_class(size_t n) {
   return m < 256 ? m >> 4 : 71u - (unsigned)__builtin_clzll(m);
 }
 static inline int ch_rest_group(size_t n) { return ch_rest_groups[ch_rest_class(n)]; }
+/* The largest request the plan's rest group takes (identify.c). */
+extern size_t ch_rest_max;
+/* The rest group of a request of n bytes, or -1: the next allocator's. */
+static inline int ch_rest_for(size_t n) { return n <= ch_rest_max ? ch_rest_group(n) : -1; }
 /* For the entry points: the heap line the lane serves a request of n bytes
  * from (counted), or NULL: the ordinary path. A line marked with bit 0 is
  * group 0's under the random control, which draws the group; with bit 1,
@@ -953,11 +958,15 @@ void ch_direct_offer(uintptr_t ret, unsigned group);
 void ch_direct_offer_walk(uintptr_t ret);
 /* An allocation whose entry site the plan marks cold: patch that call to
  * reach the rest group (or the next allocator) directly, once per site.
- * Sites offered and left as they were (a call of a library function that
- * allocates, such as std::string's _M_create: not a call of malloc or new)
- * are remembered per thread, direct-mapped by return address, and the
- * test is inline: every allocation through one asks (cppcheck: 375
- * thousand of its 3 M allocations, 18 instructions each through a call). */
+ * Cold entries that stay as they are (offered and left: a call of a
+ * library function that allocates, such as std::string's _M_create, not
+ * of malloc or new; a site the plan does not name, under unknown-entry
+ * cold; any cold site when nothing is patched) are remembered per thread,
+ * direct-mapped by return address. malloc and operator new test it before
+ * the framed path (ch_cold_entry): a request there is decided at the door,
+ * as a cold stub would (cppcheck in front of jemalloc: 14 sites left, 280
+ * thousand of its 3.2 M allocations, about 124 instructions each through
+ * the quick test). */
 #define CH_COLD_LEFT_MEMO 64
 extern CH_TLS uintptr_t ch_direct_cold_left[CH_COLD_LEFT_MEMO];
 static inline uintptr_t *ch_direct_cold_memo(uintptr_t ret) {
@@ -968,11 +977,16 @@ static inline void ch_direct_offer_cold(uintptr_t ret) {
   if (CH_LIKELY(*ch_direct_cold_memo(ret) == ret)) return;
   ch_direct_offer_cold_slow(ret);
 }
+/* Whether a request of size bytes from the call that returns to ret is a
+ * remembered cold entry's, and its allocation there (alloc.c): the rest
+ * group of its size, else the next allocator, counted as a cold stub's. */
+static inline bool ch_cold_entry(uintptr_t ret, size_t size) {
+  return size <= ch_max_size && *ch_direct_cold_memo(ret) == ret;
+}
+void *ch_cold_entry_malloc(size_t size);
 /* The program starts its first thread (called once, while it has one):
  * patch the entry sites whose calls no live patch can reach. */
 void ch_direct_before_threads(void);
-/* The largest request a cold site's stub puts in the rest group. */
-extern size_t ch_direct_rest_max;
 /* MO's call site at ret, decided for good: patch the call to reach its
  * pool's stub (pool >= 0) or the next allocator's (-1). 1: patched, 0: it
  * cannot be, -1: another thread is writing code (offer again later). */

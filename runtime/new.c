@@ -14,6 +14,7 @@ void *ch_malloc_grouping(size_t size, const uintptr_t *fp);
 void *ch_aligned_impl(size_t align, size_t size, const uintptr_t *fp);
 #define ENTRY_FRAME CH_ENTRY_FRAME   /* see alloc.c */
 void ch_free_impl(void *p);
+void ch_free_sized(void *p, size_t n);
 
 typedef void (*new_handler_t)(void);
 
@@ -67,7 +68,19 @@ static inline void *new_control(size_t n) {
 /* Everything but the fast lane (see malloc). */
 static CH_NOINLINE void *new_rest(size_t n) {
   void *p;
+  /* Pass-through (no plan, or one disabled): as malloc does, without the
+   * frame (34 instructions a request); a failure takes the framed path to
+   * the new_handler. */
+  if (CH_UNLIKELY(!ch_identify_active)) {
+    p = ch_next.malloc(n);
+    return CH_LIKELY(p != NULL) ? p : new_framed(n);
+  }
   if (ch_identify_controls && CH_LIKELY((p = new_control(n)) != NULL)) return p;
+  /* A remembered cold entry's (see malloc_rest); a failure takes the framed
+   * path, which tries again and then calls the new_handler. */
+  if (CH_LIKELY(ch_cold_entry((uintptr_t)__builtin_return_address(0), n)) &&
+      CH_LIKELY((p = ch_cold_entry_malloc(n)) != NULL))
+    return p;
   return new_framed(n);
 }
 
@@ -147,7 +160,7 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group)
 /* The same for a cold site and the plan's rest group (ch_direct_rest_malloc). */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_new(size_t n, unsigned group) {
   (void)group;
-  return CH_LIKELY(n <= ch_direct_rest_max) ? ch_direct_new(n, (unsigned)ch_rest_group(n)) : ch_new_entry(n);
+  return CH_LIKELY(n <= ch_rest_max) ? ch_direct_new(n, (unsigned)ch_rest_group(n)) : ch_new_entry(n);
 }
 
 /* The same for a `walk` site decided from activations (ch_direct_act_malloc). */
@@ -163,7 +176,7 @@ static CH_NOINLINE __attribute__((flatten)) void *act_new_decide(size_t n, uintp
  * operator new itself (which throws). */
 static CH_NOINLINE void *act_new_rest(size_t n) {
   if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
-  int rest = n <= ch_direct_rest_max ? ch_rest_group(n) : -1;   /* -1: no rest group (a new of 0 bytes too) */
+  int rest = n <= ch_rest_max ? ch_rest_group(n) : -1;   /* -1: no rest group (a new of 0 bytes too) */
   void *p = rest >= 0 ? ch_group_malloc_or_next((unsigned)rest, n) : ch_next.malloc(n);
   return p ? p : ch_new_entry(n);
 }
@@ -218,11 +231,12 @@ CH_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const voi
   (void)nt; return CH_KEEP_FRAME(new_loop(n, fix_align(a), true, ENTRY_FRAME()));
 }
 
-/* operator delete / delete[]: every form frees the same way. */
+/* operator delete / delete[]: every form frees as free does; the sized ones
+ * hand the size on where the block is the next allocator's. */
 CH_EXPORT void _ZdlPv(void *p) { ch_free_impl(p); }
 CH_EXPORT void _ZdaPv(void *p) { ch_free_impl(p); }
-CH_EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; ch_free_impl(p); }
-CH_EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; ch_free_impl(p); }
+CH_EXPORT void _ZdlPvm(void *p, size_t n) { ch_free_sized(p, n); }
+CH_EXPORT void _ZdaPvm(void *p, size_t n) { ch_free_sized(p, n); }   /* the next allocator's delete[] is its delete */
 CH_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; ch_free_impl(p); }
 CH_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; ch_free_impl(p); }
 CH_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; ch_free_impl(p); }

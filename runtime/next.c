@@ -102,10 +102,16 @@ void ch_next_resolve(void) {
   n.malloc_trim = same_module(dlsym(RTLD_NEXT, "malloc_trim"), base);
   /* Only the allocator's own: libstdc++'s operator new calls malloc, ours. */
   n.new_ = same_module(dlsym(RTLD_NEXT, "_Znwm"), base);
+  /* Its sized delete knows the block's size class without looking it up
+   * (jemalloc's: 5 instructions a free); not for the arena's blocks. */
+  n.delete_sized = same_module(dlsym(RTLD_NEXT, "_ZdlPvm"), base);
   if (!n.realloc || !n.posix_memalign)
     ch_fatal("the next allocator lacks realloc or posix_memalign");
   real_free = n.free;
-  if (atomic_load(&boot_used)) n.free = free_past_boot;
+  if (atomic_load(&boot_used)) {
+    n.free = free_past_boot;
+    n.delete_sized = NULL;
+  }
   ch_next = n;
   resolving_here = 0;
   atomic_store_explicit(&ch_next_state, 2, memory_order_release);

@@ -229,3 +229,14 @@ def test_cold_site_goes_straight_to_the_rest_group(tmp_path, rest_max, c_group):
         assert sum(1 for p, q in zip(addrs, addrs[1:]) if q == p + block_size(24)) >= len(addrs) - 3
     else:
         assert ident["cold"] >= 2000 and ident["direct"] >= 1999
+    # With nothing patched (COHORT_PATCH=0), malloc remembers the cold
+    # entry after its first request and decides the others at the door:
+    # the same groups, each request counted cold.
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan, patch="0")
+    assert r.stdout == plain_checksum([binary])
+    objs = read_log(tmp_path / "log")
+    assert {g for _, g, _ in objs["a"]} == {0}
+    assert {g for _, g, _ in objs["c"]} == {c_group}
+    assert st["identification"]["cold"] >= 2000 and st["patch"]["direct_sites"] == 0
+    if c_group >= 0:
+        assert st["groups"][c_group]["allocations"] >= 2000

@@ -35,6 +35,15 @@ int main() {
   delete[] arr;
   void *raw = ::operator new(24);
   ::operator delete(raw, 24);   // sized delete
+  // Sized deletes of every class, the next allocator's blocks handed on
+  // with their size (its own sized delete) and ours freed as free does.
+  for (std::size_t n = 1; n <= 5000; n += n / 3 + 1) {
+    char *b = static_cast<char *>(::operator new(n));
+    b[n - 1] = 1;
+    ::operator delete(b, n);
+    char *a = new char[n];
+    ::operator delete[](a, n);
+  }
   void *nt = ::operator new(24, std::nothrow);
   CHECK(nt != nullptr);
   ::operator delete(nt, std::nothrow);
