@@ -200,16 +200,24 @@ static void set_reg(struct state *s, uint64_t reg, enum rule r, int64_t off) {
 }
 
 /* Run instructions in [p, end) while loc <= pc. init is the state after the
- * CIE program (for DW_CFA_restore); NULL while running the CIE itself. */
+ * CIE program (for DW_CFA_restore); NULL while running the CIE itself. row
+ * (if not NULL): where the last row at or below pc begins, an instruction
+ * boundary (the assembler places each row's label between instructions). */
+#define ADVANCE(to)                       \
+  do {                                    \
+    uintptr_t next_ = (to);               \
+    if (next_ > pc) goto done;            \
+    loc = next_;                          \
+  } while (0)
 static bool run(const uint8_t *p, const uint8_t *end, const struct cie *cie, uintptr_t loc,
-                uintptr_t pc, struct state *s, const struct state *init) {
+                uintptr_t pc, struct state *s, const struct state *init, uintptr_t *row) {
   struct state stack[8];
   unsigned depth = 0;
   while (p < end) {
     uint8_t op = *p++;
     uint64_t reg, off;
     switch (op >> 6) {
-    case 1: loc += (op & 0x3f) * cie->code_align; if (loc > pc) return true; continue;
+    case 1: ADVANCE(loc + (op & 0x3f) * cie->code_align); continue;
     case 2: set_reg(s, op & 0x3f, R_OFFSET, (int64_t)uleb(&p) * cie->data_align); continue;
     case 3:
       reg = op & 0x3f;
@@ -221,10 +229,10 @@ static bool run(const uint8_t *p, const uint8_t *end, const struct cie *cie, uin
     }
     switch (op) {
     case 0x00: break;
-    case 0x01: { uintptr_t a; if (!read_enc(&p, cie->fde_enc, 0, &a)) return false; loc = a; if (loc > pc) return true; break; }
-    case 0x02: loc += *p++ * cie->code_align; if (loc > pc) return true; break;
-    case 0x03: { uint16_t d; memcpy(&d, p, 2); p += 2; loc += d * cie->code_align; if (loc > pc) return true; break; }
-    case 0x04: { uint32_t d; memcpy(&d, p, 4); p += 4; loc += d * cie->code_align; if (loc > pc) return true; break; }
+    case 0x01: { uintptr_t a; if (!read_enc(&p, cie->fde_enc, 0, &a)) return false; ADVANCE(a); break; }
+    case 0x02: ADVANCE(loc + *p++ * cie->code_align); break;
+    case 0x03: { uint16_t d; memcpy(&d, p, 2); p += 2; ADVANCE(loc + d * cie->code_align); break; }
+    case 0x04: { uint32_t d; memcpy(&d, p, 4); p += 4; ADVANCE(loc + d * cie->code_align); break; }
     case 0x05: reg = uleb(&p); off = uleb(&p); set_reg(s, reg, R_OFFSET, (int64_t)off * cie->data_align); break;
     case 0x06:
       reg = uleb(&p);
@@ -252,13 +260,30 @@ static bool run(const uint8_t *p, const uint8_t *end, const struct cie *cie, uin
     default: return false;
     }
   }
+done:
+  if (row) *row = loc;
   return true;
 }
+#undef ADVANCE
 
 bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end) {
   struct cie cie;
   const uint8_t *insns, *fend;
   return find_fde(m, pc, &cie, start, end, &insns, &fend) != NULL;
+}
+
+/* The same, and where the last row of its unwind table at or below pc
+ * begins (*row, at least *start): an instruction boundary nearer pc than
+ * the function's start, from which a decoder may begin (patch.c). */
+bool ch_cfi_function_row(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end,
+                         uintptr_t *row) {
+  struct cie cie;
+  const uint8_t *insns, *fend;
+  if (!find_fde(m, pc, &cie, start, end, &insns, &fend)) return false;
+  struct state s = { .cfa_reg = REG_RSP, .cfa_off = 8, .rbp = R_SAME, .ra = R_SAME };
+  *row = *start;
+  if (!run(insns, fend, &cie, *start, pc, &s, NULL, row) || *row < *start || *row > pc) *row = *start;
+  return true;
 }
 
 /* Every function of m that has an FDE, in address order: f(start, end, ctx)
@@ -325,9 +350,9 @@ bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *ou
   out->found = true;
   if (cie.signal || cie.ra_reg != REG_RA) { out->complex = true; out->found = false; return false; }
   struct state s = { .cfa_reg = REG_RSP, .cfa_off = 8, .rbp = R_SAME, .ra = R_SAME };
-  if (!run(cie.insns, cie.end, &cie, 0, UINTPTR_MAX, &s, NULL)) { out->found = false; return false; }
+  if (!run(cie.insns, cie.end, &cie, 0, UINTPTR_MAX, &s, NULL, NULL)) { out->found = false; return false; }
   struct state init = s;
-  if (!run(insns, end, &cie, begin, pc, &s, &init)) { out->found = false; return false; }
+  if (!run(insns, end, &cie, begin, pc, &s, &init, NULL)) { out->found = false; return false; }
 
   if (s.ra == R_UNDEF) { out->outermost = true; return true; }
   if (s.ra != R_OFFSET) { out->found = false; return false; }

@@ -521,6 +521,10 @@ struct ch_regs { uintptr_t pc, sp, rbp; };
 bool ch_cfi_find(const struct ch_module *m, uintptr_t pc, struct ch_cfi_rule *out);
 /* The function (FDE range) that contains pc: false if no FDE covers it. */
 bool ch_cfi_function(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end);
+/* Also where the last row of its unwind table at or below pc begins: an
+ * instruction boundary at or above *start. */
+bool ch_cfi_function_row(const struct ch_module *m, uintptr_t pc, uintptr_t *start, uintptr_t *end,
+                         uintptr_t *row);
 bool ch_cfi_each_function(const struct ch_module *m, bool (*f)(uintptr_t, uintptr_t, void *), void *ctx);
 int ch_cfi_landing_pads(const struct ch_module *m, uintptr_t pc, uintptr_t *pads, int max);
 bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uintptr_t *out);

@@ -457,9 +457,16 @@ static void fn_bounds_keep(uintptr_t start, const uintptr_t *marks, unsigned n) 
 int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *target) {
   uintptr_t call = ret - 5, start, end;
   if (call < m->lo || ret > m->hi) return R_OUTSIDE;
-  if (!ch_cfi_function(m, call, &start, &end) || start < m->lo || end > m->hi || ret > end) return R_NO_FUNCTION;
+  uintptr_t row;
+  if (!ch_cfi_function_row(m, ret - 1, &start, &end, &row) || start < m->lo || end > m->hi || ret > end)
+    return R_NO_FUNCTION;
   ZydisDecodedInstruction ins;
-  uintptr_t pc = fn_bounds_from(start, ret), marks[MEMO_MARKS], last = pc;
+  /* From the nearest boundary below the call: one found before, or where a
+   * row of the unwind table begins (below ret - 1, so not inside the call:
+   * nothing begins inside an instruction). */
+  uintptr_t pc = fn_bounds_from(start, ret), marks[MEMO_MARKS], last;
+  if (row > pc) pc = row;
+  last = pc;
   unsigned n = 0;
   for (;;) {   /* to the instruction that ends at the return address */
     if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&lengths, NULL, (const void *)pc, end - pc, &ins)))
