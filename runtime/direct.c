@@ -38,7 +38,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <Zydis/Zydis.h>
+#include "decode.h"
 #include <dlfcn.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -114,7 +114,6 @@ static unsigned nregions;
 
 static struct ch_direct_entries entries;
 static int rest_group = -1;   /* the plan's, if it has one */
-static ZydisDecoder decoder;
 enum { S_UNTRIED, S_BUSY, S_PATCHED, S_LEFT };
 static _Atomic uint8_t state[CH_MAX_SITES];
 /* The templates' layout: where the group goes, where each jump's slot is. */
@@ -241,7 +240,7 @@ static int kind_of_target(const struct ch_module *m, uintptr_t target) {
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   uintptr_t pc = target;
   for (int i = 0; i < 2; i++) {
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, (const void *)pc, m->hi - pc, &ins, ops))) return -1;
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, (const void *)pc, m->hi - pc, &ins, ops))) return -1;
     if (ins.mnemonic != ZYDIS_MNEMONIC_ENDBR64) break;
     pc += ins.length;
   }
@@ -445,11 +444,10 @@ void ch_direct_before_threads(void) {
 }
 
 void ch_direct_init(const struct ch_direct_entries *e) {
-  /* It patches with patch.c's means (its decoder among them): only where
-   * patch.c is at work, or for MO, whose sites need no plan. */
+  /* It patches with patch.c's means: only where patch.c is at work, or
+   * for MO, whose sites need no plan. */
   if (!ch_patch_enabled() && !(ch_opt.mode == CH_MODE_MO && ch_opt.patch && ch_patch_code_init())) return;
-  if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) ||
-      !ch_patch_read_template(cohort_direct_template, cohort_direct_end, &group_t) || !group_t.imm_at ||
+  if (!ch_decode_ready() || !ch_patch_read_template(cohort_direct_template, cohort_direct_end, &group_t) || !group_t.imm_at ||
       group_t.size > STUB_SIZE ||
       !ch_patch_read_template(cohort_direct_act_template, cohort_direct_act_end, &act_t) || act_t.size > STUB_SIZE ||
       !ch_patch_read_template(cohort_direct_cold_template, cohort_direct_cold_end, &cold_t) || !cold_t.disp_at ||

@@ -5,6 +5,7 @@
  * so they are never grouped. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "decode.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -80,6 +81,7 @@ void ch_ensure_init(void) {
   ch_in_runtime++;
   ch_next_resolve();
   ch_options_load();
+  ch_decode_init();   /* before any thread: every reader of code shares it */
   if (ch_opt.mode != CH_MODE_OFF) {
     ch_check_init();
     /* The heaps' tables first: the region, once published, lets another

@@ -23,7 +23,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <Zydis/Zydis.h>
+#include "decode.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -371,21 +371,15 @@ static void publish_table(void) {
 
 /* ------------------------------------------------------------- checking */
 
-static ZydisDecoder decoder;
-/* Lengths, mnemonics and relative branches only, for the walk from a
- * function's start to a call (ch_patch_check_call): Zydis's minimal mode,
- * which skips the semantic analysis that walk never reads. */
-static ZydisDecoder lengths;
 static void (*register_frame)(void *);
 
-/* The decoder and libgcc's __register_frame, for every user of patched code
- * (selector stubs, direct sites, DPA's hints); false: no decoder. */
+/* The decoders ready (decode.c), and libgcc's __register_frame, for every
+ * user of patched code (selector stubs, direct sites, DPA's hints, MO's
+ * prefetches); false: no decoder. */
 bool ch_patch_code_init(void) {
   static int state;   /* 0: not yet, 1: ready, -1: failed; set at start-up */
   if (!state) {
-    state = ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) &&
-            ZYAN_SUCCESS(ZydisDecoderInit(&lengths, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)) &&
-            ZYAN_SUCCESS(ZydisDecoderEnableMode(&lengths, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE)) ? 1 : -1;
+    state = ch_decode_ready() ? 1 : -1;
     register_frame = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
   }
   return state > 0;
@@ -396,11 +390,11 @@ bool ch_patch_read_template(const char *t, const char *end, struct ch_stub_templ
   ZydisDecodedInstruction ins;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   size_t len = (size_t)(end - t);
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t, len, &ins, ops))) return false;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, t, len, &ins, ops))) return false;
   out->imm_at = ins.raw.imm[0].size == 32 ? ins.raw.imm[0].offset : 0;
   out->disp_at = ins.raw.disp.size == 32 ? ins.raw.disp.offset : 0;
   size_t first = ins.length;
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, t + first, len - first, &ins, ops)) ||
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, t + first, len - first, &ins, ops)) ||
       ins.mnemonic != ZYDIS_MNEMONIC_JMP || ins.raw.disp.size != 32 || first + ins.length != len)
     return false;
   out->jmp_disp_at = first + ins.raw.disp.offset;
@@ -469,7 +463,7 @@ int ch_patch_check_call(const struct ch_module *m, uintptr_t ret, uintptr_t *tar
   last = pc;
   unsigned n = 0;
   for (;;) {   /* to the instruction that ends at the return address */
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&lengths, NULL, (const void *)pc, end - pc, &ins)))
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ch_decoder_lengths, NULL, (const void *)pc, end - pc, &ins)))
       return R_NOT_CALL;
     if (pc + ins.length >= ret) break;
     pc += ins.length;
@@ -634,7 +628,7 @@ static bool stop_stub(uint8_t *stub, unsigned s, uintptr_t target, intptr_t tls)
   ZydisDecodedInstruction ins;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   for (size_t at = 0; at < fast; at += ins.length) {
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, stub + at, size - at, &ins, ops))) return false;
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, stub + at, size - at, &ins, ops))) return false;
     for (unsigned k = 0; k < ins.operand_count_visible; k++) {
       if (ops[k].type != ZYDIS_OPERAND_TYPE_MEMORY || ops[k].mem.segment != ZYDIS_REGISTER_FS) continue;
       int32_t d;

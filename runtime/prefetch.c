@@ -29,7 +29,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <Zydis/Zydis.h>
+#include "decode.h"
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -121,20 +121,11 @@ static bool parse(const char *text, size_t len, char *why, size_t whylen) {
       if (vn != 1 || *v != '1') FAIL("line %u: prefetch file version %.*s is not 1", line, (int)(vn > 20 ? 20 : vn), v);
       header = true;
     } else if (n == 6 && !memcmp(w, "module", 6)) {
-      const char *a, *b;
-      size_t an = word(&q, eol, &a), bn = word(&q, eol, &b);
-      long long id;
-      if (!number(a, an, false, 0, PF_MODULES - 1, &id) || (unsigned)id != nmods)
-        FAIL("line %u: modules are numbered 0, 1, ... in order, at most %d", line, PF_MODULES);
-      struct pf_module *m = &mods[nmods];
-      if (!(bn == 1 && *b == '-') && !ch_parse_build_id(b, bn, m->build_id, &m->build_id_len))
-        FAIL("line %u: bad build id", line);
-      while (q < eol && (*q == ' ' || *q == '\t')) q++;
-      const char *pe = eol;
-      while (pe > q && (pe[-1] == ' ' || pe[-1] == '\t' || pe[-1] == '\r')) pe--;
-      if (pe == q || (size_t)(pe - q) >= PF_PATH) FAIL("line %u: a module needs a path (under %d bytes)", line, PF_PATH);
-      memcpy(m->path, q, (size_t)(pe - q));
-      m->path[pe - q] = 0;
+      struct pf_module *m = &mods[nmods < PF_MODULES ? nmods : 0];
+      char bad[160];
+      if (!ch_parse_module_line(q, eol, nmods, PF_MODULES, m->build_id, &m->build_id_len, m->path, PF_PATH, bad,
+                                sizeof bad))
+        FAIL("line %u: %s", line, bad);
       nmods++;
     } else if (n == 4 && !memcmp(w, "load", 4)) {
       const char *a, *b, *c, *x;
@@ -188,7 +179,6 @@ static void bind_modules(void) {
 
 /* -------------------------------------------------------------- checking */
 
-static ZydisDecoder decoder;
 
 /* A candidate: the load at addr, the bytes [addr, addr + len) that move. */
 struct cand {
@@ -234,13 +224,13 @@ static int examine(const struct ch_module *m, struct cand *c) {
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   uintptr_t pc = start;
   while (pc < addr) {
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, (const void *)pc, end - pc, &ins)))
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ch_decoder, NULL, (const void *)pc, end - pc, &ins)))
       return CH_PREFETCH_UNDECODED;
     pc += ins.length;
   }
   if (pc != addr) return CH_PREFETCH_NOT_A_LOAD;   /* inside an instruction */
   /* The load: a memory operand read through a base register alone. */
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, (const void *)pc, end - pc, &ins, ops))) return CH_PREFETCH_UNDECODED;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, (const void *)pc, end - pc, &ins, ops))) return CH_PREFETCH_UNDECODED;
   const ZydisDecodedOperand *mem = NULL;
   for (unsigned i = 0; i < ins.operand_count_visible; i++)
     if (ops[i].type == ZYDIS_OPERAND_TYPE_MEMORY && ops[i].mem.type == ZYDIS_MEMOP_TYPE_MEM &&
@@ -261,7 +251,7 @@ static int examine(const struct ch_module *m, struct cand *c) {
     len += ins.length;
     if (len >= JMP_LEN) break;
     if (addr + len >= end) return CH_PREFETCH_UNMOVABLE;   /* the function ends first */
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, (const void *)(addr + len), end - addr - len, &ins, ops)))
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, (const void *)(addr + len), end - addr - len, &ins, ops)))
       return CH_PREFETCH_UNDECODED;
   }
   c->len = len;
@@ -317,7 +307,7 @@ static bool scan_function(uintptr_t start, uintptr_t end, void *ctx) {
   ZydisDecodedInstruction ins;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   for (uintptr_t pc = start; pc < end; pc += ins.length) {
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, (const void *)pc, end - pc, &ins))) {
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ch_decoder, NULL, (const void *)pc, end - pc, &ins))) {
       /* Data among the code, or an instruction Zydis does not know: the
        * rest of the function is unknown, so none of its own loads moves.
        * (Compiled code branches into another function only at its start,
@@ -333,7 +323,7 @@ static bool scan_function(uintptr_t start, uintptr_t end, void *ctx) {
     } else if (holds && ins.meta.category == ZYDIS_CATEGORY_UNCOND_BR && !ins.raw.imm[0].is_relative) {
       /* jmp *reg or jmp *table(,idx,8): targets unknown. A jump through a
        * rip-relative slot alone is a tail call through the GOT. */
-      if (ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, (const void *)pc, end - pc, &ins, ops)) &&
+      if (ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, (const void *)pc, end - pc, &ins, ops)) &&
           ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY && ops[0].mem.base == ZYDIS_REGISTER_RIP &&
           ops[0].mem.index == ZYDIS_REGISTER_NONE)
         continue;
@@ -421,7 +411,7 @@ static size_t build_stub(uint8_t *out, uintptr_t code, const struct cand *c) {
   size_t at = n;
   ZydisDecodedInstruction ins;
   for (uintptr_t pc = c->addr; pc < c->addr + c->len; pc += ins.length) {
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, (const void *)pc, c->addr + c->len - pc, &ins)))
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ch_decoder, NULL, (const void *)pc, c->addr + c->len - pc, &ins)))
       return 0;
     memcpy(out + at, (const void *)pc, ins.length);
     if (ins.attributes & ZYDIS_ATTRIB_IS_RELATIVE) {   /* a rip-relative operand (moves() allowed no other) */
@@ -526,8 +516,7 @@ void ch_prefetch_init(const char *path) {
   }
   ch_prefetch_file = path;
   if (!ch_opt.patch || !ch_prefetch_nloads) return;   /* COHORT_PATCH=0: code stays as it is */
-  if (!ch_patch_code_init() ||
-      !ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64))) {
+  if (!ch_patch_code_init()) {
     ch_warn("COHORT_PREFETCH=%s: no instruction decoder; no prefetches injected", path);
     return;
   }

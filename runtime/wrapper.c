@@ -26,7 +26,7 @@
 #include "internal.h"
 
 #include <string.h>
-#include <Zydis/Zydis.h>
+#include "decode.h"
 
 #define MAX_INSNS 2048          /* larger functions are not wrappers */
 #define MAX_BYTES (32u << 10)
@@ -61,8 +61,6 @@ static struct state states[MAX_INSNS];
 static uint32_t offsets[MAX_INSNS];   /* of each instruction from the function's start */
 static uint32_t work[MAX_INSNS];
 static bool queued[MAX_INSNS];
-static ZydisDecoder decoder;
-static bool decoder_ok;
 
 struct verdict { bool escapes, unknown, returns_new, passes_back; };
 
@@ -367,11 +365,7 @@ static bool calls_itself(uintptr_t start, unsigned count) {
 }
 
 int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const struct ch_cfi_rule *at_call) {
-  if (!decoder_ok) {
-    if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
-      return CH_WRAP_UNDECODED;
-    decoder_ok = true;
-  }
+  if (!ch_decode_ready()) return CH_WRAP_UNDECODED;
   if (end <= start || end - start > MAX_BYTES || ret <= start || ret > end) return CH_WRAP_TOO_LARGE;
   /* The calls asked about come in runs from one function (an interpreter's
    * eval): its decoded code is kept for the next question. */
@@ -384,7 +378,7 @@ int ch_wrapper_analyse(uintptr_t start, uintptr_t end, uintptr_t ret, const stru
     decoded_start = decoded_end = 0;
     for (uintptr_t pc = start; pc < end; count++) {
       if (count == MAX_INSNS) return CH_WRAP_TOO_LARGE;
-      if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, (const void *)pc, end - pc, &insns[count].d, insns[count].op)))
+      if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ch_decoder, (const void *)pc, end - pc, &insns[count].d, insns[count].op)))
         return CH_WRAP_UNDECODED;
       offsets[count] = (uint32_t)(pc - start);
       pc += insns[count].d.length;
