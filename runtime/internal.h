@@ -592,6 +592,10 @@ struct ch_plan_module { char path[512]; uint8_t build_id[CH_BUILD_ID_MAX]; unsig
  * value (-1: none), and a build id of n hex digits (false: malformed). */
 int ch_hex_digit(char c);
 bool ch_parse_build_id(const char *hex, size_t n, uint8_t *out, unsigned *len);
+/* A `module N BUILDID PATH` line after its keyword, [s, end), as the plan
+ * and the prefetch file write it; false: why (plan.c). */
+bool ch_parse_module_line(const char *s, const char *end, unsigned expect, unsigned limit, uint8_t *build_id,
+                          unsigned *build_id_len, char *path, size_t path_size, char *why, size_t whylen);
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
                       enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */
                       int quick;       /* what the quick test returns when the entry decides alone:

@@ -50,6 +50,59 @@ bool ch_parse_build_id(const char *hex, size_t n, uint8_t *out, unsigned *len) {
   return true;
 }
 
+/* The words of a `module N BUILDID PATH` line after its keyword, [s, end)
+ * (the plan's and the prefetch file's): index N must be `expect` (modules
+ * are numbered 0, 1, ... in order, fewer than `limit`), BUILDID hex or `-`
+ * (none), PATH the rest of the line, blanks around it dropped. false: why,
+ * without the line number. */
+bool ch_parse_module_line(const char *s, const char *end, unsigned expect, unsigned limit, uint8_t *build_id,
+                          unsigned *build_id_len, char *path, size_t path_size, char *why, size_t whylen) {
+  const char *w[2];
+  size_t n[2];
+  for (int k = 0; k < 2; k++) {
+    while (s < end && (*s == ' ' || *s == '\t')) s++;
+    w[k] = s;
+    while (s < end && *s != ' ' && *s != '\t') s++;
+    n[k] = (size_t)(s - w[k]);
+  }
+  unsigned long long index = 0;
+  bool digits = n[0] && n[0] <= 9;
+  for (size_t i = 0; digits && i < n[0]; i++) {
+    digits = w[0][i] >= '0' && w[0][i] <= '9';
+    index = index * 10 + (unsigned)(w[0][i] - '0');
+  }
+  if (!digits || index >= limit) {
+    snprintf(why, whylen, "module needs an index below %u", limit);
+    return false;
+  }
+  if (index != expect) {
+    snprintf(why, whylen, "module %llu out of order (expected %u)", index, expect);
+    return false;
+  }
+  if (!n[1]) {
+    snprintf(why, whylen, "module needs a build id (hex, or '-')");
+    return false;
+  }
+  *build_id_len = 0;
+  if (!(n[1] == 1 && *w[1] == '-') && !ch_parse_build_id(w[1], n[1], build_id, build_id_len)) {
+    snprintf(why, whylen, "bad build id '%.*s'", (int)(n[1] > 80 ? 80 : n[1]), w[1]);
+    return false;
+  }
+  while (s < end && (*s == ' ' || *s == '\t')) s++;
+  while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
+  if (s == end) {
+    snprintf(why, whylen, "module needs a path");
+    return false;
+  }
+  if ((size_t)(end - s) >= path_size) {
+    snprintf(why, whylen, "module path too long (at most %zu bytes)", path_size - 1);
+    return false;
+  }
+  memcpy(path, s, (size_t)(end - s));
+  path[end - s] = 0;
+  return true;
+}
+
 /* Digits only (hex with an optional 0x once), no sign, no spaces: the
  * grammar the CLI reads too (cohort/planfile.py). */
 static bool parse_uint(const char *t, int base, unsigned long long max, unsigned long long *out) {
@@ -135,16 +188,11 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
         FAIL("max-size needs a byte count from 8 to %zu", ch_opt.chunk_size / 8);
       pl->max_size = (size_t)x;
     } else if (!strcmp(kw, "module")) {
-      if (!next_token(&s, &a) || !parse_uint(a, 10, MAX_PLAN_MODULES - 1, &x)) FAIL("module needs an index");
-      if (x != pl->nmodules) FAIL("module %llu out of order (expected %u)", x, pl->nmodules);
-      if (!next_token(&s, &b)) FAIL("module needs a build id (hex, or '-')");
-      while (*s == ' ' || *s == '\t') s++;
-      if (!*s) FAIL("module needs a path");
       struct ch_plan_module *m = &pl->modules[pl->nmodules];
-      if (strlen(s) >= sizeof m->path) FAIL("module path too long");
-      strcpy(m->path, s);
-      if (strcmp(b, "-") && !ch_parse_build_id(b, strlen(b), m->build_id, &m->build_id_len))
-        FAIL("bad build id '%s'", b);
+      char bad[160];
+      if (!ch_parse_module_line(s, s + strlen(s), pl->nmodules, MAX_PLAN_MODULES, m->build_id, &m->build_id_len,
+                                m->path, sizeof m->path, bad, sizeof bad))
+        FAIL("%s", bad);
       pl->nmodules++;
     } else if (!strcmp(kw, "site")) {
       if (!next_token(&s, &a) || !parse_uint(a, 10, CH_MAX_SITES - 1, &x)) FAIL("site needs an index below %d", CH_MAX_SITES);
