@@ -168,10 +168,11 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
             pool = planner.lies_among(rest is not None, rest_one, allocator)
             strangers, beside = transfer.strangers_of(profile, members.get(g, []), pool,
                                                       lambda c: group_of.get(c["id"]) == rest)
-            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at)
+            share = transfer.near_share(profile, members.get(g, []))
+            saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at, share)
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
-                      f"{transfer.misses_clause(misses, inside[g] - outside[g])}{transfer.large_clause(mean)}"
+                      f"{transfer.misses_clause(misses, inside[g] - outside[g])}{transfer.share_clause(mean, share)}"
                       f"{transfer.strangers_clause(strangers, rest_one, beside)}{at.clause() if at else ''}); "
                       f"identification: {ident}")
     return out

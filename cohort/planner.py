@@ -293,6 +293,7 @@ class Worth:
     identify: str = "patched"          # how those allocations are decided: "patched" or "walk"
     misses: tuple = None               # transfer.context_misses of its objects (None: not measured)
     mean_size: float = 0.0             # of its objects (transfer.line_share)
+    share: float = None                # transfer.near_share of its affinity (None: from its mean size)
     stub_calls: int = 0                # calls through its patched selector and stop sites (its share)
     stub_ns: float = 0.0               # what their stubs cost
     strangers: float = 1.0             # transfer.strangers_of: what a pool of its own takes it from
@@ -468,15 +469,16 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
                       and not ({x, y} - nodes) & apart) + sum(cold.get(x, 0) for x in nodes)
         misses = transfer.context_misses(contexts, g.members, everything)
         mean = transfer.contexts_mean_size(contexts, g.members)
+        share = transfer.near_share(profile, g.members) if profile else None
         calls, ns = (stubs or {}).get(len(worth), (0, 0.0))
         one = rest_pool == "one"
         strangers, beside = transfer.strangers_of(profile or {"contexts": contexts}, g.members, rest_pool,
                                                   lambda c: plan.predicted.get(c["id"]) is None)
         at = pricing.at(contexts, g.members, misses, misses is not None and transfer.stays_cached(misses)) \
             if pricing else None
-        worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean,
+        worth.append(Worth(inside=inside, outside=outside, misses=misses, mean_size=mean, share=share,
                            strangers=strangers, beside=beside, one_pool=one, at=at,
-                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers, at),
+                           saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers, at, share),
                            identify="walk" if g.merged and stubs is None else identify,
                            stub_calls=round(calls), stub_ns=ns))
     for g, share in shares.items():
@@ -917,7 +919,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                          f"{w.saving_ns / 1e6:.1f} ms from {w.inside} affinitive accesses inside "
                          f"it less {w.outside} with objects outside it"
                          f"{transfer.misses_clause(w.misses, w.inside - w.outside)}"
-                         f"{transfer.large_clause(w.mean_size)}"
+                         f"{transfer.share_clause(w.mean_size, w.share)}"
                          f"{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}"
                          f"{w.at.clause() if w.at else ''})")
         kept = [k for k in kept if k.members != g.members]
@@ -1386,7 +1388,7 @@ def worth_text(w):
             + transfer.stubs_clause(w.stub_calls, w.stub_ns * w.grown) + handed_text(w))
     return (f"saves at most {w.saving_ns / 1e6:.2f} ms ({w.inside} affinitive accesses inside it, "
             f"{w.outside} with objects outside it{transfer.misses_clause(w.misses, w.inside - w.outside)}"
-            f"{transfer.large_clause(w.mean_size)}{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}"
+            f"{transfer.share_clause(w.mean_size, w.share)}{transfer.strangers_clause(w.strangers, w.one_pool, w.beside)}"
             f"{w.at.clause() if w.at else ''}); "
             f"identification: {walks}")
 

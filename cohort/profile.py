@@ -148,7 +148,7 @@ def parse_raw(text):
         raise ValueError(f"raw profile version {lines[0].split()[1:]} (expected {RAW_VERSION})")
     if lines[-1] != "end":
         raise ValueError("raw profile is truncated (the tool did not finish)")
-    raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "loads": [],
+    raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "near": None, "loads": [],
            "pointers": [], "pointer_stores": 0}
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
@@ -204,9 +204,13 @@ def parse_raw(text):
                                  "strided_windows": int(v[6]),
                                  "strides": [[int(a), int(b)] for a, b in (w.split(":") for w in v[7:])],
                                  "function": fn or None, "file": file or None, "line": int(lineno) or None})
-        elif kind == "edge":
-            x, y, w = (int(t) for t in rest.split())
-            raw["edges"].append((x, y, w))
+        elif kind == "edge":   # x y weight [near weight in 64ths]
+            v = [int(t) for t in rest.split()]
+            raw["edges"].append((v[0], v[1], v[2]))
+            if len(v) > 3:
+                raw["near"] = raw["near"] if raw["near"] is not None else {}
+                if v[3]:
+                    raw["near"][(v[0], v[1])] = v[3]
         elif kind == "pointers":
             raw["pointer_stores"] = int(rest.split()[1])
         elif kind == "pointer":
@@ -242,6 +246,16 @@ def hot_nodes(contexts, coverage):
 # distinct offsets or more is array-like (APA's A flag): an array of
 # pointers, or an array of structs that point there.
 ARRAY_OFFSETS = 8
+
+
+def near_weights(raw, edges):
+    """{"near": [...]}: each edge's near weight in 64ths, in the edges'
+    order (profiler/affinity.c: how likely its affinitive pairs' bytes are
+    to share a line with the two objects side by side), or {} from a
+    profiler that did not measure it."""
+    if raw["near"] is None:
+        return {}
+    return {"near": [raw["near"].get((x, y), 0) for x, y, _ in edges]}
 
 
 def ds_graph(pointers, stores):
@@ -311,7 +325,7 @@ def build_profile(raw, target, params, returncode):
                    **({"inlined": s["inlined"]} if s.get("inlined") else {})}
                   for s in raw["sites"]],
         "contexts": contexts,
-        "graph": {"nodes": kept, "edges": edges, "coverage": round(covered, 6),
+        "graph": {"nodes": kept, "edges": edges, **near_weights(raw, edges), "coverage": round(covered, 6),
                   "dropped_contexts": len(contexts) - len(kept),
                   "dropped_affinity": families.dropped_affinity(raw["edges"], keep, lambda c: c)},
         "families": fams,

@@ -162,6 +162,13 @@ def _references(data):
     for i, c in enumerate(contexts):
         _ids(c["sites"], len(sites), f"contexts[{i}].sites", "site")
     _graph(data["graph"], "graph", len(contexts), "context")
+    near = data["graph"].get("near")
+    if near is not None:
+        if len(near) != len(data["graph"]["edges"]):
+            raise Corrupt(f"graph.near: {len(near)} weights for {len(data['graph']['edges'])} edges")
+        for i, (n, (_, _, w)) in enumerate(zip(near, data["graph"]["edges"])):
+            if n > 64 * w:
+                raise Corrupt(f"graph.near[{i}]: {n} 64ths for an edge of weight {w}")
     if data["graph"]["dropped_contexts"] > len(contexts):
         raise Corrupt(f"graph.dropped_contexts: {_show(data['graph']['dropped_contexts'])}, "
                       f"more than the profile's {len(contexts)} contexts")

@@ -107,6 +107,7 @@ class GroupTransfer:
     pricing: object = None     # scale.Pricing of that run (None: at its own scale)
     members: list = None       # its context ids there
     contexts: list = None      # that run's contexts
+    share: float = None        # near_share of its affinity there (None: estimated from sizes)
 
     @property
     def misses(self):
@@ -130,7 +131,7 @@ class GroupTransfer:
     @property
     def saving_ns(self):
         return saving_ns(self.inside, self.outside, self.misses, self.costs, self.mean_size, self.strangers,
-                         self.at)
+                         self.at, self.share)
 
     @property
     def cost_ns(self):
@@ -156,7 +157,7 @@ class GroupTransfer:
                 f"{stubs_clause(self.stub_calls, self.stub_ns * grown, lead=' and ')}, "
                 f"more than the {self.saving_ns / 1e6:.2f} ms its "
                 f"placement can save ({self.inside} affinitive accesses inside, {self.outside} outside"
-                f"{misses_clause(self.misses, self.inside - self.outside)}{large_clause(self.mean_size)}"
+                f"{misses_clause(self.misses, self.inside - self.outside)}{share_clause(self.mean_size, self.share)}"
                 f"{strangers_clause(self.strangers, self.one_pool, self.beside)}{at.clause() if at else ''})")
 
 
@@ -323,7 +324,7 @@ def group_pays(inside, outside, saving, cost):
     return inside > outside and saving > cost
 
 
-def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=None):
+def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=None, share=None):
     """The most a group's placement can save: the affinitive accesses it
     gains (its affinity inside less its affinity with objects outside),
     each at best one D1 miss turned into a hit (`miss_ns`), of which only
@@ -345,8 +346,12 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=N
     accesses grow with it, the misses of objects that stay in the cache
     there with their lines, and an avoided miss saves what the level that
     serves it there costs (docs/planner.md, *A miss at the run's scale*);
-    None prices the profiled run itself at `miss_ns`."""
-    gain = max(0, inside - outside) * line_share(mean_size) * strangers
+    None prices the profiled run itself at `miss_ns`. share: the share of
+    the group's affinitive accesses whose bytes would meet in a line with
+    the two objects side by side (near_share, measured by the profiler);
+    None estimates it from the objects' mean size (line_share)."""
+    share = line_share(mean_size) if share is None else share
+    gain = max(0, inside - outside) * share * strangers
     if misses is not None and (mean_size > LARGE_BYTES or not stays_cached(misses)):
         # No placement turns more accesses into hits than missed: the
         # objects' own misses bound it, and they grow with the input as the
@@ -355,7 +360,7 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=N
         # neighbour: no more than that share of their misses can go (perl's
         # six interpreter structures of 3 KB, 28.9 M affinitive accesses
         # and 6,565 misses in its training run).
-        gain = min(gain, misses[0] * line_share(mean_size) * strangers)
+        gain = min(gain, misses[0] * share * strangers)
     if at is None:
         if misses is not None and stays_cached(misses):
             gain = min(gain, misses[0])
@@ -370,6 +375,39 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=N
 # neighbour (planner.set_aside_large keeps such objects out of the groups of
 # smaller ones): the runtime's largest exact size class, planner.REST_MAX.
 LARGE_BYTES = REST_MAX
+
+
+def near_share(profile, ids):
+    """The share of the affinity among the given contexts (a group's) whose
+    accessed bytes would share a line with the two objects side by side:
+    the profiler's near weights (in 64ths) of the context graph's edges
+    among them over those edges' weights (docs/planner.md, "Near
+    affinity"). None where the profile has no near weights, or no edge
+    among them."""
+    graph = profile.get("graph", {})
+    near = graph.get("near")
+    if near is None:
+        return None
+    ids = set(ids)
+    w = n = 0
+    for (x, y, weight), m in zip(graph["edges"], near):
+        if x in ids and y in ids:
+            w += weight
+            n += m
+    return n / (64 * w) if w else None
+
+
+def near_clause(share):
+    """For the texts that quote a saving: the measured share."""
+    if share is None or share >= 1:
+        return ""
+    return (f"; of those accesses, {percent(share)} touch bytes that would share a line with the two "
+            f"objects side by side")
+
+
+def share_clause(mean_size, share):
+    """The measured share's clause where there is one, else the estimate's."""
+    return near_clause(share) if share is not None else large_clause(mean_size)
 
 
 def line_share(mean_size):
@@ -682,6 +720,8 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
     for x, w in grouping.dropped_affinity(run).items():   # with the contexts the graph dropped
         if node_group.get(x) in real:
             groups[node_group[x]].outside += w
+    for g in real:
+        groups[g].share = near_share(run, members[g])
     return Transfer(run=" ".join(run["target"]["argv"]), allocations=total, predicted=predicted, known=known,
                     grouped=grouped, walk_none=walk_none, bits_none=bits_none, left=left,
                     groups=[groups[g] if g in real else None for g in range(len(plan["groups"]))])

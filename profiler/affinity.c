@@ -14,7 +14,17 @@
  *   - co-allocatability: no allocation from x or y lies chronologically
  *     between the allocations of u and v.
  * Entries beyond A bytes can never become affinitive again, so the walk
- * also trims the queue: it never holds more than A + 1 entries. */
+ * also trims the queue: it never holds more than A + 1 entries.
+ *
+ * An affinitive pair saves a miss only if the bytes it touches would share
+ * a line once the two objects lie side by side, the older first, as a pool
+ * filled in allocation order places them: d bytes apart there (the older's
+ * bytes after its touched range, the newer's before its own), they share
+ * one of 64 bytes with chance (64 - d) / 64 over where the line boundary
+ * falls. Each edge also sums that chance in 64ths, its `near` weight: two
+ * 24-byte objects touched at their first words, 40 of 64; a token of 88
+ * bytes touched at its head and the 136-byte record it points to, touched
+ * at its head too, 0 (docs/planner.md, "Near affinity"). */
 #include "profiler.h"
 
 ULong ch_total_accesses, ch_tracked_accesses;
@@ -23,10 +33,13 @@ ULong ch_total_accesses, ch_tracked_accesses;
 
 /* {x, y} with x <= y, packed as x << 32 | y, + 1 so that 0 marks empty. */
 static CountTable edges = {.cc = "cohort.edges"};
+/* The same keys: the near weight, in 64ths (only where it is not 0). */
+static CountTable near = {.cc = "cohort.edges"};
 
-static inline void edge_add(UInt x, UInt y) {
+static inline void edge_add(UInt x, UInt y, UInt near64) {
   ULong key = x <= y ? ((ULong)x << 32 | y) : ((ULong)y << 32 | x);
   ch_count_add(&edges, key + 1, 1);
+  if (near64) ch_count_add(&near, key + 1, near64);
 }
 
 /* ==== per-thread queues =================================================== */
@@ -35,6 +48,7 @@ typedef struct {
   UInt id;     /* object id */
   UInt size;   /* bytes in this macro access (saturates at A) */
   ULong seq;   /* the object's allocation seq: a recycled id does not match */
+  UInt lo, hi; /* the bytes of the object it touched: [lo, hi) from its start */
 } Entry;
 
 typedef struct {
@@ -74,7 +88,14 @@ static inline Bool coallocatable(const Obj *u, const Obj *v) {
   return newer->prev_same <= older->seq && older->next_same >= newer->seq;
 }
 
-static void walk(Queue *q, UInt id, Obj *u) {
+/* How near, in 64ths, the touched bytes of u ([ulo, uhi)) and of v's entry
+ * e would lie in one line with the two side by side, the older first. */
+static inline UInt near64(const Obj *u, UInt ulo, UInt uhi, const Obj *v, const Entry *e) {
+  ULong d = u->seq < v->seq ? (u->size - uhi) + e->lo : (v->size - e->hi) + ulo;
+  return d < 64 ? (UInt)(64 - d) : 0;
+}
+
+static void walk(Queue *q, UInt id, Obj *u, UInt ulo, UInt uhi) {
   CtxStats *cx = ch_ctx_stats(u->ctx);
   UInt x = u->ctx;
   UInt sum = 0, k;
@@ -87,7 +108,7 @@ static void walk(Queue *q, UInt id, Obj *u) {
     Obj *v = ch_obj(e->id);
     if (v->seq != e->seq || v->stamp == stamp) continue;
     v->stamp = stamp;
-    if (coallocatable(u, v)) edge_add(x, v->ctx);
+    if (coallocatable(u, v)) edge_add(x, v->ctx, near64(u, ulo, uhi, v, e));
   }
   q->len = k;  /* entry k and older are out of reach for good */
   q->walks++;
@@ -109,19 +130,26 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   }
   Queue *q = cur;
   Entry *h = &q->q[q->head];
+  /* The touched bytes, within the object (an access may run past its end). */
+  UInt lo = (UInt)(a - u->start), hi = lo + (UInt)size;
+  if (hi > u->size) hi = (UInt)u->size;
   if (q->len && h->id == id && h->seq == u->seq) {  /* same macro access */
     UInt s = h->size + (UInt)size;
     h->size = s < (UInt)ch_clo_affinity ? s : (UInt)ch_clo_affinity;
+    if (lo < h->lo) h->lo = lo;
+    if (hi > h->hi) h->hi = hi;
     return;
   }
   if (ch_clo_trace) ch_trace_ref(id, u);
-  walk(q, id, u);
+  walk(q, id, u, lo, hi);
   q->head = (q->head + 1) & qmask;
   if (q->len < qcap) q->len++;
   h = &q->q[q->head];
   h->id = id;
   h->seq = u->seq;
   h->size = size < (SizeT)ch_clo_affinity ? (UInt)size : (UInt)ch_clo_affinity;
+  h->lo = lo;
+  h->hi = hi;
 }
 
 /* ==== output ============================================================== */
@@ -136,6 +164,7 @@ void ch_affinity_write(VgFile *f) {
   for (UWord i = 0; i < edges.cap; i++)
     if (edges.keys[i]) {
       ULong k = edges.keys[i] - 1;
-      VG_(fprintf)(f, "edge %u %u %llu\n", (UInt)(k >> 32), (UInt)k, edges.counts[i]);
+      ULong n = ch_count_get(&near, k + 1);
+      VG_(fprintf)(f, "edge %u %u %llu %llu\n", (UInt)(k >> 32), (UInt)k, edges.counts[i], n);
     }
 }

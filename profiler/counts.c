@@ -22,3 +22,10 @@ void ch_count_add(CountTable *t, ULong key, ULong n) {
   if (!t->keys[i]) { t->keys[i] = key; t->used++; }
   t->counts[i] += n;
 }
+
+ULong ch_count_get(const CountTable *t, ULong key) {
+  if (!t->cap) return 0;
+  UWord i = ch_hash64(key) & (t->cap - 1);
+  while (t->keys[i] && t->keys[i] != key) i = (i + 1) & (t->cap - 1);
+  return t->keys[i] ? t->counts[i] : 0;
+}

@@ -192,5 +192,6 @@ typedef struct {
   const HChar *cc;        /* the allocation cost centre's name */
 } CountTable;
 void ch_count_add(CountTable *t, ULong key, ULong n);
+ULong ch_count_get(const CountTable *t, ULong key);   /* 0 where the key is not */
 
 #endif

@@ -93,6 +93,10 @@ CASES = [   # (name, change to the tiny profile, or raw text; what the message m
     ("edge out of order", lambda d: put(d, ("graph", "edges", 0), [1, 0, 5]), "not in order"),
     ("zero weight", lambda d: put(d, ("graph", "edges", 0, 2), 0), "graph.edges[0][2]: 0, not a weight"),
     ("node twice", lambda d: put(d, ("graph", "nodes"), [0, 0]), "listed twice"),
+    ("near weights miscounted", lambda d: put(d, ("graph", "near"), [0, 0, 0, 0, 0]), "graph.near: 5 weights"),
+    ("near weight too high", lambda d: put(d, ("graph", "near"), [10 ** 12] * len(d["graph"]["edges"])),
+     "graph.near[0]"),
+    ("negative near weight", lambda d: put(d, ("graph", "near"), [-1] * len(d["graph"]["edges"])), "graph.near[0]"),
     ("id out of order", lambda d: put(d, ("contexts", 1, "id"), 2), "contexts[1].id: 2"),
     ("offset too big", lambda d: put(d, ("sites", 1, "offset"), 2 ** 64), "sites[1].offset"),
     ("lone surrogate", lambda d: put(d, ("sites", 1, "function"), "new_\udc80"), "lone surrogate"),
@@ -268,6 +272,8 @@ def cold(doc, empty_graph_only=False):
         doc["totals"].update(accesses=0, macro_accesses=0, threads=0, weight=0, edges_before_filter=0,
                              weight_before_filter=0)
     doc["graph"].update(nodes=[], edges=[], coverage=0.0, dropped_contexts=len(doc["contexts"]))
+    if "near" in doc["graph"]:
+        doc["graph"]["near"] = []
     if "family_graph" in doc:
         doc["family_graph"].update(nodes=[], edges=[], coverage=0.0)
     return doc

@@ -75,6 +75,23 @@ def test_one_hot_object_stays_in_the_simulated_cache(tmp_path):
     assert transfer.stays_cached(transfer.context_misses(p["contexts"], [c["id"]], transfer.run_accesses(p["contexts"])))
 
 
+def test_near_weight_measures_bytes_that_would_share_a_line(tmp_path, alternate):
+    """Each edge also weighs how near its pairs' touched bytes would lie
+    with the two objects side by side: the alternate lists' 32-byte nodes,
+    whose walk reads a node's val, the other list's node's val, then each
+    one's next (pairs 16 to 32 bytes apart: 32 to 48 of 64); the same lists
+    of 256-byte nodes read at the same 16 bytes, too far apart to share a
+    line (transfer.near_share, docs/planner.md "Near affinity")."""
+    a, b = the(ctx_made_by(alternate, "new_a")), the(ctx_made_by(alternate, "new_b"))
+    assert len(alternate["graph"]["near"]) == len(alternate["graph"]["edges"])
+    assert 0.5 <= transfer.near_share(alternate, [a, b]) <= 0.75
+    wide, _ = profile(tmp_path, O0, "wide")
+    a, b = the(ctx_made_by(wide, "new_wide_a")), the(ctx_made_by(wide, "new_wide_b"))
+    assert weight(wide, a, b) > 10 * 2000 and transfer.near_share(wide, [a, b]) == 0
+    # no near weight: a saving estimated from the objects' mean size, as before
+    assert transfer.near_share({"graph": {"edges": wide["graph"]["edges"]}}, [a, b]) is None
+
+
 def test_not_coallocatable_means_no_edge(tmp_path, alternate):
     p, _ = profile(tmp_path, O0, "separate")
     a, b = the(ctx_made_by(p, "new_a")), the(ctx_made_by(p, "new_b"))

@@ -9,6 +9,7 @@
  *   recursive  chains built by a recursive function, then walked
  *   cold       alternate, plus a c list that gets under 1% of the accesses
  *   threads    two threads at once: one alternates a/b, the other c/d
+ *   wide       alternate, with nodes of 256 bytes touched at their heads only
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +37,9 @@ NOINLINE struct node *new_a(long i) { return fill(malloc(sizeof(struct node)), i
 NOINLINE struct node *new_b(long i) { return fill(malloc(sizeof(struct node)), i); }
 NOINLINE struct node *new_c(long i) { return fill(malloc(sizeof(struct node)), i); }
 NOINLINE struct node *new_d(long i) { return fill(malloc(sizeof(struct node)), i); }
+/* Nodes of 256 bytes whose first 32 alone are ever touched. */
+NOINLINE struct node *new_wide_a(long i) { return fill(malloc(256), i); }
+NOINLINE struct node *new_wide_b(long i) { return fill(malloc(256), i); }
 
 NOINLINE void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -124,6 +128,9 @@ int main(int argc, char **argv) {
       for (long i = 0; i < n / 20; i++) { *ct = new_c(i); ct = &(*ct)->next; }
       sum += walk1(cs);
     }
+  } else if (!strcmp(mode, "wide")) {
+    build2(new_wide_a, new_wide_b, n, 1, &xs, &ys);
+    sum = walk2(xs, ys, 10);
   } else if (!strcmp(mode, "sparse")) {
     xs = sparse(n);
     sum = walk1(xs) + walk1(xs);
