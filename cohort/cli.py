@@ -286,6 +286,7 @@ def training_runs(args, target):
 
 
 def cmd_optimize(args, target):
+    from cohort import headroom
     from cohort.explain import plan_and_explain
     from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs, write_output
     from cohort.planner import report
@@ -325,6 +326,7 @@ def cmd_optimize(args, target):
         done = [profiles[0]]
     params = plan_params(args)
     plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:], **params)
+    print(headroom.line(prof))
     if ref is not None:
         confirmed = confirm_plan(args, ref, done, params)
         if confirmed is not None:

@@ -9,7 +9,7 @@ defaults."""
 import os
 from pathlib import Path
 
-from cohort import dsgraph, grouping, planfile, planner, transfer
+from cohort import dsgraph, grouping, headroom, planfile, planner, transfer
 from cohort import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
@@ -271,7 +271,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
-    lines = [f"Profile of: {target}",
+    lines = [headroom.line(profile), "",
+             f"Profile of: {target}",
              f"  {t['allocations']} allocations in {len(profile['contexts'])} contexts; "
              f"{t['accesses']} accesses to tracked objects (objects up to "
              f"{profile['parameters']['max_size']} bytes); affinity distance "

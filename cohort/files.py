@@ -53,7 +53,9 @@ KINDS = {
     "loads": ("a loads measurement", _json_format("cohort-loads")),
     "prefetch": ("a prefetch file", lambda h: h.startswith(b"cohort-prefetch ")),
     "report": ("a report", lambda h: h.startswith(REPORT_MARK.encode())),
-    "explain": ("an explanation", lambda h: h.startswith(b"Profile of: ")),
+    # since 2026-11-29 opened by the headroom line (headroom.py)
+    "explain": ("an explanation", lambda h: h.startswith(b"Profile of: ") or
+                (h.startswith(b"headroom: ") and b"\n\nProfile of: " in h)),
     "graph": ("an affinity graph", lambda h: GRAPH_MARK.encode() in h),
     # PNGs carry a tEXt chunk "Software" = "cohort ..." (plots.py writes it)
     "plot": ("a plot", lambda h: h.startswith(b"\x89PNG") and b"Software\x00" + PLOT_SOFTWARE.encode() in h),

@@ -191,6 +191,9 @@ def parse_raw(text):
             raw["layouts"] = {"max_size": v["max"], "objects": v["objects"], "accesses": v["accesses"],
                               "one": {"d1_misses": v["one-d1"], "ll_misses": v["one-ll"]},
                               "classes": {"d1_misses": v["classes-d1"], "ll_misses": v["classes-ll"]}}
+        elif kind == "cache":     # the whole run's simulated misses (cohort/headroom.py)
+            f = rest.split()
+            raw["run"] = {f[i].replace("-", "_"): int(f[i + 1]) for i in range(0, len(f), 2)}
         elif kind == "loads":     # --cohort-loads=yes: the cache and its totals
             f = rest.split()
             raw["cache"] = {"window": int(f[1]), "line": int(f[3]), "d1": [int(f[5]), int(f[6])],
@@ -342,6 +345,9 @@ def build_profile(raw, target, params, returncode):
             "weight_before_filter": sum(w for _, _, w in raw["edges"]),
             "weight": sum(e[2] for e in edges),
             "unknown_frees": raw["objects"]["unknown-frees"],
+            **({"run_accesses": raw["run"]["accesses"], "run_d1_misses": raw["run"]["d1"],
+                "run_ll_misses": raw["run"]["ll"], "heap_other_d1_misses": raw["run"]["heap_other_d1"],
+                "heap_other_ll_misses": raw["run"]["heap_other_ll"]} if "run" in raw else {}),
         },
         **({"rest_layouts": dict(raw["layouts"], beside=beside(raw, keep, fams, family_graph["nodes"]))}
            if "layouts" in raw else {}),

@@ -118,7 +118,13 @@ static void walk(Queue *q, UInt id, Obj *u, UInt ulo, UInt uhi) {
 VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   ch_total_accesses++;
   UInt id = ch_shadow_get(a);
-  if (!id) return;
+  if (!id) {   /* heap memory no tracked object holds (loads.c reports it) */
+    if (ch_cache_last) {
+      ch_heap_other_d1++;
+      if (ch_cache_last == 2) ch_heap_other_ll++;
+    }
+    return;
+  }
   Obj *u = ch_obj(id);
   ch_tracked_accesses++;
   ch_layouts_touch(u, a, size);

@@ -130,6 +130,17 @@ VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size) {
 
 /* ==== output ============================================================== */
 
+/* The whole run's simulated misses, every data access's (the headroom: the
+ * tracked objects' share of them, cohort/headroom.py), and those on heap
+ * memory that no tracked object holds (affinity.c counts them: larger
+ * objects, the allocator's own, freed blocks). Written whatever the
+ * options: the cache is simulated anyway. */
+ULong ch_heap_other_d1, ch_heap_other_ll;
+void ch_cache_write(VgFile *f) {
+  VG_(fprintf)(f, "cache accesses %llu d1 %llu ll %llu heap-other-d1 %llu heap-other-ll %llu\n", total_accesses,
+               total_d1_misses, total_ll_misses, ch_heap_other_d1, ch_heap_other_ll);
+}
+
 void ch_loads_write(VgFile *f) {
   if (!ch_clo_loads) return;
   VG_(fprintf)(f, "loads window %lld line %d d1 %d %d ll %d %d accesses %llu loads %llu "

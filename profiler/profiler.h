@@ -173,6 +173,10 @@ LoadSite *ch_load_site(Addr pc);             /* made once per static load */
 VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size);
 VG_REGPARM(2) void ch_touch(Addr a, SizeT size);   /* any other data access */
 void ch_loads_write(VgFile *f);
+/* The whole run's simulated misses, and those on heap memory among the
+ * tracked objects that none of them holds (affinity.c counts these). */
+extern ULong ch_heap_other_d1, ch_heap_other_ll;
+void ch_cache_write(VgFile *f);
 
 /* ---- instrumentation (instrument.c) -------------------------------------- */
 IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *sb_in, const VexGuestLayout *layout,

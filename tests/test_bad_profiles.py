@@ -344,7 +344,7 @@ def test_pipeline_into_head(builders, tmp_path):
               f'"{COHORT}" plan "{builders}" -o "{tmp_path}/plan" | head -c 10; echo "status ${{PIPESTATUS[0]}}" >&2')
     r = run(["bash", "-c", script])
     err = r.stderr.decode()
-    assert r.stdout.decode().startswith("Profile of: "), r.stdout
+    assert r.stdout.decode().startswith("headroom: objects of up to "), r.stdout
     assert "Traceback" not in err and "Error" not in err, err
     assert re.findall(r"status (\d+)", err)[0] in ("0", "141"), err
 

@@ -135,7 +135,8 @@ def test_bench_train_writes_the_explanation_and_graph_too(tmp_path):
     assert r.returncode == 0, err(r)
     for name in ("profile.json", "plan", "explain.txt", "graph.svg"):
         assert mode(res / name) == 0o644, name
-    assert (res / "explain.txt").read_text().startswith("Profile of: ")
+    assert (res / "explain.txt").read_text().startswith("headroom: ")
+    assert "\nProfile of: " in (res / "explain.txt").read_text()
     assert f"cohort bench: wrote {res / 'profile.json'}, {res / 'plan'}, {res / 'explain.txt'}" in err(r)
 
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort import transfer
+from cohort import headroom, transfer
 from cohort.profile import hot_nodes
 from cohort.profilefile import load_profile
 
@@ -90,6 +90,23 @@ def test_near_weight_measures_bytes_that_would_share_a_line(tmp_path, alternate)
     assert weight(wide, a, b) > 10 * 2000 and transfer.near_share(wide, [a, b]) == 0
     # no near weight: a saving estimated from the objects' mean size, as before
     assert transfer.near_share({"graph": {"edges": wide["graph"]["edges"]}}, [a, b]) is None
+
+
+def test_headroom_counts_the_whole_runs_misses(tmp_path, alternate):
+    """The profile counts the run's simulated misses beside the tracked
+    objects' (cohort/headroom.py): the alternate lists take nearly all of
+    them; a run that walks a global array far more often leaves the heap
+    a small share, and the line says to expect no measurable gain."""
+    h = headroom.of(alternate)
+    assert 0 < h.tracked_d1 <= h.d1 and h.tracked > 0.8
+    assert headroom.line(alternate).startswith("headroom: objects of up to 4096 bytes took")
+    glob, _ = profile(tmp_path, O0, "globals")
+    h = headroom.of(glob)
+    assert h.d1 > 40 * (1 << 20) // 64 // 2 and h.tracked < headroom.SMALL
+    assert "expect no measurable gain" in headroom.line(glob)
+    # a profile from before the totals: unknown, and how to see it
+    old = dict(glob, totals={k: v for k, v in glob["totals"].items() if not k.startswith(("run_", "heap_"))})
+    assert headroom.of(old) is None and "profile the program again" in headroom.line(old)
 
 
 def test_not_coallocatable_means_no_edge(tmp_path, alternate):

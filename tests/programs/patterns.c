@@ -10,6 +10,7 @@
  *   cold       alternate, plus a c list that gets under 1% of the accesses
  *   threads    two threads at once: one alternates a/b, the other c/d
  *   wide       alternate, with nodes of 256 bytes touched at their heads only
+ *   globals    alternate, then a global array of 1 MiB walked far more often
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@ struct node {
 };
 
 static volatile long sink;
+static long table[1 << 17];   /* 1 MiB: globals, not heap */
 
 NOINLINE static struct node *fill(struct node *n, long i) {
   if (!n) abort();
@@ -128,6 +130,11 @@ int main(int argc, char **argv) {
       for (long i = 0; i < n / 20; i++) { *ct = new_c(i); ct = &(*ct)->next; }
       sum += walk1(cs);
     }
+  } else if (!strcmp(mode, "globals")) {
+    build2(new_a, new_b, n, 1, &xs, &ys);
+    sum = walk2(xs, ys, 2);
+    for (int p = 0; p < 40; p++)
+      for (long i = 0; i < (1 << 17); i += 8) sum += table[i] += i;
   } else if (!strcmp(mode, "wide")) {
     build2(new_wide_a, new_wide_b, n, 1, &xs, &ys);
     sum = walk2(xs, ys, 10);
