@@ -1005,6 +1005,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
+        "headroom": trained_headroom(outdir) if train is not None else None,
     }
     write_output(results_path, json.dumps(results, indent=1) + "\n", "results", force)
     try:
@@ -1054,6 +1055,27 @@ def layout_lines(results):
     return lines
 
 
+def trained_headroom(outdir):
+    """The training run's headroom (cohort/headroom.py), for the results
+    and the table: {"tracked_d1_share": share or None, "line": text}."""
+    from cohort import headroom
+    from cohort.profilefile import load_profile
+    profile = load_profile(outdir / "profile.json")
+    h = headroom.of(profile)
+    return {"tracked_d1_share": round(h.tracked, 6) if h else None, "line": headroom.line(profile)}
+
+
+def headroom_lines(results):
+    """The training run's headroom beside the D1 change each plan measured."""
+    h = results.get("headroom")
+    if not h:
+        return []
+    measured = [f"{name} {r['d1_ratio']:.3f} x {r['vs']}" for name, r in results["ratios"].items()
+                if name.startswith("cohort+") and r.get("d1_ratio") is not None]
+    return [f"{h['line']} (the training run)"] + (
+        [f"measured: D1 misses {', '.join(measured)}"] if measured else [])
+
+
 def console_table(results):
     """The terminal's table: one row per configuration, columns aligned."""
     s, r, cg = results["summary"], results["ratios"], results["cachegrind"]
@@ -1088,6 +1110,7 @@ def console_table(results):
     if cg is None:
         lines.append("(cache misses: give --cachegrind-args 'ARGS' to measure them with cachegrind)")
     lines += layout_lines(results)
+    lines += headroom_lines(results)
     for p in results["problems"]:
         lines.append(f"PROBLEM: {p}")
     return "\n".join(lines)

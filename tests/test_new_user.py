@@ -138,6 +138,10 @@ def test_bench_train_writes_the_explanation_and_graph_too(tmp_path):
     assert (res / "explain.txt").read_text().startswith("headroom: ")
     assert "\nProfile of: " in (res / "explain.txt").read_text()
     assert f"cohort bench: wrote {res / 'profile.json'}, {res / 'plan'}, {res / 'explain.txt'}" in err(r)
+    # the table ends with the training run's headroom, which the results keep
+    assert "headroom: " in r.stdout.decode() and "(the training run)" in r.stdout.decode()
+    results = json.loads((res / "results.json").read_text())
+    assert 0 < results["headroom"]["tracked_d1_share"] <= 1 and results["headroom"]["line"].startswith("headroom: ")
 
 
 def test_a_failed_command_removes_the_directories_it_made(tmp_path):
