@@ -1116,14 +1116,10 @@ static inline __attribute__((always_inline)) void *group_malloc(unsigned group, 
 }
 void *ch_group_malloc(unsigned group, size_t size) { return group_malloc(group, size, false, false); }
 
-/* Armed, the control group's line of the thread's own heap; never in the
- * checked mode, whose my_heap stays NULL. */
-void ch_heap_arm_control(void) {
-  ch_control_gh = !my_heap ? NULL
-                  : ch_control_spread ? (struct ch_group_heap *)((uintptr_t)&my_heap->g[0] | 1)
-                  : ch_control_by_size ? (struct ch_group_heap *)((uintptr_t)&my_heap->g[ch_control_group] | 2)
-                                       : &my_heap->g[ch_control_group];
-}
+/* A group's line of the thread's own heap, or NULL where the thread has
+ * none (the checked mode's my_heap stays NULL): what the fast lane serves
+ * once identify.c arms it. */
+struct ch_group_heap *ch_heap_line(unsigned group) { return my_heap ? &my_heap->g[group] : NULL; }
 /* The lane's fast path failed: straight to the general path (the controls'
  * groups place nothing on lines). gh is a line of the thread's own heap. */
 CH_NOINLINE void *ch_group_lane_general(struct ch_group_heap *gh, size_t size) {

@@ -388,6 +388,11 @@ int ch_identify_control(size_t size) {
                                                 : (int)ch_control_group;
 }
 bool ch_identify_lane_ready(void) { return tregistered && ch_control_limit; }
+void ch_identify_arm_lane(void) {
+  struct ch_group_heap *line = ch_heap_line(ch_control_spread ? 0 : ch_control_group);
+  uintptr_t mark = ch_control_spread ? 1 : ch_control_by_size ? 2 : 0;
+  ch_control_gh = line ? (struct ch_group_heap *)((uintptr_t)line | mark) : NULL;
+}
 void ch_identify_controls_off(void) {
   atomic_store(&ch_identify_controls, false);
   ch_control_limit = 0;

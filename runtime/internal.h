@@ -364,7 +364,7 @@ void *ch_group_malloc(unsigned group, size_t size);   /* align 16, not zeroed */
  * ch_identify_lane_ready); the heap's teardown disarms. */
 /* ch_control_gh: in the thread block (struct ch_thread). */
 extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
-void ch_heap_arm_control(void);
+struct ch_group_heap *ch_heap_line(unsigned group);   /* the thread's heap's line of a group, or NULL */
 /* Hand this thread's batch of frees into other threads' chunks to their
  * owners now (when it is full, at the thread's exit, and ch_flush_thread). */
 void ch_heap_flush_remote(void);
@@ -820,9 +820,12 @@ static inline struct ch_group_heap *ch_lane(size_t n) {
   }
   return NULL;
 }
-/* After an allocation on the ordinary control path: arm the lane if it may be. */
+/* After an allocation on the ordinary control path: arm the lane if it may
+ * be, with the control's line of the thread's heap, marked as ch_lane reads
+ * it (identify.c). */
+void ch_identify_arm_lane(void);
 static inline void ch_lane_arm(void) {
-  if (ch_identify_lane_ready()) ch_heap_arm_control();
+  if (ch_identify_lane_ready()) ch_identify_arm_lane();
 }
 void ch_identify_flush_due(void);
 /* MO decides from the allocator's return address alone: malloc and operator
