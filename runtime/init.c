@@ -82,6 +82,10 @@ void ch_ensure_init(void) {
   ch_next_resolve();
   ch_options_load();
   ch_decode_init();   /* before any thread: every reader of code shares it */
+  /* The context layer's calls up, as hooks: binding and patching modules,
+   * the plan's sites in the walk's rules. */
+  ch_modules_set_hooks(&(struct ch_module_hooks){ch_plan_bind_module, ch_patch_modules});
+  ch_unwind_set_sites(ch_plan_site_entry);
   if (ch_opt.mode != CH_MODE_OFF) {
     ch_check_init();
     /* The heaps' tables first: the region, once published, lets another

@@ -480,6 +480,16 @@ bool ch_module_maps(const struct ch_module *m, uintptr_t a, size_t len);
  * before lazy binding has filled its slot. */
 const char *ch_module_slot_symbol(const struct ch_module *m, uintptr_t slot);
 void ch_modules_refresh(void);                        /* at start-up, and to notice modules loaded since */
+/* What the layer above does with modules as they become known, set once at
+ * start-up (init.c) so that this layer names no function above it: `found`
+ * for each module as it is added (a plan binds its sites; under the
+ * loader's lock), `added` for the new ones [from, to) once the loader's
+ * lock is released (their selector sites are patched). */
+struct ch_module_hooks {
+  void (*found)(struct ch_module *m);
+  void (*added)(unsigned from, unsigned to);
+};
+void ch_modules_set_hooks(const struct ch_module_hooks *h);
 const struct ch_module *ch_module_for(uintptr_t pc);  /* refreshes on a miss */
 /* The same, and *busy set when pc was in no module known and another thread
  * was refreshing them: NULL then says nothing about pc, and must not be
@@ -580,6 +590,10 @@ struct ch_frames {
 bool ch_frames_start(struct ch_frames *it, const uintptr_t *fp);
 bool ch_frames_next(struct ch_frames *it, uintptr_t *pc, bool *system);
 void ch_unwind_init(void);
+/* The plan's site at a return address and its entry verdict (-1 and
+ * CH_ENTRY_UNKNOWN where none), for the rules the walk caches: set once at
+ * start-up (init.c), so that this layer names no function of the plan's. */
+void ch_unwind_set_sites(int (*site_at)(uintptr_t pc, int *entry));
 extern atomic_ulong ch_unwind_slow;     /* pc-cache misses */
 extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo */
 
@@ -647,6 +661,7 @@ int ch_plan_load(const char *path);      /* 0 ok; otherwise warned and NULL */
 int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whylen);
 void ch_plan_bind_module(struct ch_module *m);  /* resolve this module's sites */
 int ch_plan_site_at(uintptr_t addr);     /* site index or -1 */
+int ch_plan_site_entry(uintptr_t addr, int *entry);   /* the same, and its verdict (an ch_entry_verdict) */
 bool ch_plan_check_binary(void);         /* after modules load: build ids agree */
 
 /* ------------------------------------------------------------ identify.c */

@@ -57,6 +57,9 @@ static bool known(uintptr_t bias, uintptr_t lo, uintptr_t hi) {
   return false;
 }
 
+static struct ch_module_hooks hooks;
+void ch_modules_set_hooks(const struct ch_module_hooks *h) { hooks = *h; }
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
   (void)size;
   bool *first = arg;
@@ -102,7 +105,7 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
       m->load[m->nload++].hi = m->bias + ph->p_vaddr + ph->p_memsz;
     }
   }
-  ch_plan_bind_module(m);
+  if (hooks.found) hooks.found(m);
   atomic_store_explicit(&nmods, n + 1, memory_order_release);
   return 0;
 }
@@ -131,7 +134,7 @@ static bool refresh(void) {
     unsigned before = atomic_load(&nmods);
     dl_iterate_phdr(add_module, &first);
     /* Outside the loader's lock: patch the selector sites of new modules. */
-    ch_patch_modules(before, atomic_load(&nmods));
+    if (hooks.added) hooks.added(before, atomic_load(&nmods));
   }
   atomic_store(&refreshing, 0);
   return true;

@@ -97,6 +97,12 @@ bool ch_plan_check_binary(void) {
   return true;
 }
 
+int ch_plan_site_entry(uintptr_t addr, int *entry) {
+  int s = ch_plan_site_at(addr);
+  *entry = s >= 0 ? (int)ch_plan->sites[s].entry : CH_ENTRY_UNKNOWN;
+  return s;
+}
+
 int ch_plan_site_at(uintptr_t addr) {
   if (!ch_plan || !addr) return -1;
   for (size_t h = site_slot(addr), n = 0; n < SITE_SLOTS; h = (h + 1) % SITE_SLOTS, n++) {

@@ -141,12 +141,16 @@ static bool fits(int64_t v, unsigned bits) {
   return v >= -((int64_t)1 << (bits - 1)) && v < ((int64_t)1 << (bits - 1));
 }
 
+static int (*site_entry)(uintptr_t pc, int *entry);
+void ch_unwind_set_sites(int (*site_at)(uintptr_t pc, int *entry)) { site_entry = site_at; }
+
 static uint64_t compute(uintptr_t pc, bool *busy) {
   atomic_fetch_add_explicit(&ch_unwind_slow, 1, memory_order_relaxed);
   const struct ch_module *m = ch_module_find(pc, busy);
   if (!m) return pack(K_STOP, 0, true, -1, CH_ENTRY_UNKNOWN, 0, 0);
-  int site = m->system ? -1 : ch_plan_site_at(pc);
-  enum ch_entry_verdict entry = site >= 0 ? ch_plan->sites[site].entry : CH_ENTRY_UNKNOWN;
+  int verdict = CH_ENTRY_UNKNOWN;
+  int site = m->system || !site_entry ? -1 : site_entry(pc, &verdict);
+  enum ch_entry_verdict entry = (enum ch_entry_verdict)verdict;
   struct ch_cfi_rule r;
   /* pc is a return address: the call is the instruction before it. */
   if (!ch_cfi_find(m, pc - 1, &r)) {
