@@ -104,6 +104,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         def decide(c, frames):
             return costs["walk_ns"] + frames * costs["frame_ns"], False
     inside, outside = [0] * len(names), [0] * len(names)
+    removed = {}
     if profile.get("families") is not None:   # the graph the planner grouped
         node_group = {f["id"]: group_of.get(f["contexts"][0]) for f in profile["families"]}
         graph = profile["family_graph"]
@@ -126,7 +127,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     # (the rest pool is none), as the planner charges them.
     walked = planner.walk_shares(profile["contexts"], walks,
                                  lambda cid: None if group_of.get(cid) == rest else group_of.get(cid), decide)
-    out = {}
+    out = {"removed": removed}
     everything = transfer.run_accesses(profile["contexts"])
     # A plan with no rest pool loads the runtime for its groups alone: they
     # pay for every allocation it hands on, in proportion to their own
@@ -170,12 +171,30 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                                                       lambda c: group_of.get(c["id"]) == rest)
             share = transfer.near_share(profile, members.get(g, []))
             saving = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, at, share)
+            # The same group on the profiled run itself, in misses (the prediction explain sums).
+            removed[g] = transfer.saving_ns(inside[g], outside[g], misses, costs, mean, strangers, None,
+                                            share) / costs["miss_ns"]
             out[g] = (f"worth: saves at most {saving / 1e6:.2f} ms ({inside[g]} affinitive accesses "
                       f"inside it, {outside[g]} with objects outside it"
                       f"{transfer.misses_clause(misses, inside[g] - outside[g])}{transfer.share_clause(mean, share)}"
                       f"{transfer.strangers_clause(strangers, rest_one, beside)}{at.clause() if at else ''}); "
                       f"identification: {ident}")
     return out
+
+
+def prediction(profile, removed):
+    """The plan's predicted gain, for the groups' section: the D1 misses of
+    the profiled run its groups can remove at most (transfer.saving_ns on
+    that run), against the run's own (headroom.of), as a share a
+    measurement can be held against (docs/planner.md, "Predicted against
+    measured")."""
+    total = sum(removed.values())
+    if not removed:
+        return "predicted: no group, so no miss removed beyond what the layout of the rest does"
+    h = headroom.of(profile)
+    whole = f" of its {h.d1:,} ({total / h.d1:.1%})" if h and h.d1 else ""
+    return (f"predicted: the groups remove at most {total:,.0f} D1 misses of the profiled run{whole}, "
+            f"against the layout they would otherwise have")
 
 
 def distinct_labels(profile, contexts):
@@ -338,6 +357,9 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         lines.append(f"  quick test: {len(cold)} cold entry sites ({n} allocations) skip the walk")
     if worth.get(None):
         lines.append(f"  not grouped: {worth[None]}")
+    predicted = prediction(profile, worth.get("removed", {}))
+    if predicted:
+        lines.append(f"  {predicted}")
     if transfers:
         lines.append("")
         lines.append("Transfer to other inputs (the plan replayed on each run's profile):")

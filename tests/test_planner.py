@@ -159,6 +159,8 @@ def test_optimize_replaces_its_own_products_but_no_other_file(tmp_path):
     assert b"--force" in r.stderr and {p.name: p.read_bytes() for p in out.iterdir()} == before
     r = run([COHORT, "optimize", "--force", "-o", out, "--", GROUPS, tmp_path / "x.log"])
     assert r.returncode == 0 and (out / "explain.txt").read_text().startswith("headroom: objects of up to ")
+    # the groups end with the plan's predicted removal, against the run's misses
+    assert "  predicted: no group" in (out / "explain.txt").read_text()
     # optimize's own output (after the program's) opens with the same line
     assert r.stdout.decode().splitlines()[1].startswith("headroom: objects of up to "), r.stdout
 

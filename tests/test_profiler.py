@@ -109,6 +109,18 @@ def test_headroom_counts_the_whole_runs_misses(tmp_path, alternate):
     assert headroom.of(old) is None and "profile the program again" in headroom.line(old)
 
 
+def test_explain_predicts_what_the_groups_remove(tmp_path):
+    """explain ends the groups with their predicted removal of the profiled
+    run's D1 misses, a share of the run's own (docs/planner.md, "Predicted
+    against measured")."""
+    profile(tmp_path, O0, "alternate")
+    r = run([COHORT, "explain", tmp_path / "profile.json", "--graph", "-"])
+    text = r.stdout.decode()
+    assert r.returncode == 0 and text.startswith("headroom: ")
+    line = next(x for x in text.splitlines() if x.startswith("  predicted: "))
+    assert "D1 misses of the profiled run of its " in line and "%)" in line, line
+
+
 def test_not_coallocatable_means_no_edge(tmp_path, alternate):
     p, _ = profile(tmp_path, O0, "separate")
     a, b = the(ctx_made_by(p, "new_a")), the(ctx_made_by(p, "new_b"))
