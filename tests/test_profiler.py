@@ -113,7 +113,8 @@ def test_explain_predicts_what_the_groups_remove(tmp_path):
     """explain ends the groups with their predicted removal of the profiled
     run's D1 misses, a share of the run's own (docs/planner.md, "Predicted
     against measured")."""
-    profile(tmp_path, O0, "alternate")
+    from cohort import workloads
+    profile(tmp_path, workloads.binary("listfrag"), *workloads.inputs("listfrag")["train"])
     r = run([COHORT, "explain", tmp_path / "profile.json", "--graph", "-"])
     text = r.stdout.decode()
     assert r.returncode == 0 and text.startswith("headroom: ")
