@@ -48,10 +48,6 @@ def of(profile):
                     heap_d1=t.get("heap_other_d1_misses", 0), max_size=profile["parameters"]["max_size"])
 
 
-def _millions(n):
-    return f"{n / 1e6:.1f} M" if n >= 100_000 else f"{n:,}"
-
-
 def line(profile):
     """The one line `cohort optimize` and `cohort explain` open with."""
     h = of(profile)
@@ -62,7 +58,7 @@ def line(profile):
         return "headroom: the run missed the simulated D1 cache nowhere: no placement can remove a miss"
     other = max(0, h.d1 - h.tracked_d1 - h.heap_d1)
     text = (f"headroom: objects of up to {h.max_size} bytes took {h.tracked:.1%} of the run's simulated D1 "
-            f"misses ({_millions(h.tracked_d1)} of {_millions(h.d1)}) and {h.share(h.tracked_ll, h.ll):.1%} "
+            f"misses ({h.tracked_d1:,} of {h.d1:,}) and {h.share(h.tracked_ll, h.ll):.1%} "
             f"of its LL misses, the most any placement could remove; larger objects and the allocator's "
             f"own data among them {h.share(h.heap_d1, h.d1):.1%}, the stack, globals and the rest "
             f"{h.share(other, h.d1):.1%}")

@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cohort import headroom  # noqa: E402
 from cohort.explain import explain  # noqa: E402
 from cohort.files import write_output  # noqa: E402
 from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
@@ -86,6 +87,7 @@ def main():
     print(f"1. cohort profile -o {shown(prof)} -- {WORKLOAD} {' '.join(inp['train'])}   (train input)")
     data, rc = profile([str(BIN), *inp["train"]], prof, force=True)
     print("   " + summary(data, rc).replace("cohort: ", "").replace("\n", "\n   "))
+    print("   " + headroom.line(data))
     print(f"2. cohort plan {shown(prof)} -o {shown(plan)}")
     made, _ = plan_command(prof, plan, force=True, **PLAN_DEFAULTS)
     print("   " + report(made, data).replace("\n", "\n   "))
