@@ -236,8 +236,8 @@ CH_HIDDEN void *ch_cold_entry_malloc(size_t size) {
  * next allocator. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_malloc(size_t size, unsigned group) {
   (void)group;
-  return CH_LIKELY(size <= ch_rest_max) ? ch_direct_malloc(size, (unsigned)ch_rest_group(size))
-                                               : ch_malloc_entry(size);
+  int g = ch_rest_for(size);   /* -1 past the rest group's limit, or where the plan has none */
+  return CH_LIKELY(g >= 0) ? ch_direct_malloc(size, (unsigned)g) : ch_malloc_entry(size);
 }
 
 /* An MO call site decided for good, patched (direct.c): a request of the

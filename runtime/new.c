@@ -160,7 +160,8 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group)
 /* The same for a cold site and the plan's rest group (ch_direct_rest_malloc). */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_new(size_t n, unsigned group) {
   (void)group;
-  return CH_LIKELY(n <= ch_rest_max) ? ch_direct_new(n, (unsigned)ch_rest_group(n)) : ch_new_entry(n);
+  int g = ch_rest_for(n);   /* -1 past the rest group's limit, or where the plan has none */
+  return CH_LIKELY(g >= 0) ? ch_direct_new(n, (unsigned)g) : ch_new_entry(n);
 }
 
 /* The same for a `walk` site decided from activations (ch_direct_act_malloc). */
