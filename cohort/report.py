@@ -91,6 +91,25 @@ def against(r, name, base):
     return t, d
 
 
+def headroom_section(runs, allocs):
+    """The headroom of each trained workload (cohort/headroom.py) beside the
+    D1 change its plans measured: the most a placement could remove, and
+    what it did remove."""
+    rows = [r for r in runs if (r.get("headroom") or {}).get("tracked_d1_share") is not None]
+    if not rows:
+        return []
+    head = ["workload", "headroom (training run)"] + [f"D1 cohort+{a} vs {a}" for a in allocs]
+    lines = ["## Headroom", "",
+             "The share of the training run's simulated D1 misses on objects Cohort can place (the most any "
+             "plan could remove), beside the D1 misses each plan measured against its allocator.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        row = [r["label"], f"{r['headroom']['tracked_d1_share']:.1%}"]
+        row += [fmt(_ratio(r, f"cohort+{a}", "d1_ratio")) for a in allocs]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
 def layout_section(runs, allocs):
     """Where the bench moved its baselines' layouts (--layout-runs): each
     baseline's band of its own D1 misses, and Cohort's ratio against it."""
@@ -224,6 +243,7 @@ def report(paths, output, title="Cohort benchmark report", force=False):
         miss_rows.append((r["label"], mrow))
         control_rows.append((r["label"], crow))
     lines.append("")
+    lines += headroom_section(runs, allocs)
     lines += layout_section(runs, allocs)
 
     figures = [

@@ -142,6 +142,11 @@ def test_bench_train_writes_the_explanation_and_graph_too(tmp_path):
     assert "headroom: " in r.stdout.decode() and "(the training run)" in r.stdout.decode()
     results = json.loads((res / "results.json").read_text())
     assert 0 < results["headroom"]["tracked_d1_share"] <= 1 and results["headroom"]["line"].startswith("headroom: ")
+    # and the report sets it beside the D1 change the plans measured
+    r = run([COHORT, "report", res, "-o", tmp_path / "report.md"])
+    assert r.returncode == 0, err(r)
+    text = (tmp_path / "report.md").read_text()
+    assert "## Headroom" in text and f"{results['headroom']['tracked_d1_share']:.1%}" in text
 
 
 def test_a_failed_command_removes_the_directories_it_made(tmp_path):
