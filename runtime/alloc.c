@@ -301,7 +301,7 @@ static CH_NOINLINE __attribute__((flatten)) void *act_malloc_decide(size_t size,
  * the plan has one and the size fits, else the next allocator. */
 static CH_NOINLINE void *act_malloc_rest(size_t size) {
   if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
-  int rest = size <= ch_rest_max ? ch_rest_group(size) : -1;   /* -1: no rest group (a malloc(0) too) */
+  int rest = ch_rest_for(size);   /* -1: no rest group (a malloc(0) too) */
   if (rest < 0) return ch_next.malloc(size);
   unsigned g = (unsigned)rest;
   void *p = ch_group_take(g, size);

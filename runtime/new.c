@@ -177,7 +177,7 @@ static CH_NOINLINE __attribute__((flatten)) void *act_new_decide(size_t n, uintp
  * operator new itself (which throws). */
 static CH_NOINLINE void *act_new_rest(size_t n) {
   if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
-  int rest = n <= ch_rest_max ? ch_rest_group(n) : -1;   /* -1: no rest group (a new of 0 bytes too) */
+  int rest = ch_rest_for(n);   /* -1: no rest group (a new of 0 bytes too) */
   void *p = rest >= 0 ? ch_group_malloc_or_next((unsigned)rest, n) : ch_next.malloc(n);
   return p ? p : ch_new_entry(n);
 }
