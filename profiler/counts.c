@@ -15,17 +15,22 @@ static void grow(CountTable *t) {
   if (ok) { VG_(free)(ok); VG_(free)(on); }
 }
 
-void ch_count_add(CountTable *t, ULong key, ULong n) {
-  if (2 * (t->used + 1) > t->cap) grow(t);
+/* The slot that holds key, or the empty one where it would go. */
+static inline UWord probe(const CountTable *t, ULong key) {
   UWord i = ch_hash64(key) & (t->cap - 1);
   while (t->keys[i] && t->keys[i] != key) i = (i + 1) & (t->cap - 1);
+  return i;
+}
+
+void ch_count_add(CountTable *t, ULong key, ULong n) {
+  if (2 * (t->used + 1) > t->cap) grow(t);
+  UWord i = probe(t, key);
   if (!t->keys[i]) { t->keys[i] = key; t->used++; }
   t->counts[i] += n;
 }
 
 ULong ch_count_get(const CountTable *t, ULong key) {
   if (!t->cap) return 0;
-  UWord i = ch_hash64(key) & (t->cap - 1);
-  while (t->keys[i] && t->keys[i] != key) i = (i + 1) & (t->cap - 1);
+  UWord i = probe(t, key);
   return t->keys[i] ? t->counts[i] : 0;
 }
