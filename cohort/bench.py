@@ -820,6 +820,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
            policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0, ignore=None):
     commands = {"ref": target}
     plans, swept, plans_for = {}, [], {}
+    headroom = None   # the training run's (trained_headroom)
     if train is not None:
         from cohort.explain import plan_and_explain
         from cohort.planner import PLAN_DEFAULTS, plan_command
@@ -857,7 +858,9 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                     f"its profile is left out{shell_words_hint(argv[1:])}")
             else:
                 validated.append(path)
-        plan_and_explain(outdir, force=force, validate=validated, **dict(PLAN_DEFAULTS, allocator=allocators[0]))
+        _, trained = plan_and_explain(outdir, force=force, validate=validated,
+                                      **dict(PLAN_DEFAULTS, allocator=allocators[0]))
+        headroom = trained_headroom(trained)
         written = [outdir / n for n in OPTIMIZE_PRODUCTS] + validation_profiles(outdir, len(validate_argv))
         if "halo" in policies:
             plan = outdir / "plan"
@@ -1005,7 +1008,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
-        "headroom": trained_headroom(outdir) if train is not None else None,
+        "headroom": headroom,
     }
     write_output(results_path, json.dumps(results, indent=1) + "\n", "results", force)
     try:
@@ -1055,12 +1058,10 @@ def layout_lines(results):
     return lines
 
 
-def trained_headroom(outdir):
+def trained_headroom(profile):
     """The training run's headroom (cohort/headroom.py), for the results
     and the table: {"tracked_d1_share": share or None, "line": text}."""
     from cohort import headroom
-    from cohort.profilefile import load_profile
-    profile = load_profile(outdir / "profile.json")
     h = headroom.of(profile)
     return {"tracked_d1_share": round(h.tracked, 6) if h else None, "line": headroom.line(profile)}
 

@@ -98,13 +98,13 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
     as the planner prices them (docs/planner.md), where the plan runs
     (`pricing`: scale.Pricing; None: over the profiled run), in front of
-    `allocator`."""
+    `allocator`. Returns ({group: text}, {group: the D1 misses of the
+    profiled run it can remove at most})."""
     costs = planner.COST_DEFAULTS
     if decide is None:
         def decide(c, frames):
             return costs["walk_ns"] + frames * costs["frame_ns"], False
     inside, outside = [0] * len(names), [0] * len(names)
-    removed = {}
     if profile.get("families") is not None:   # the graph the planner grouped
         node_group = {f["id"]: group_of.get(f["contexts"][0]) for f in profile["families"]}
         graph = profile["family_graph"]
@@ -127,7 +127,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     # (the rest pool is none), as the planner charges them.
     walked = planner.walk_shares(profile["contexts"], walks,
                                  lambda cid: None if group_of.get(cid) == rest else group_of.get(cid), decide)
-    out = {"removed": removed}
+    out, removed = {}, {}
     everything = transfer.run_accesses(profile["contexts"])
     # A plan with no rest pool loads the runtime for its groups alone: they
     # pay for every allocation it hands on, in proportion to their own
@@ -179,7 +179,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                       f"{transfer.misses_clause(misses, inside[g] - outside[g])}{transfer.share_clause(mean, share)}"
                       f"{transfer.strangers_clause(strangers, rest_one, beside)}{at.clause() if at else ''}); "
                       f"identification: {ident}")
-    return out
+    return out, removed
 
 
 def prediction(profile, removed):
@@ -188,9 +188,9 @@ def prediction(profile, removed):
     that run), against the run's own (headroom.of), as a share a
     measurement can be held against (docs/planner.md, "Predicted against
     measured")."""
-    total = sum(removed.values())
     if not removed:
         return "predicted: no group, so no miss removed beyond what the layout of the rest does"
+    total = sum(removed.values())
     h = headroom.of(profile)
     whole = f" of its {h.d1:,} ({total / h.d1:.1%})" if h and h.d1 else ""
     return (f"predicted: the groups remove at most {total:,.0f} D1 misses of the profiled run{whole}, "
@@ -285,8 +285,8 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
     allocator = (planfile.made_for(plan_path) if plan_path else made.allocator) or "glibc"
-    worth = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator,
-                        deciding(profile, conj, roles))
+    worth, removed = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator,
+                                 deciding(profile, conj, roles))
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
@@ -357,9 +357,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         lines.append(f"  quick test: {len(cold)} cold entry sites ({n} allocations) skip the walk")
     if worth.get(None):
         lines.append(f"  not grouped: {worth[None]}")
-    predicted = prediction(profile, worth.get("removed", {}))
-    if predicted:
-        lines.append(f"  {predicted}")
+    lines.append(f"  {prediction(profile, removed)}")
     if transfers:
         lines.append("")
         lines.append("Transfer to other inputs (the plan replayed on each run's profile):")

@@ -210,8 +210,9 @@ def parse_raw(text):
         elif kind == "edge":   # x y weight [near weight in 64ths]
             v = [int(t) for t in rest.split()]
             raw["edges"].append((v[0], v[1], v[2]))
-            if len(v) > 3:
-                raw["near"] = raw["near"] if raw["near"] is not None else {}
+            if len(v) > 3:   # a profiler that measures near weights: {} even if all are 0
+                if raw["near"] is None:
+                    raw["near"] = {}
                 if v[3]:
                     raw["near"][(v[0], v[1])] = v[3]
         elif kind == "pointers":

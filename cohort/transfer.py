@@ -350,20 +350,6 @@ def saving_ns(inside, outside, misses, costs, mean_size=0.0, strangers=1.0, at=N
     the group's affinitive accesses whose bytes would meet in a line with
     the two objects side by side (near_share, measured by the profiler);
     None estimates it from the objects' mean size (line_share)."""
-    gain = reachable_misses(inside, outside, misses, mean_size, strangers, share)
-    if at is None:
-        if misses is not None and stays_cached(misses):
-            gain = min(gain, misses[0])
-        return gain * costs["miss_ns"]
-    gain *= at.accesses
-    if misses is not None and at.cached:
-        gain = min(gain, misses[0] * at.lines)
-    return gain * at.miss_ns
-
-
-def reachable_misses(inside, outside, misses, mean_size=0.0, strangers=1.0, share=None):
-    """The D1 misses of the profiled run a group's placement can remove at
-    most (saving_ns before any price or scale)."""
     share = line_share(mean_size) if share is None else share
     gain = max(0, inside - outside) * share * strangers
     if misses is not None and (mean_size > LARGE_BYTES or not stays_cached(misses)):
@@ -375,7 +361,14 @@ def reachable_misses(inside, outside, misses, mean_size=0.0, strangers=1.0, shar
         # six interpreter structures of 3 KB, 28.9 M affinitive accesses
         # and 6,565 misses in its training run).
         gain = min(gain, misses[0] * share * strangers)
-    return gain
+    if at is None:
+        if misses is not None and stays_cached(misses):
+            gain = min(gain, misses[0])
+        return gain * costs["miss_ns"]
+    gain *= at.accesses
+    if misses is not None and at.cached:
+        gain = min(gain, misses[0] * at.lines)
+    return gain * at.miss_ns
 
 
 # An object of more than this many bytes shares at most a line with each
