@@ -643,7 +643,8 @@ def input_record(path):
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
           cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
-          extra_plans=(), prefetch=None, layout_runs=0, ignore_output=None):
+          extra_plans=(), prefetch=None, layout_runs=0, ignore_output=None, confirm=None, confirm_stdin=None,
+          confirm_trials=5):
     """The whole `cohort bench` (see the module's docstring). train: the
     training runs' argument strings (the plan's first, then the validation
     runs'), or None; train_stdin: a file for each, or None. stdin,
@@ -662,6 +663,11 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     a ratio must leave to be a difference. ignore_output: a regular
     expression; the lines of standard output it matches are left out of the
     digest that every run's output is checked by (timings, dates).
+    confirm: an argument string: halo's plans, each made for its
+    allocator, are measured on that run before anything is timed, as
+    `cohort optimize --ref` measures its plan (confirm.py), and made again
+    from what the measurement kept; confirm_stdin: its standard input;
+    confirm_trials: the rounds of its timing.
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -706,6 +712,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         taken.add(n)
     if train_stdin is not None and train is None:
         raise CohortError("--train-stdin is the input of the profiling run: it needs --train")
+    confirm_run = confirm_argv(target, confirm, confirm_stdin, confirm_trials, train, policies)
     if cachegrind_stdin is not None and cachegrind_args is None:
         raise CohortError("--cachegrind-stdin is the input of the cachegrind runs: it needs --cachegrind-args")
     for a in allocators:
@@ -751,10 +758,59 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         try:
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
-                          all_control, force, policies, sweep, extra_plans, prefetch, layout_runs, ignore)
+                          all_control, force, policies, sweep, extra_plans, prefetch, layout_runs, ignore,
+                          confirm_run, confirm_trials)
         finally:
             if output_file is not None:
                 output_file.done()
+
+
+def confirm_argv(target, confirm, stdin, trials, train, policies):
+    """--confirm's run: (argv, standard input or None), or None without it;
+    a one-line CohortError for what cannot be confirmed."""
+    if confirm is None:
+        if stdin is not None:
+            raise CohortError("--confirm-stdin is the standard input of the --confirm run: give --confirm too")
+        return None
+    if train is None or "halo" not in policies:
+        raise CohortError("--confirm measures the plans bench makes from --train: it needs --train and the "
+                          "halo policy")
+    if trials < 0:
+        raise CohortError(f"--confirm-trials must be 0 or more, not {trials}")
+    try:
+        words = shlex.split(confirm)
+    except ValueError as e:
+        raise CohortError(f"--confirm {confirm!r}: {e}") from None
+    return [target[0], *words], check_input(stdin, "--confirm-stdin", rereadable=True) if stdin else None
+
+
+def confirm_plans(outdir, run, allocators, validated, trials, force, log):
+    """--confirm: the plan made for each allocator, measured in front of it
+    on the run (argv, stdin) as `cohort optimize --ref` measures, then made
+    again from what the measurement kept (the first allocator's with its
+    explanation, which gains the measurement's lines). {allocator: those
+    lines}."""
+    from cohort.confirm import confirm
+    from cohort.explain import plan_and_explain
+    from cohort.planner import PLAN_DEFAULTS, plan_command
+    argv, stdin = run
+    said = {}
+    for a in allocators:
+        params = dict(PLAN_DEFAULTS, allocator=a)
+        done = confirm(outdir / "profile.json", argv, params, validate=validated, allocator=a, stdin=stdin,
+                       log=log, trials=trials, who="cohort bench")
+        params.update(exclude=done.exclude, rest=done.rest)
+        if a == allocators[0]:
+            plan_and_explain(outdir, force=True, validate=validated, **params)
+            explained = outdir / "explain.txt"
+            write_output(explained, explained.read_text() + "\n" + "\n".join(done.lines) + "\n", "explain", True)
+        else:
+            plan_command(outdir / "profile.json", allocator_plan(outdir, a), force=True, validate=validated,
+                         **params)
+        for line in done.lines:
+            log(f"cohort bench: {line}")
+        said[a] = done.lines
+    return said
 
 
 def sweep_profiles(outdir, sweep):
@@ -817,8 +873,10 @@ def products(outdir, trained, stats_names, profiled=(), profiles=None, validatio
 
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
-           policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0, ignore=None):
+           policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0, ignore=None,
+           confirm_run=None, confirm_trials=5):
     commands = {"ref": target}
+    confirmed = None   # {allocator: the confirmation's lines} (confirm_plans)
     plans, swept, plans_for = {}, [], {}
     headroom = None   # the training run's (trained_headroom)
     if train is not None:
@@ -872,6 +930,9 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 plans_for[a] = allocator_plan(outdir, a).resolve()
                 written.append(allocator_plan(outdir, a))
                 log(f"cohort bench: cohort+{a}: {report_head(made, prof)}")
+            if confirm_run is not None:
+                commands["confirm"] = confirm_run[0]
+                confirmed = confirm_plans(outdir, confirm_run, allocators, validated, confirm_trials, force, log)
         for p in policies:
             if p in PROFILE_POLICIES:
                 made, prof = plan_command(outdir / "profile.json", policy_plan(outdir, p), force=force,
@@ -1008,7 +1069,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                        "cache_geometry": GEOMETRY, "order": names},
         "trials": trial_log, "summary": summary, "ratios": ratios, "cachegrind": cg,
         "runtime_stats": runtime_stats, "problems": problems,
-        "headroom": headroom,
+        "headroom": headroom, "confirmed": confirmed,
     }
     write_output(results_path, json.dumps(results, indent=1) + "\n", "results", force)
     try:

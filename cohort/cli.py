@@ -35,7 +35,7 @@ def note(message):
 
 
 # Options whose value is the program's own arguments, as one string.
-PROGRAM_ARGUMENT_OPTIONS = ("--train", "--cachegrind-args", "--ref")
+PROGRAM_ARGUMENT_OPTIONS = ("--train", "--cachegrind-args", "--ref", "--confirm")
 
 
 def option_strings(parser):
@@ -387,7 +387,8 @@ def cmd_bench(args, target):
                     cachegrind_stdin=args.cachegrind_stdin, output_file=args.output_file,
                     all_control=not args.no_all, policies=parse_policies(args.policies),
                     sweep=parse_sweep(args.sweep), prefetch=args.prefetch, layout_runs=args.layout_runs,
-                    extra_plans=[also_option(a) for a in args.also or ()], ignore_output=args.ignore_output)
+                    extra_plans=[also_option(a) for a in args.also or ()], ignore_output=args.ignore_output,
+                    confirm=args.confirm, confirm_stdin=args.confirm_stdin, confirm_trials=args.confirm_trials)
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0
@@ -748,6 +749,15 @@ def build_parser():
                          "never --stdin's file); with several --train, one per --train, in order")
     be.add_argument("--cachegrind-stdin", metavar="FILE",
                     help="standard input of the cachegrind runs (default: --stdin's file, else /dev/null)")
+    be.add_argument("--confirm", metavar="'ARGS'",
+                    help="before timing, confirm each plan made from --train on PROG with these arguments, "
+                         "in front of the allocator it is made for, as cohort optimize --ref does (a larger "
+                         "input than the training run's, not the timed one): the plans timed keep what that "
+                         "measurement kept")
+    be.add_argument("--confirm-stdin", metavar="FILE",
+                    help="standard input of the --confirm run (default: /dev/null)")
+    be.add_argument("--confirm-trials", type=int, default=5, metavar="N",
+                    help="timed rounds of each confirmation, after its cachegrind steps (0: none; default: 5)")
     be.add_argument("--layout-runs", type=int, default=0, metavar="N",
                     help="also run each baseline N more times under cachegrind with its heap and stack "
                          "moved: the spread of its D1 misses is the band a D1 ratio must leave to be a "

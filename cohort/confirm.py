@@ -51,20 +51,22 @@ def figures(cg, base):
             f"LL misses {cg['LLd_misses'] / max(base['LLd_misses'], 1):.3f}")
 
 
-def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None, trials=5):
+def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None, trials=5,
+            who="cohort optimize"):
     """Measure the plan that make_plan makes from profile_path with
     `params` on the run ref_argv (its standard input: stdin, or /dev/null)
     and return the Confirmation. CohortError when the run fails, or prints
     other output under a plan than under the allocator alone. trials: the
-    rounds of the timing that follows the cachegrind steps (0: none)."""
+    rounds of the timing that follows the cachegrind steps (0: none). who:
+    the command its progress lines are said by."""
     log = log or (lambda m: None)
     lib = allocator_library(allocator)
     base_env = clean_environment()
     run = " ".join(ref_argv)
-    log(f"cohort optimize: confirming on `{run}` under cachegrind: {allocator} alone")
+    log(f"{who}: confirming on `{run}` under cachegrind: {allocator} alone")
     alone = cachegrind(list(ref_argv), alone_environment(base_env, lib), stdin=stdin)
     if "error" in alone:
-        raise CohortError(f"the --ref run `{run}` failed in front of {allocator} alone "
+        raise CohortError(f"the confirmation run `{run}` failed in front of {allocator} alone "
                           f"({exit_words(alone['exit']) if alone['exit'] else alone['error']}); the plan is "
                           f"not confirmed")
     # Read once: a large program's profile takes seconds to load, and every
@@ -85,14 +87,14 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
         def measured(exclude, rest, what):
             path = Path(tmp) / f"plan-{len(list(Path(tmp).iterdir()))}"
             plan = planned(path, exclude, rest)
-            log(f"cohort optimize: confirming: {what}")
+            log(f"{who}: confirming: {what}")
             cg = cachegrind(list(ref_argv), environment(plan=path, allocator=allocator, base=base_env),
                             stdin=stdin)
             if "error" in cg:
-                raise CohortError(f"the --ref run `{run}` failed under {what} ({cg['error']}); the plan is "
+                raise CohortError(f"the confirmation run `{run}` failed under {what} ({cg['error']}); the plan is "
                                   f"not confirmed")
             if cg["output_sha256"] != alone["output_sha256"]:
-                raise CohortError(f"the --ref run `{run}` printed other output under {what} than in front of "
+                raise CohortError(f"the confirmation run `{run}` printed other output under {what} than in front of "
                                   f"{allocator} alone; the plan is not confirmed")
             return plan, cg
 
@@ -135,11 +137,11 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
             out.lines.append(f"  {allocator} alone scores better than what is left of the plan "
                              f"({figures(best, alone)}): the plan keeps no group and no rest pool")
         elif trials and (plan.groups or plan.rest is not None):
-            timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, Path(tmp))
+            timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, Path(tmp), who)
     return out
 
 
-def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp):
+def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who):
     """What cachegrind kept, timed against what it would fall back to: the
     plan, its rest pool alone (when it has groups) and the allocator alone,
     in `trials` interleaved rounds; the fastest median stays. cachegrind
@@ -152,7 +154,7 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp):
     if plan.groups:
         planned(paths["rest"], out.exclude + [g.members for g in plan.groups], out.rest)
         extra = [("rest", paths["rest"])]
-    log(f"cohort optimize: confirming by timing, {trials} interleaved rounds")
+    log(f"{who}: confirming by timing, {trials} interleaved rounds")
     results = bench(list(ref_argv), tmp / "timed", trials=trials, warmup=1, allocators=(allocator,),
                     plan=paths["plan"], random_control=False, all_control=False, force=True, log=log,
                     policies=("halo",), extra_plans=extra, stdin=stdin)
@@ -160,7 +162,7 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp):
     names = {"plan": f"cohort+{allocator}", "alone": allocator, **({"rest": "rest"} if extra else {})}
     failed = [k for k, n in names.items() if not summary[n]["ok_trials"]]
     if failed:
-        raise CohortError(f"the --ref run `{' '.join(ref_argv)}` failed or printed other output when timed under "
+        raise CohortError(f"the confirmation run `{' '.join(ref_argv)}` failed or printed other output when timed under "
                           f"{' and '.join(failed)}; the plan is not confirmed")
     median = {k: summary[n]["wall_median_s"] for k, n in names.items()}
     quart = {k: (summary[n]["wall_p25_s"], summary[n]["wall_p75_s"]) for k, n in names.items()}

@@ -71,3 +71,41 @@ def test_bad_ref_options_are_refused_before_profiling(tmp_path):
     r, out = optimize(tmp_path, "--ref", "1 2", "--ref-trials", "-1")
     assert r.returncode != 0 and "--ref-trials must be 0 or more" in r.stderr
     assert not (out / "profile.json").exists()
+
+
+def test_bench_confirms_each_allocators_plan_before_timing(tmp_path):
+    """`cohort bench --train T --confirm C`: the plan made for each
+    allocator is confirmed on C in front of that allocator, as optimize
+    --ref confirms, before anything is timed; results.json keeps what each
+    confirmation said, explain.txt the first allocator's, and the plans
+    timed are the confirmed ones."""
+    out = tmp_path / "b"
+    r = run([COHORT, "bench", "-o", out, "--trials", "1", "--warmup", "0", "--allocators", "glibc,jemalloc",
+             "--no-random", "--no-all", "--train", "20000 2", "--confirm", "60000 4", "--confirm-trials", "0",
+             "--", WRAPKINDS, "60000 2"], text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    import json
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["confirmed"]) == {"glibc", "jemalloc"}
+    assert res["commands"]["confirm"][1:] == ["60000", "4"]
+    for a, lines in res["confirmed"].items():
+        assert lines[0].startswith("Confirmed on `") and f"in front of {a}" in lines[0]
+    assert "Confirmed on `" in (out / "explain.txt").read_text()
+    for a, plan in (("glibc", out / "plan"), ("jemalloc", out / "plan-for-jemalloc")):
+        kept = [ln for ln in res["confirmed"][a] if ln.startswith("  group ") and " kept: " in ln]
+        dropped_all = any("keeps no group" in ln for ln in res["confirmed"][a])
+        groups = [ln for ln in plan.read_text().splitlines() if ln.startswith("group ") and " rest" not in ln]
+        assert len(groups) == (0 if dropped_all else len(kept)), (a, res["confirmed"][a])
+
+
+def test_bench_confirm_needs_a_plan_to_confirm(tmp_path):
+    """--confirm without --train, a --confirm-stdin without --confirm, and a
+    negative --confirm-trials: one line, a non-zero exit, nothing run."""
+    base = [COHORT, "bench", "-o", tmp_path / "b", "--trials", "1"]
+    for extra, said in ((["--policies", "dpa", "--confirm", "1 2"], "--confirm measures the plans"),
+                        (["--train", "1 1", "--confirm-stdin", str(tmp_path)], "give --confirm too"),
+                        (["--train", "1 1", "--confirm", "1 2", "--confirm-trials", "-1"],
+                         "--confirm-trials must be 0 or more")):
+        r = run([*base, *extra, "--", WRAPKINDS, "10", "1"], text=True, timeout=120)
+        assert r.returncode != 0 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "b" / "results.json").exists()
