@@ -66,6 +66,23 @@ def test_direct_site_groups_what_the_quick_test_would(tmp_path, build, patch):
         assert st["patch"]["direct_sites"] == 0 and ident["direct"] == 0
 
 
+def test_a_plan_with_no_group_passes_every_request_through(tmp_path):
+    """A plan that declares no group, whatever its sites' verdicts (cold
+    entries, `unknown-entry walk`), can place nothing: the runtime passes
+    every request through from the start (no group, no region), identifying
+    nothing and patching no call. (`cohort run` leaves the runtime out
+    for such a plan; this is the user who preloads it by hand.)"""
+    binary = PROGRAMS / "groups_O2"
+    sites = [(0, call_sites(binary, caller, "malloc")[0], "cold") for caller in ("make_a", "make_c")]
+    plan = write_plan(tmp_path / "plan", [binary], sites, [], [], version=2, unknown_entry="walk")
+    r, st = run_stats(tmp_path, [binary, tmp_path / "log"], plan)
+    assert r.stdout == plain_checksum([binary])
+    objs = read_log(tmp_path / "log")
+    assert objs and all(g == -1 for k in objs for _, g, _ in objs[k])
+    assert not any(st["identification"].values()), st["identification"]
+    assert st["patch"]["direct_sites"] == 0 and st["groups"] == []
+
+
 def test_direct_site_in_a_shared_library(tmp_path):
     """The site's call goes through the library's own PLT."""
     binary = PROGRAMS / "groups_lib"
