@@ -144,7 +144,9 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
 def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who):
     """What cachegrind kept, timed against what it would fall back to: the
     plan, its rest pool alone (when it has groups) and the allocator alone,
-    in `trials` interleaved rounds; the fastest median stays. cachegrind
+    in `trials` interleaved rounds; a fallback replaces the plan only where
+    it is faster beyond noise (its quartile band wholly below the plan's),
+    the faster median of those that are. cachegrind
     does not see every cost (the real caches' hierarchy, the TLB, the
     prefetchers: docs/runtime.md), and a plan that wins its model can
     still lose the clock. planned(path, exclude, rest): writes that plan."""
@@ -166,12 +168,20 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
                           f"{' and '.join(failed)}; the plan is not confirmed")
     median = {k: summary[n]["wall_median_s"] for k, n in names.items()}
     quart = {k: (summary[n]["wall_p25_s"], summary[n]["wall_p75_s"]) for k, n in names.items()}
-    best = min(median, key=lambda k: (median[k], k != "plan"))
     said = ", ".join(f"{k} {median[k]:.3f} s [{quart[k][0]:.3f}-{quart[k][1]:.3f}]" for k in names)
     out.lines.append(f"  timed, {trials} interleaved rounds (medians, quartiles): {said}")
-    if best == "plan":
-        out.lines.append("  the plan is the fastest: kept")
+    # A fallback overrules what cachegrind kept only where it is faster
+    # beyond noise: its quartile band lies wholly below the plan's. On
+    # cppcheck a rest pool 1% faster by median, its band overlapping the
+    # plan's, dropped two groups with which cachegrind had counted 0.943 of
+    # glibc's D1 misses and 0.773 of its LL misses (without the first,
+    # 1.031 and 1.221).
+    faster = [k for k in names if k != "plan" and quart[k][1] < quart["plan"][0]]
+    if not faster:
+        out.lines.append("  the plan is the fastest: kept" if min(median, key=median.get) == "plan" else
+                         "  the plan is kept: nothing is faster beyond noise (each band overlaps the plan's)")
         return
+    best = min(faster, key=lambda k: median[k])
     out.exclude += [g.members for g in plan.groups]
     if best == "alone":
         out.rest = "none"
