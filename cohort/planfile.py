@@ -20,7 +20,7 @@ PLAN_VERSION = 7        # the version written; 1 to 6 are still read
 # the allocator underneath"); the runtime reads no comment.
 ALLOCATOR_MARK = "# made for allocator"
 
-MAX_PATH = 32           # runtime/internal.h CH_MAX_PATH: sites in one path
+MAX_PATH = 32           # runtime/decision.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 _BLANKS = re.compile(r"[ \t]+")
 

@@ -11,7 +11,7 @@ from cohort.errors import CohortError
 from cohort.loads import candidate, verdict
 
 HEADER = "cohort-prefetch 1"
-MAX_LOADS = 256      # runtime/internal.h CH_PREFETCH_MAX
+MAX_LOADS = 256      # runtime/decision.h CH_PREFETCH_MAX
 MAX_MODULES = 16     # runtime/prefetch.c PF_MODULES
 MAX_DISTANCE = 1 << 20
 

@@ -27,7 +27,7 @@
  * one is live above them with another stop group (docs/runtime.md, "Stop
  * sites"). */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "decision.h"
 
 #include <pthread.h>
 #include <stddef.h>

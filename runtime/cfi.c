@@ -6,7 +6,7 @@
  * caller's %rbp is. unwind.c caches the result per pc, so this runs once per
  * distinct return address. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "context.h"
 
 #include <string.h>
 

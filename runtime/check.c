@@ -25,7 +25,7 @@
  * heap.c sends every allocation and free here from its slow path (its fast
  * paths see no heap in this mode), so the mode costs nothing when it is off. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "memory.h"
 
 #include <string.h>
 #include <sys/auxv.h>

@@ -21,7 +21,7 @@
  * objects: 2.3 ms against 45 us), and a program that destroys a pool often
  * makes the next one soon (docs/pools.md). */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "memory.h"
 
 #include <string.h>
 

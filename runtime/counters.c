@@ -2,7 +2,7 @@
  * chunks add to them as blocks and chunks come and go; stats.c, a layer
  * above, only reads them for the statistics file. Per-thread counts stay in
  * the heaps and reach these in batches (heap.c). */
-#include "internal.h"
+#include "memory.h"
 
 struct ch_group_stats ch_gstats[CH_MAX_GROUPS];
 atomic_ulong ch_spares_reused, ch_chunks_purged, ch_chunks_carved, ch_slabs;

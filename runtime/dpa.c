@@ -21,7 +21,7 @@
  * allocation that finds the hint checks the chain's return addresses on the
  * stack instead of probing. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "decision.h"
 
 #include <string.h>
 

@@ -26,7 +26,7 @@
  * chunk counts its frees and reports them in batches). Rarer work hangs off
  * one threshold test each way. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "memory.h"
 
 #include <string.h>
 #include <sys/auxv.h>
@@ -36,6 +36,7 @@
  * free leaves its fast path for the slow one, which hands it to check.c. */
 #define own_heap (ch_thread.own_heap)
 #define my_heap (ch_thread.my_heap)
+size_t ch_max_size = 4096;   /* memory.h */
 /* The heap this thread left idle when it started another thread, and the
  * life word it left it with ("A thread that starts another", below). */
 static CH_TLS struct ch_heap *idle_heap;
@@ -1127,7 +1128,7 @@ CH_NOINLINE void *ch_group_lane_general(struct ch_group_heap *gh, size_t size) {
   return alloc_general_or_next(h, (unsigned)(gh - h->g), ch_block_size(size), size);
 }
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wattributes"   /* always_inline across files: see internal.h */
+#pragma GCC diagnostic ignored "-Wattributes"   /* always_inline across files: see memory.h */
 void *ch_group_malloc_lane(struct ch_group_heap *gh, size_t size) {
   /* The controls pack: no line placement to look at. */
   void *p = ch_group_take_lane(gh, size);

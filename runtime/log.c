@@ -1,6 +1,6 @@
 /* Cohort runtime: messages to stderr, formatted without allocating. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "system.h"
 
 #include <stdarg.h>
 #include <stdio.h>

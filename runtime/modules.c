@@ -5,7 +5,7 @@
  * progress treats its pc as unknown, so a dlopen that allocates cannot
  * deadlock against us. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "context.h"
 #include "system_modules.h"
 
 #include <elf.h>

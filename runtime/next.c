@@ -2,7 +2,7 @@
  * or tcmalloc preloaded behind us) and the bootstrap arena that serves the
  * allocations dlsym itself makes while we look that allocator up. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "next.h"
 
 #include <dlfcn.h>
 #include <errno.h>

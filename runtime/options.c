@@ -1,6 +1,6 @@
 /* Cohort runtime: settings, read once from the environment (docs/runtime.md). */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "system.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Cohort runtime: everything that talks to the kernel directly.
  * Nothing here may call malloc: this code runs inside malloc. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "system.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,9 +2,13 @@
  * process as they load, and finding the plan site at an address. A module
  * the plan names in another build disables the plan, with one warning. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "decision.h"
 
 #include <string.h>
+
+/* ch_plan_check_binary has run (at start-up): a mismatch found later is
+ * reported where it is found. */
+static bool binary_checked;
 
 atomic_bool ch_plan_disabled;
 
@@ -61,7 +65,7 @@ void ch_plan_bind_module(struct ch_module *m) {
     }
     /* Same program or library, different build: the plan does not describe it. */
     if (!strcmp(ch_base_name(pm->path), ch_base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
-      if (ch_init_state == 2) mismatch(pm, m);   /* at start-up, check_binary reports it */
+      if (binary_checked) mismatch(pm, m);   /* until then, check_binary reports it */
       atomic_store(&ch_plan_disabled, true);
       atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
       ch_identify_controls_off();
@@ -72,6 +76,7 @@ void ch_plan_bind_module(struct ch_module *m) {
 }
 
 bool ch_plan_check_binary(void) {
+  binary_checked = true;
   struct ch_plan *pl = ch_plan;
   if (!pl) return false;
   if (atomic_load(&ch_plan_disabled)) {

@@ -27,7 +27,7 @@
  * process gets one warning. Modules loaded later (dlopen) are not patched:
  * by then other threads may be running the code. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "decision.h"
 
 #include "decode.h"
 #include <stdio.h>

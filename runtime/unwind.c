@@ -7,7 +7,12 @@
  * 64-bit word in a lock-free cache, so a frame costs one hash probe and one
  * load of the return address after the first time. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "context.h"
+/* A break in the layers, the last between the context and decision layers:
+ * the walk reads the plan (its sites' verdicts, cached with each frame's
+ * rule; its decision paths; its unknown-entry and unknown-path verdicts).
+ * runtime/README.md lists it. */
+#include "decision.h"
 
 #include <string.h>
 

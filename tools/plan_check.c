@@ -4,7 +4,7 @@
  * exactly what the runtime would. Exit 0 and a summary line on standard
  * output if it does; 1 and the runtime's reason ("plan PATH line N: WHY") if
  * it does not; 2 for a usage mistake. */
-#include "internal.h"
+#include "decision.h"
 
 #include <stdio.h>
 #include <string.h>

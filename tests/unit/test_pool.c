@@ -19,7 +19,7 @@ static int failures;
 #define CHECK(cond) do { if (!(cond)) { \
   fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); failures++; } } while (0)
 
-enum { POOL_GROUP = 63 };   /* runtime/internal.h CH_POOL_GROUP */
+enum { POOL_GROUP = 63 };   /* runtime/system.h CH_POOL_GROUP */
 #define CHUNK(p) ((uintptr_t)(p) >> 20)   /* the default 1 MiB chunks */
 
 struct node { struct node *next; long value; };

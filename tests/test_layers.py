@@ -1,0 +1,103 @@
+"""runtime/README.md's table of layers, held against the code: every file of
+runtime/ sits in one layer, includes only its layer's headers (and the
+public ones under runtime/include), and every layer's header includes only
+headers of layers above it in the table, but for the breaks the README
+lists (issue 78). Needs no build."""
+
+import re
+from pathlib import Path
+
+RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def table():
+    """[(layer, [headers], [files], may use: {layer})] in the README's
+    order; may use is closed under itself ("the above": every layer above,
+    "everything": all of them)."""
+    rows = []
+    for line in (RUNTIME / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("layer", "---"):
+            continue
+        headers = re.findall(r"`([\w/]+\.h)`", cells[1])
+        files = [f for f in re.findall(r"`([\w/]+\.c)`", cells[2]) if (RUNTIME / f).exists()]
+        rows.append([cells[0], headers, files, cells[3]])
+    names = [r[0] for r in rows]
+    for i, row in enumerate(rows):
+        said = row[3]
+        uses = set(names[:i]) if "the above" in said or "everything" in said else \
+            {n for n in names[:i] if re.search(rf"\b{re.escape(n)}\b", said)}
+        row[3] = uses
+    for row in rows:   # closed: what a layer may use, it may use through
+        grown = True
+        while grown:
+            more = set().union(*(r[3] for r in rows if r[0] in row[3])) if row[3] else set()
+            grown = not more <= row[3]
+            row[3] |= more
+    return [tuple(r) for r in rows]
+
+
+def allowed_headers(row, rows):
+    """The headers a file of this layer may include: its own layer's and
+    those of every layer it may use."""
+    return set(row[1]).union(*(r[1] for r in rows if r[0] in row[3]))
+
+
+def breaks():
+    """{(file, header)} the README lists as breaks of the table."""
+    text = (RUNTIME / "README.md").read_text()
+    return set(re.findall(r"`(\w+\.c)` \(\w[\w ]*\) includes `(\w+\.h)`", text))
+
+
+def quoted_includes(path):
+    """The runtime's own headers a file includes (the public ones under
+    runtime/include left out)."""
+    return [h for h in INCLUDE.findall(path.read_text()) if (RUNTIME / h).exists()]
+
+
+def test_every_file_and_header_has_one_layer():
+    rows = table()
+    assert rows and rows[0][0] == "system"
+    files = [f for r in rows for f in r[2]]
+    assert sorted(files) == sorted(p.name for p in RUNTIME.glob("*.c")), "each .c in exactly one row"
+    named = {h for r in rows for h in r[1]}
+    assert named == {p.name for p in RUNTIME.glob("*.h")}, "each header in the table"
+    assert not (RUNTIME / "internal.h").exists()
+
+
+def test_files_include_their_own_layers_headers_and_those_it_may_use():
+    rows, allowed = table(), breaks()
+    wrong = []
+    for row in rows:
+        ok = allowed_headers(row, rows)
+        for f in row[2]:
+            wrong += [f"{f} ({row[0]}) includes {h}" for h in quoted_includes(RUNTIME / f)
+                      if h not in ok and (f, h) not in allowed]
+    assert not wrong, wrong
+
+
+def test_headers_include_only_what_their_layer_may_use():
+    rows = table()
+    wrong = []
+    for row in rows:
+        ok = allowed_headers(row, rows)
+        for h in row[1]:
+            if row[0] == "entry points" and h in rows[-2][1]:
+                continue   # shared with reporting, checked there
+            wrong += [f"{h} ({row[0]}) includes {inc}" for inc in quoted_includes(RUNTIME / h)
+                      if inc not in ok or inc == h]
+    assert not wrong, wrong
+
+
+def test_the_layers_may_use_only_layers_above_them():
+    rows = table()
+    for i, row in enumerate(rows):
+        assert row[3] <= {r[0] for r in rows[:i]}, row[0]
+
+
+def test_the_listed_breaks_are_real():
+    """A break the README lists that the code no longer has is struck from
+    the list, so that the list stays the truth."""
+    for f, h in breaks():
+        assert h in quoted_includes(RUNTIME / f), f"README lists {f} including {h}, which it does not"
