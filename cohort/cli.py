@@ -669,7 +669,8 @@ def build_parser():
     op.add_argument("--ref-stdin", metavar="FILE", help="standard input of the --ref run (default: /dev/null)")
     op.add_argument("--ref-trials", type=int, default=5, metavar="N",
                     help="after the cachegrind steps, time the plan, its rest pool alone and the allocator "
-                         "alone on the --ref input in N interleaved rounds and keep the fastest (default: 5; "
+                         "alone on the --ref input in N interleaved rounds; a fallback replaces the plan only "
+                         "where it is faster beyond noise (default: 5; "
                          "0: cachegrind only)")
     op.set_defaults(func=cmd_optimize)
 
@@ -786,7 +787,8 @@ def build_parser():
                         description="Make a plan with every plan policy and with halo's parameters varied one "
                                     "at a time, screen them with cachegrind on the training input, confirm "
                                     "the best few and the default plan by interleaved timing on --ref, "
-                                    "beside the allocator alone, and keep the fastest as DIR/plan, with the "
+                                    "beside the allocator alone, and keep the default plan as DIR/plan unless "
+                                    "another is faster beyond noise (then the fastest of those), with the "
                                     "evidence in DIR/tune.md. "
                                     "Takes minutes; progress goes to stderr.")
     tu.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the products")
