@@ -955,7 +955,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     names = [c[0] for c in configs]
     stats_dir = outdir / "stats"
     stats_dir.mkdir(exist_ok=True)
-    if force:   # the runtime replaces only statistics it wrote (runtime/stats.c)
+    if force:   # the runtime replaces only statistics it wrote (runtime/report/stats.c)
         for name in names:
             p = stats_dir / f"{name}.json"
             if p.is_file() and kind_of(p) != "stats":

@@ -5,7 +5,7 @@ of event counts in the order its "events:" line names. The runtime's share is
 what the lines of libcohort's own sources add up to: files under the
 project's runtime/ directory, or, in a build without line information,
 functions named as the runtime names its own (ch_*, cohort_*). Of its D1
-misses, those on lines whose source says "[block]" (runtime/heap.c: the
+misses, those on lines whose source says "[block]" (runtime/memory/heap.c: the
 link and free key in a block the program freed or is handed) fall on the
 program's own memory, which whoever touches it first pays for; the rest
 are the runtime's metadata.

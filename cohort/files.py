@@ -3,7 +3,7 @@ new, or holds a file of the same kind that Cohort wrote (recognised by its
 content), or the user said --force. Writes go beside the destination and
 are renamed over it, so that a crash never leaves half of a file, and every
 output gets the same permissions as any new file (0644 under the usual
-umask). The runtime's statistics writer (runtime/stats.c) applies the same
+umask). The runtime's statistics writer (runtime/report/stats.c) applies the same
 rule to COHORT_STATS.
 
 Directories a command creates for its outputs are removed again if the

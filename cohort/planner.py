@@ -16,10 +16,10 @@ from cohort import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
-MAX_SITES = 256   # runtime/context.h CH_MAX_SITES
-MAX_GROUPS = 63   # runtime/system.h CH_PLAN_GROUPS (the last group is the pool API's)
-MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan.c: 8 to the default chunk size / 8
-REST_MAX = transfer.REST_MAX    # runtime/heap.c EXACT_MAX: sizes the pools serve from exact bins
+MAX_SITES = 256   # runtime/context/context.h CH_MAX_SITES
+MAX_GROUPS = 63   # runtime/system/system.h CH_PLAN_GROUPS (the last group is the pool API's)
+MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/decision/plan.c: 8 to the default chunk size / 8
+REST_MAX = transfer.REST_MAX    # runtime/memory/heap.c EXACT_MAX: sizes the pools serve from exact bins
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
@@ -655,7 +655,7 @@ LARGE_NOTES = 5
 
 def size_class(mean_size):
     """The runtime's size class of a request of `mean_size` bytes: one per
-    16 bytes up to REST_MAX, one per power of two above (runtime/system.h,
+    16 bytes up to REST_MAX, one per power of two above (runtime/system/system.h,
     ch_rest_class)."""
     n = max(1, math.ceil(mean_size))
     return (n + 15) // 16 if n <= REST_MAX else 16 + (n - 1).bit_length()

@@ -190,7 +190,7 @@ class Transfer:
                 + (f", walks leaving the decision paths {self.share(self.left):.1%}" if self.left else ""))
 
 
-# The rest pool's largest request (runtime/heap.c EXACT_MAX: sizes the pools
+# The rest pool's largest request (runtime/memory/heap.c EXACT_MAX: sizes the pools
 # serve from exact bins; planner.REST_MAX) and its classes, one per 16 bytes.
 REST_MAX = 256
 
@@ -561,7 +561,7 @@ def decisions(plan, profile):
 
 def patched_sites(plan, to_profile):
     """{profile site id: [groups]} of the plan's (as read_plan gives it)
-    sites the runtime patches (runtime/patch.c), before the kind of call is
+    sites the runtime patches (runtime/decision/patch.c), before the kind of call is
     looked at: every site of a select line, but those whose own entry
     verdict decides (cold, next, group=G) and are no stop site, and every
     stop site. Each site's groups: those whose select lines name it, and

@@ -9,7 +9,7 @@
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_clientstate.h"
 #include "pub_tool_stacktrace.h"
-#include "../runtime/system_modules.h"
+#include "../runtime/context/system_modules.h"
 
 /* ==== growable arrays ===================================================== */
 

@@ -19,7 +19,7 @@ NEXT = {"glibc": None, "jemalloc": JEMALLOC, "tcmalloc": TCMALLOC, "mimalloc": M
 
 # The group allocator's block for a request: whole 16-byte granules, so that
 # every block is aligned as glibc's are, up to 256 bytes; above, four size
-# classes per power of two (runtime/system.h, ch_block_size).
+# classes per power of two (runtime/system/system.h, ch_block_size).
 GRANULE = 16
 EXACT_MAX = 256
 

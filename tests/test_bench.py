@@ -459,7 +459,7 @@ def test_the_runtimes_misses_on_the_programs_blocks_are_counted_apart(tmp_path):
     block's link and key) against the rest, the runtime's metadata; unknown
     (None) when a runtime line's source cannot be read."""
     from cohort.cgfile import runtime_share
-    heap = ROOT / "runtime" / "heap.c"
+    heap = ROOT / "runtime" / "memory" / "heap.c"
     lines = heap.read_text().split("\n")
     marked = next(i for i, t in enumerate(lines, 1) if "[block]" in t)
     plain = next(i for i, t in enumerate(lines, 1) if "[block]" not in t and i > 100)

@@ -148,7 +148,7 @@ def test_cli_policy_mo(tmp_path):
 
 
 MANYSITES = PROGRAMS / "manysites"
-POOLS = 63   # runtime/system.h CH_PLAN_GROUPS
+POOLS = 63   # runtime/system/system.h CH_PLAN_GROUPS
 
 
 def test_more_valid_sites_than_groups(tmp_path):

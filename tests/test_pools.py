@@ -8,7 +8,7 @@ import pytest
 
 from conftest import BUILD, UNIT, cohort_env, run
 
-POOL_GROUP = 63   # runtime/system.h CH_POOL_GROUP
+POOL_GROUP = 63   # runtime/system/system.h CH_POOL_GROUP
 PROCESSLIST = BUILD / "examples" / "pools" / "processlist"
 
 

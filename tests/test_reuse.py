@@ -1,4 +1,4 @@
-"""Freed memory is reused before fresh memory is taken (runtime/heap.c;
+"""Freed memory is reused before fresh memory is taken (runtime/memory/heap.c;
 docs/runtime.md, "Size classes" and "Merging before fresh pages"): blocks of
 random mixed sizes replaced at random keep most of the group's resident
 memory live, so does a queue of them freed oldest first, holes left by

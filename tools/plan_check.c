@@ -1,5 +1,5 @@
 /* cohort-plan-check PLAN: is PLAN a plan the runtime accepts? It runs the
- * runtime's own parser (runtime/plan.c) with the runtime's settings from
+ * runtime's own parser (runtime/decision/plan.c) with the runtime's settings from
  * the environment (COHORT_CHUNK_SIZE bounds max-size), so the CLI refuses
  * exactly what the runtime would. Exit 0 and a summary line on standard
  * output if it does; 1 and the runtime's reason ("plan PATH line N: WHY") if

@@ -19,7 +19,7 @@ static int failures;
 #define CHECK(cond) do { if (!(cond)) { \
   fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); failures++; } } while (0)
 
-enum { POOL_GROUP = 63 };   /* runtime/system.h CH_POOL_GROUP */
+enum { POOL_GROUP = 63 };   /* runtime/system/system.h CH_POOL_GROUP */
 #define CHUNK(p) ((uintptr_t)(p) >> 20)   /* the default 1 MiB chunks */
 
 struct node { struct node *next; long value; };
@@ -248,7 +248,7 @@ static int mistake(const char *m) {
 }
 
 /* A destroyed pool's chunks wait as spares, and go once they have waited
- * (runtime/chunk.c): statistics before and after the wait. */
+ * (runtime/memory/chunk.c): statistics before and after the wait. */
 static int decay(const char *before, const char *after) {
   pooldesc pd;
   poolcreate(&pd);

@@ -109,7 +109,7 @@ static void *consumer(void *arg) {
  * main allows at the end: a batch left unsent would keep them live for good
  * (the owner, at its exit, drains what was sent). The owner is not the
  * thread that started the freeing one, whose heap would be left idle and
- * taken over ("A thread that starts another", runtime/heap.c). */
+ * taken over ("A thread that starts another", runtime/memory/heap.c). */
 #define LEFT 3000
 static uint64_t *left[LEFT];
 static pthread_t freer;

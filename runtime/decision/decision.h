@@ -355,7 +355,7 @@ static inline void ch_direct_offer_cold(uintptr_t ret) {
   ch_direct_offer_cold_slow(ret);
 }
 /* Whether a request of size bytes from the call that returns to ret is a
- * remembered cold entry's (its allocation there: runtime.h). */
+ * remembered cold entry's (its allocation there: entry.h). */
 static inline bool ch_cold_entry(uintptr_t ret, size_t size) {
   return size <= ch_max_size && *ch_direct_cold_memo(ret) == ret;
 }

@@ -2,7 +2,7 @@
  * counters the layers below keep (counters.c, identify.c, patch.c). Formatting uses no stdio and no malloc, so the
  * file can be written at exit, on request, or from a signal handler. */
 #define _GNU_SOURCE
-#include "runtime.h"
+#include "report.h"
 
 #include <errno.h>
 #include <fcntl.h>

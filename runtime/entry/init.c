@@ -4,7 +4,7 @@
  * (by the loader or earlier constructors) pass straight to the next allocator,
  * so they are never grouped. */
 #define _GNU_SOURCE
-#include "runtime.h"
+#include "entry.h"
 #include "decode.h"
 
 #include <signal.h>

@@ -1,18 +1,15 @@
-/* Cohort runtime: what the entry points (alloc.c, new.c, pool.c, threads.c, init.c) and
- * the statistics (stats.c) use: every layer, and start-up.
+/* Cohort runtime: what the entry points (alloc.c, new.c, pool.c, threads.c,
+ * init.c) use: every layer, and start-up.
  * Layers and what each may use: runtime/README.md. */
-#ifndef COHORT_RUNTIME_H
-#define COHORT_RUNTIME_H
+#ifndef COHORT_ENTRY_H
+#define COHORT_ENTRY_H
 
-#include "decision.h"
+#include "report.h"
 
 /* --------------------------------------------------------------- alloc.c */
 /* A remembered cold entry's request (ch_cold_entry): the rest group of its
  * size, else the next allocator, counted as a cold stub's; new.c's too. */
 void *ch_cold_entry_malloc(size_t size);
-
-/* --------------------------------------------------------------- stats.c */
-int ch_stats_write(const char *path);  /* 0; -1 cannot write; -2 refused (not ours) */
 
 /* ---------------------------------------------------------------- init.c */
 extern atomic_int ch_init_state;   /* 0 none, 1 running, 2 done */

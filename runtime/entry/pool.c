@@ -9,7 +9,7 @@
  * told apart from a live one. Heaps are never freed, so reading one through
  * a stale descriptor is safe. */
 #define _GNU_SOURCE
-#include "runtime.h"
+#include "entry.h"
 #include "cohort/pool.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
  * the new_handler loop, std::bad_alloc, and null from the nothrow forms.
  * Compiled with -fexceptions so the exception can pass through our frames. */
 #define _GNU_SOURCE
-#include "runtime.h"
+#include "entry.h"
 
 #include <dlfcn.h>
 

@@ -6,7 +6,7 @@
  * free by the O(1) chunk table: ours to heap.c, the bootstrap arena's dropped,
  * everything else to the next allocator. */
 #define _GNU_SOURCE
-#include "runtime.h"
+#include "entry.h"
 
 #include <errno.h>
 #include <string.h>

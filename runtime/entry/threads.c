@@ -6,7 +6,7 @@
  * reach. pthread_create itself is the C library's, looked up behind us; its
  * arguments and result pass through untouched. */
 #define _GNU_SOURCE
-#include "runtime.h"
+#include "entry.h"
 
 #include <dlfcn.h>
 #include <errno.h>
