@@ -784,12 +784,12 @@ def confirm_argv(target, confirm, stdin, trials, train, policies):
     return [target[0], *words], check_input(stdin, "--confirm-stdin", rereadable=True) if stdin else None
 
 
-def confirm_plans(outdir, run, allocators, validated, trials, force, log):
+def confirm_plans(outdir, run, allocators, validated, trials, log):
     """--confirm: the plan made for each allocator, measured in front of it
     on the run (argv, stdin) as `cohort optimize --ref` measures, then made
     again from what the measurement kept (the first allocator's with its
-    explanation, which gains the measurement's lines). {allocator: those
-    lines}."""
+    explanation, which gains the measurement's lines), over the plans bench
+    has just written. {allocator: those lines}."""
     from cohort.confirm import confirm
     from cohort.explain import plan_and_explain
     from cohort.planner import PLAN_DEFAULTS, plan_command
@@ -932,7 +932,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 log(f"cohort bench: cohort+{a}: {report_head(made, prof)}")
             if confirm_run is not None:
                 commands["confirm"] = confirm_run[0]
-                confirmed = confirm_plans(outdir, confirm_run, allocators, validated, confirm_trials, force, log)
+                confirmed = confirm_plans(outdir, confirm_run, allocators, validated, confirm_trials, log)
         for p in policies:
             if p in PROFILE_POLICIES:
                 made, prof = plan_command(outdir / "profile.json", policy_plan(outdir, p), force=force,
