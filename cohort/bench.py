@@ -768,20 +768,12 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
 def confirm_argv(target, confirm, stdin, trials, train, policies):
     """--confirm's run: (argv, standard input or None), or None without it;
     a one-line CohortError for what cannot be confirmed."""
-    if confirm is None:
-        if stdin is not None:
-            raise CohortError("--confirm-stdin is the standard input of the --confirm run: give --confirm too")
-        return None
-    if train is None or "halo" not in policies:
+    from cohort.confirm import confirmation_run
+    run = confirmation_run(target[0], confirm, stdin, trials, "--confirm")
+    if run is not None and (train is None or "halo" not in policies):
         raise CohortError("--confirm measures the plans bench makes from --train: it needs --train and the "
                           "halo policy")
-    if trials < 0:
-        raise CohortError(f"--confirm-trials must be 0 or more, not {trials}")
-    try:
-        words = shlex.split(confirm)
-    except ValueError as e:
-        raise CohortError(f"--confirm {confirm!r}: {e}") from None
-    return [target[0], *words], check_input(stdin, "--confirm-stdin", rereadable=True) if stdin else None
+    return run
 
 
 def confirm_plans(outdir, run, allocators, validated, trials, log):

@@ -345,20 +345,8 @@ def cmd_optimize(args, target):
 def ref_run(args, target):
     """`cohort optimize --ref`'s run, checked before anything is profiled:
     (argv, standard input or None), or None without --ref."""
-    import shlex
-    from cohort.runner import check_input
-    if args.ref_trials < 0:
-        raise CohortError(f"--ref-trials must be 0 or more, not {args.ref_trials}")
-    if args.ref is None:
-        if args.ref_stdin is not None:
-            raise CohortError("--ref-stdin is the standard input of the --ref run: give --ref too")
-        return None
-    try:
-        words = shlex.split(args.ref)
-    except ValueError as e:
-        raise CohortError(f"--ref {args.ref!r}: {e}") from None
-    stdin = check_input(args.ref_stdin, "--ref-stdin", rereadable=True) if args.ref_stdin is not None else None
-    return [target[0], *words], stdin
+    from cohort.confirm import confirmation_run
+    return confirmation_run(target[0], args.ref, args.ref_stdin, args.ref_trials, "--ref")
 
 
 def confirm_plan(args, ref, profiles, params):

@@ -32,7 +32,27 @@ from cohort.files import write_output
 from cohort.planner import load_validations, make_plan, render
 from cohort.profilefile import load_profile
 from cohort.runner import environment, exit_words
-from cohort.tune import score
+from cohort.tune import beyond_noise, score
+
+
+def confirmation_run(prog, text, stdin, trials, option):
+    """The run a plan is confirmed on, from its options (optimize's --ref,
+    bench's --confirm: `option` names it), checked before anything runs:
+    (argv, standard input or None), or None without it; a one-line
+    CohortError for a bad one."""
+    import shlex
+    from cohort.runner import check_input
+    if trials < 0:
+        raise CohortError(f"{option}-trials must be 0 or more, not {trials}")
+    if text is None:
+        if stdin is not None:
+            raise CohortError(f"{option}-stdin is the standard input of the {option} run: give {option} too")
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise CohortError(f"{option} {text!r}: {e}") from None
+    return [prog, *words], check_input(stdin, f"{option}-stdin", rereadable=True) if stdin is not None else None
 
 
 @dataclass
@@ -176,12 +196,12 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
     # plan's, dropped two groups with which cachegrind had counted 0.943 of
     # glibc's D1 misses and 0.773 of its LL misses (without the first,
     # 1.031 and 1.221).
-    faster = [k for k in names if k != "plan" and quart[k][1] < quart["plan"][0]]
+    faster = beyond_noise({k: summary[n] for k, n in names.items()}, "plan")
     if not faster:
         out.lines.append("  the plan is the fastest: kept" if min(median, key=median.get) == "plan" else
                          "  the plan is kept: nothing is faster beyond noise (each band overlaps the plan's)")
         return
-    best = min(faster, key=lambda k: median[k])
+    best = faster[0]
     out.exclude += [g.members for g in plan.groups]
     if best == "alone":
         out.rest = "none"

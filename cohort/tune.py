@@ -214,17 +214,22 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log, stdin=None, 
             "vs_default": mine / default if default else None, "vs_allocator": mine / base if base else None}
 
 
+def beyond_noise(timings, base):
+    """Of {name: a bench summary's entry}, the names faster than `base`
+    beyond noise, the lowest median first: each one's quartile band lies
+    wholly below base's. A median a few tenths of a percent lower, bands
+    overlapping, is the machine's noise (patients: apa-collections 1.384 s
+    [1.378-1.422] against the default plan's 1.394 s [1.386-1.504])."""
+    floor = timings[base]["wall_p25_s"]
+    return sorted((n for n, t in timings.items() if n != base and t["wall_p75_s"] < floor),
+                  key=lambda n: (timings[n]["wall_median_s"], n))
+
+
 def pick(timed, summary, config):
     """The default plan, unless a timed candidate (the allocator alone is
-    one) is faster beyond noise: its quartile band wholly below the
-    default's; then the lowest median of those that are. A median a few
-    tenths of a percent lower, bands overlapping, is the machine's noise
-    (patients: apa-collections 1.384 s [1.378-1.422] against the default's
-    1.394 s [1.386-1.504])."""
-    s = lambda n: summary[config[n]]
-    floor = s(DEFAULT)["wall_p25_s"]
-    faster = [n for n in timed if n != DEFAULT and s(n)["wall_p75_s"] < floor]
-    return min(faster, key=lambda n: (s(n)["wall_median_s"], n)) if faster else DEFAULT
+    one) is faster beyond noise; then the fastest of those that are."""
+    faster = beyond_noise({n: summary[config[n]] for n in timed}, DEFAULT)
+    return faster[0] if faster else DEFAULT
 
 
 def report(target, ref_argv, cands, screened, baseline, skipped, same_as, shortlist, results, config, best,
