@@ -142,6 +142,7 @@ SWEEPS = {
     "group-threshold": (float, 0.0, 1.0, "group_threshold"),
     "rest-max": (int, 16, MAX_MAX_SIZE, "rest_max"),
     "scale": (float, 1.0, 1e9, "scale"),
+    "rest-shape": (str, ("one", "classes"), None, "rest_shape"),   # a choice: lo holds the choices
 }
 PROFILE_SWEEPS = ("affinity-distance",)
 
@@ -160,6 +161,11 @@ def parse_sweep(text):
         raise CohortError(f"--sweep {param}: give at least two values, comma-separated")
     values = []
     for w in words:
+        if kind is str:
+            if w not in lo:
+                raise CohortError(f"--sweep {param}: {w!r} is not one of {', '.join(lo)}")
+            values.append(w)
+            continue
         try:
             v = kind(w)
         except ValueError:
@@ -791,7 +797,7 @@ def confirm_plans(outdir, run, allocators, validated, trials, log):
         params = dict(PLAN_DEFAULTS, allocator=a)
         done = confirm(outdir / "profile.json", argv, params, validate=validated, allocator=a, stdin=stdin,
                        log=log, trials=trials, who="cohort bench")
-        params.update(exclude=done.exclude, rest=done.rest)
+        params.update(done.params())
         if a == allocators[0]:
             plan_and_explain(outdir, force=True, validate=validated, **params)
             explained = outdir / "explain.txt"

@@ -8,7 +8,7 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.planner import COST_DEFAULTS, PLAN_POLICIES, REST_MAX
+from cohort.planner import COST_DEFAULTS, PLAN_POLICIES, REST_MAX, REST_SHAPES
 from cohort.scale import DEFAULT_SCALE
 
 
@@ -331,7 +331,7 @@ def cmd_optimize(args, target):
         confirmed = confirm_plan(args, ref, done, params)
         if confirmed is not None:
             plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:],
-                                          **dict(params, exclude=confirmed.exclude, rest=confirmed.rest))
+                                          **dict(params, **confirmed.params()))
             text = "\n".join(confirmed.lines) + "\n"
             explained = out / "explain.txt"
             write_output(explained, explained.read_text() + "\n" + text, "explain", True)
@@ -440,7 +440,8 @@ def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
-                                            "rest_max", "identify", "policy", "scale", "allocator")}
+                                            "rest_max", "rest_shape", "identify", "policy", "scale",
+                                            "allocator")}
     params["costs"] = {key: getattr(args, flag[2:].replace("-", "_")) for flag, key, _ in COST_OPTIONS}
     return params
 
@@ -519,6 +520,10 @@ def add_plan_options(p):
                         "or the next allocator, as in HALO; auto: the pool in front of glibc, and in "
                         "front of an allocator of size classes (jemalloc, tcmalloc, mimalloc) only where "
                         "the profile's model says it pays there (default: auto)")
+    p.add_argument("--rest-shape", default="auto", choices=REST_SHAPES,
+                   help="the rest pool's shape: one pool in allocation order, or one pool per size class; "
+                        "auto: the profile's model of both decides, and optimize --ref and bench --confirm "
+                        "time the other shape too (default: auto)")
     p.add_argument("--rest-max", type=int, default=REST_MAX, metavar="BYTES",
                    help="the largest request the rest pool takes (at most the plan's max-size); larger "
                         f"ones go to the next allocator. Above {REST_MAX} bytes the runtime keeps one class "
@@ -717,7 +722,7 @@ def build_parser():
     be.add_argument("--sweep", metavar="PARAM=V1,V2,...",
                     help="also run halo's plan for each value of one parameter, planned from --train: "
                          "affinity-distance (a profile per value; HALO's Figure 12), tolerance, "
-                         "max-members, entry-purity, group-threshold or rest-max; e.g. "
+                         "max-members, entry-purity, group-threshold, rest-max, scale or rest-shape (one, classes); e.g. "
                          "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--also", action="append", metavar="NAME=PLAN",

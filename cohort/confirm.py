@@ -17,6 +17,12 @@ allocator it will run with:
 4. the result against the allocator alone: if the allocator alone scores
    better, the plan keeps no group.
 
+Then (unless --ref-trials 0) what is left is timed against its fallbacks
+and against its rest pool in the other shape (one pool in allocation order,
+or one per size class): the clock, not cachegrind, decides the shape,
+since the layout that misses less in cachegrind's model can run slower
+(docs/planner.md, "The rest pool's shape, measured").
+
 Every step is reported with its figures. A --ref run that fails, or whose
 output differs from the allocator alone's, stops the confirmation with one
 line; the plan is then written unconfirmed."""
@@ -55,13 +61,22 @@ def confirmation_run(prog, text, stdin, trials, option):
     return [prog, *words], check_input(stdin, f"{option}-stdin", rereadable=True) if stdin is not None else None
 
 
+# How the report says each shape of the rest pool.
+SHAPE_WORDS = {"one": "in one pool, in allocation order", "classes": "split by size class"}
+
+
 @dataclass
 class Confirmation:
     """What the measurement decided: groups dropped (each by its
-    contexts), the rest pool's verdict, and the report's lines."""
+    contexts), the rest pool's verdict and shape, and the report's lines."""
     exclude: list = field(default_factory=list)
     rest: str = "auto"
+    shape: str = "auto"
     lines: list = field(default_factory=list)
+
+    def params(self):
+        """The planner's keywords for the plan the measurement kept."""
+        return dict(exclude=self.exclude, rest=self.rest, rest_shape=self.shape)
 
 
 def figures(cg, base):
@@ -94,12 +109,13 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
 
-    def planned(path, exclude, rest):
-        plan = make_plan(profile, validations=validations, **dict(params, exclude=exclude, rest=rest))
+    def planned(path, exclude, rest, shape=None):
+        plan = make_plan(profile, validations=validations,
+                         **dict(params, exclude=exclude, rest=rest, rest_shape=shape or out.shape))
         write_output(path, render(plan, profile, source=Path(profile_path).name), "plan", True)
         return plan
 
-    out = Confirmation(rest=params.get("rest", "auto"))
+    out = Confirmation(rest=params.get("rest", "auto"), shape=params.get("rest_shape", "auto"))
     out.lines.append(f"Confirmed on `{run}` (cachegrind, fixed geometry), in front of {allocator}; every figure "
                      f"is over {allocator} alone's (score: instructions + 10 x D1 misses + 100 x LL misses)")
 
@@ -162,26 +178,35 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
 
 
 def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who):
-    """What cachegrind kept, timed against what it would fall back to: the
-    plan, its rest pool alone (when it has groups) and the allocator alone,
-    in `trials` interleaved rounds; a fallback replaces the plan only where
-    it is faster beyond noise (its quartile band wholly below the plan's),
-    the faster median of those that are. cachegrind
-    does not see every cost (the real caches' hierarchy, the TLB, the
-    prefetchers: docs/runtime.md), and a plan that wins its model can
-    still lose the clock. planned(path, exclude, rest): writes that plan."""
-    paths = {"plan": tmp / "timed-plan", "rest": tmp / "timed-rest"}
-    planned(paths["plan"], out.exclude, out.rest)
-    extra = []
+    """What cachegrind kept, timed against what it would fall back to, in
+    `trials` interleaved rounds: the plan, its rest pool alone (when it has
+    groups), the allocator alone, and, when it has a rest pool, both again
+    with that pool in its other shape (one pool in allocation order, or one
+    per size class). Another replaces the plan only where it is faster
+    beyond noise (its quartile band wholly below the plan's), the faster
+    median of those that are. cachegrind does not see every cost (the real
+    caches' hierarchy, the TLB, the prefetchers: docs/runtime.md), and a
+    plan that wins its model can still lose the clock. planned(path,
+    exclude, rest, shape=None): writes that plan."""
+    ungrouped = out.exclude + [g.members for g in plan.groups]
+    other = ("classes" if plan.rest_one else "one") if plan.rest is not None else None
+    # name: (groups it drops, the rest pool's shape there), each a plan
+    candidates = {"plan": (out.exclude, None)}
     if plan.groups:
-        planned(paths["rest"], out.exclude + [g.members for g in plan.groups], out.rest)
-        extra = [("rest", paths["rest"])]
+        candidates["rest"] = (ungrouped, None)
+    if other:
+        candidates[f"plan-{other}"] = (out.exclude, other)
+        if plan.groups:
+            candidates[f"rest-{other}"] = (ungrouped, other)
+    for name, (exclude, shape) in candidates.items():
+        planned(tmp / f"timed-{name}", exclude, out.rest, shape)
+    extra = [(name, tmp / f"timed-{name}") for name in candidates if name != "plan"]
     log(f"{who}: confirming by timing, {trials} interleaved rounds")
     results = bench(list(ref_argv), tmp / "timed", trials=trials, warmup=1, allocators=(allocator,),
-                    plan=paths["plan"], random_control=False, all_control=False, force=True, log=log,
+                    plan=tmp / "timed-plan", random_control=False, all_control=False, force=True, log=log,
                     policies=("halo",), extra_plans=extra, stdin=stdin)
     summary = results["summary"]
-    names = {"plan": f"cohort+{allocator}", "alone": allocator, **({"rest": "rest"} if extra else {})}
+    names = {"plan": f"cohort+{allocator}", "alone": allocator, **{n: n for n, _ in extra}}
     failed = [k for k, n in names.items() if not summary[n]["ok_trials"]]
     if failed:
         raise CohortError(f"the confirmation run `{' '.join(ref_argv)}` failed or printed other output when timed under "
@@ -190,7 +215,7 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
     quart = {k: (summary[n]["wall_p25_s"], summary[n]["wall_p75_s"]) for k, n in names.items()}
     said = ", ".join(f"{k} {median[k]:.3f} s [{quart[k][0]:.3f}-{quart[k][1]:.3f}]" for k in names)
     out.lines.append(f"  timed, {trials} interleaved rounds (medians, quartiles): {said}")
-    # A fallback overrules what cachegrind kept only where it is faster
+    # Another overrules what cachegrind kept only where it is faster
     # beyond noise: its quartile band lies wholly below the plan's. On
     # cppcheck a rest pool 1% faster by median, its band overlapping the
     # plan's, dropped two groups with which cachegrind had counted 0.943 of
@@ -202,9 +227,15 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
                          "  the plan is kept: nothing is faster beyond noise (each band overlaps the plan's)")
         return
     best = faster[0]
-    out.exclude += [g.members for g in plan.groups]
     if best == "alone":
+        out.exclude = ungrouped
         out.rest = "none"
         out.lines.append(f"  {allocator} alone is the fastest: the plan keeps no group and no rest pool")
-    else:
-        out.lines.append("  the rest pool alone is the fastest: the plan keeps no group")
+        return
+    out.exclude, shape = candidates[best]
+    if shape:
+        out.shape = shape
+    where = f"its rest pool {SHAPE_WORDS[shape]}" if shape else "its rest pool"
+    out.lines.append(f"  the plan with {where} is the fastest: it keeps that shape" if best.startswith("plan-") else
+                     f"  {where} alone is the fastest: the plan keeps no group"
+                     + (", and that shape" if shape else ""))

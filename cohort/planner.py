@@ -20,6 +20,8 @@ MAX_SITES = 256   # runtime/context/context.h CH_MAX_SITES
 MAX_GROUPS = 63   # runtime/system/system.h CH_PLAN_GROUPS (the last group is the pool API's)
 MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/decision/plan.c: 8 to the default chunk size / 8
 REST_MAX = transfer.REST_MAX    # runtime/memory/heap.c EXACT_MAX: sizes the pools serve from exact bins
+# The rest pool's shape: decided by the profile's model, or given (--rest-shape).
+REST_SHAPES = ("auto", "one", "classes")
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
@@ -56,7 +58,7 @@ class Plan:
     rest: int = None                            # the rest pool's group index, if any
     rest_max: int = None                        # the largest request it takes
     rest_one: bool = False                      # the rest pool stays one pool, not split by size class
-    rest_layouts: dict = None                   # the profile's model of both shapes (rest_shape), if any
+    rest_layouts: dict = None                   # the profile's model of both shapes (shape_verdict), if any
     paths: dict = field(default_factory=dict)   # (site id, ...) -> "cold" | "group=G": decision paths
     frames: dict = field(default_factory=dict)  # context id -> frames its walk looks at, if walked
     why_none: str = None                        # why there is no group, if there is none
@@ -670,7 +672,7 @@ def split_by_class(profile, formed, edges, total, members, group_threshold, cost
     then steps over no object of another kind made between them (cppcheck's
     tokens, each made with its 136-byte TokenImpl: the list walks of its
     tokenizer touch only the tokens; docs/planner.md, "A group's shape").
-    As for the rest pool's shape (rest_shape), the misses the split saves
+    As for the rest pool's shape (shape_verdict), the misses the split saves
     in the model (miss_ns each) must be worth more than it costs the
     members' allocations (split_ns each). A part keeps HALO's threshold on
     its internal weight. Returns (groups, notes); a profile without the
@@ -812,7 +814,7 @@ def hds_groups(profile, accesses, edges, members):
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
               unknown_entry="auto", entry_purity=0.98, rest="auto", costs=None, identify="patched",
               unknown_path="auto", validations=(), policy="halo", rest_max=REST_MAX, scale=None,
-              cache_sizes=None, exclude=(), allocator="glibc"):
+              cache_sizes=None, exclude=(), allocator="glibc", rest_shape="auto"):
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
@@ -825,7 +827,10 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     as the paper's do. With rest="pool" every small allocation no group
     claims shares one more pool (docs/planner.md). identify: "patched"
     prices identification as the runtime does with its selector call sites
-    patched (its default), "walk" as stack walks (COHORT_PATCH=0)."""
+    patched (its default), "walk" as stack walks (COHORT_PATCH=0).
+    rest_shape: "auto" (the profile's model decides, shape_verdict), or
+    "one" or "classes", as a measurement on a larger input decided (cohort
+    optimize --ref) or the user asks."""
     if policy not in PLAN_POLICIES:
         raise CohortError(f"unknown plan policy '{policy}' (choose {', '.join(PLAN_POLICIES)})")
     if policy in dsgraph.DS_POLICIES:
@@ -872,7 +877,8 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
                      f"bytes, not the profile's {profile['parameters']['max_size']}: the runtime groups "
                      f"objects of {MIN_MAX_SIZE} bytes to an eighth of its 1 MiB chunks")
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
-    shape = rest_shape([profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()], costs)
+    shape = shape_verdict([profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()],
+                          costs, rest_shape)
     if rest == "auto":
         rest, why = rest_against(allocator, shape, costs)
         if why:
@@ -1041,7 +1047,7 @@ def lies_among(rest_pool, rest_one, allocator):
     return "classes" if allocator in SIZE_CLASS_ALLOCATORS else None
 
 
-def rest_shape(models, costs):
+def shape_verdict(models, costs, given="auto"):
     """(keep the rest pool one pool?, the model it was decided from). The
     profiler places every object of up to 256 bytes in a model of each shape,
     one pool in allocation order and one pool per size class, and counts the
@@ -1052,10 +1058,14 @@ def rest_shape(models, costs):
     run's model, then each validation run's (None where a profile has none),
     summed: a larger run's misses outweigh a small one's, and one input may
     walk the rest pool's objects quite otherwise than another (Xalan under
-    another stylesheet; docs/planner.md, "The rest pool's shape")."""
+    another stylesheet; docs/planner.md, "The rest pool's shape").
+    given: "one" or "classes" decides instead of the model, which is still
+    kept for the report ("auto": the model decides)."""
+    if given not in REST_SHAPES:
+        raise CohortError(f"--rest-shape must be {', '.join(REST_SHAPES)}, not '{given}'")
     models = [m for m in models if m]
     if not models:
-        return False, None
+        return given == "one", ({"given": given} if given != "auto" else None)
     one = sum(m["one"]["d1_misses"] for m in models)
     classes = sum(m["classes"]["d1_misses"] for m in models)
     objects = sum(m["objects"] for m in models)
@@ -1063,7 +1073,10 @@ def rest_shape(models, costs):
     cost = objects * costs["split_ns"]
     summed = dict(models[0], one=dict(models[0]["one"], d1_misses=one),
                   classes=dict(models[0]["classes"], d1_misses=classes), objects=objects)
-    return saving <= cost, dict(summed, saving_ns=saving, cost_ns=cost, runs=len(models))
+    summed.update(saving_ns=saving, cost_ns=cost, runs=len(models))
+    if given != "auto":
+        return given == "one", dict(summed, given=given)
+    return saving <= cost, summed
 
 
 def rest_against(allocator, shape, costs):
@@ -1078,7 +1091,7 @@ def rest_against(allocator, shape, costs):
     if allocator not in SIZE_CLASS_ALLOCATORS:
         return "pool", None
     one, m = shape
-    if not m:
+    if not m or "one" not in m:
         return "none", (f"in front of {allocator} every ungrouped object goes to {allocator} (--rest none): "
                         f"the profile has no model of the rest pool's layouts to say it pays")
     saving = (m["classes"]["d1_misses"] - m["one"]["d1_misses"]) * costs["miss_ns"]
@@ -1098,10 +1111,17 @@ def rest_text(plan):
     """How the rest pool is laid out, and why, for `cohort plan`'s report."""
     shape = "in one pool, in allocation order" if plan.rest_one else "split by size class"
     m = plan.rest_layouts
-    if not m:
-        return f"{shape} (the profile has no model of the two shapes: the runtime's default)"
+    given = (m or {}).get("given")
+    if given:
+        shape += f" (--rest-shape {given}: measured on a larger input, or asked for)"
+    if not m or "one" not in m:
+        return shape if given else f"{shape} (the profile has no model of the two shapes: the runtime's default)"
     runs = m.get("runs", 1)
     whose = "the profile's model" if runs == 1 else f"the model of the {runs} runs (training and validation)"
+    if given:
+        return (f"{shape}; by class {whose} of both would save {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
+                f"({m['one']['d1_misses']} in one pool, {m['classes']['d1_misses']} by class), against "
+                f"{m['cost_ns'] / 1e6:.2f} ms that the classes cost its {m['objects']} small allocations")
     return (f"{shape}: by class {whose} of both saves {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
             f"({m['one']['d1_misses']} in one pool, {m['classes']['d1_misses']} by class), "
             f"{'less' if plan.rest_one else 'more'} than the classes cost its {m['objects']} small "
@@ -1131,7 +1151,7 @@ def add_rest(plan, contexts, shape, limit):
         return
     plan.rest = len(plan.groups)
     plan.rest_max = limit
-    plan.rest_one, plan.rest_layouts = shape   # rest_shape's verdict and model
+    plan.rest_one, plan.rest_layouts = shape   # the verdict on its shape, and the model
     for c in taken:
         plan.predicted[c["id"]] = plan.rest
 

@@ -283,6 +283,8 @@ def test_plan_without_halo_refused(tmp_path, toy_plan):
     ("tolerance=0.1,nan", "--sweep tolerance: nan is out of range (0.0 to 1.0)"),
     ("affinity-distance=0,64", "--sweep affinity-distance: 0 is out of range (1 to 1048576)"),
     ("max-members=4,4", "--sweep max-members: a value is given twice"),
+    ("rest-shape=one,both", "--sweep rest-shape: 'both' is not one of one, classes"),
+    ("rest-shape=one,one", "--sweep rest-shape: a value is given twice"),
 ])
 def test_bad_sweeps_refused_in_one_line(tmp_path, sweep, message):
     r = run([COHORT, "bench", "--sweep", sweep, "--train", "ok", "-o", tmp_path / "x", "--", TOY])

@@ -33,8 +33,14 @@ def test_each_group_is_measured_with_and_without_it(tmp_path):
     assert "rest pool kept" in text or "rest pool left out" in text
     if "alone scores better" not in text:   # what cachegrind kept is timed against its fallbacks
         assert "  timed, 5 interleaved rounds (medians, quartiles): plan " in text
+        timed = next(ln for ln in text.splitlines() if ln.startswith("  timed, "))
+        if "rest pool kept" in text:   # and against its rest pool in the other shape
+            assert " plan-one " in timed or " plan-classes " in timed, timed
         assert "the plan is the fastest: kept" in text or "is the fastest: the plan keeps no group" in text or \
-            "the plan is kept: nothing is faster beyond noise" in text
+            "the plan is kept: nothing is faster beyond noise" in text or "is the fastest: it keeps that shape" in text
+        if "is the fastest: it keeps that shape" in text:
+            rest = next(ln for ln in (out / "plan").read_text().splitlines() if ln.startswith("rest "))
+            assert (rest.split()[-1] == "one") == (" plan-one " in timed), (rest, timed)
     assert "Confirmed on `" in r.stdout
 
 
@@ -110,3 +116,60 @@ def test_bench_confirm_needs_a_plan_to_confirm(tmp_path):
         r = run([*base, *extra, "--", WRAPKINDS, "10", "1"], text=True, timeout=120)
         assert r.returncode != 0 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "b" / "results.json").exists()
+
+
+def timings(**medians):
+    """A bench summary: each configuration's median, its quartiles 2% either side."""
+    return {n.replace("_", "-").replace("cohort-", "cohort+"): dict(ok_trials=5, wall_median_s=m, wall_p25_s=m * 0.98,
+                                                                  wall_p75_s=m * 1.02)
+            for n, m in medians.items()}
+
+
+def test_the_clock_decides_the_rest_pools_shape(tmp_path, monkeypatch):
+    """The timed step runs the plan and its rest pool alone with that pool
+    in the other shape too, and keeps what is faster beyond noise: that
+    shape with every group, or without them; within noise, or where the
+    plan has no rest pool, the shape stays as planned. cppcheck, trained
+    on one file and run on 50: its rest pool alone in one pool 1.108 x
+    glibc, by class 0.966 (docs/planner.md, "The rest pool's shape,
+    measured")."""
+    from types import SimpleNamespace
+    import cohort.confirm as confirm
+
+    written = {}
+
+    def planned(path, exclude, rest, shape=None):
+        written[path.name] = (list(exclude), shape)
+
+    def run_with(summary, plan):
+        written.clear()
+        monkeypatch.setattr(confirm, "bench", lambda *a, **k: {"summary": summary})
+        out = confirm.Confirmation()
+        confirm.timed(out, plan, planned, ["prog"], "glibc", None, 5, lambda m: None, tmp_path, "test")
+        return out
+
+    grouped_one = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=1, rest_one=True)
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.05, rest=0.99, plan_classes=0.85, rest_classes=0.9), grouped_one)
+    assert written == {"timed-plan": ([], None), "timed-rest": ([[3]], None), "timed-plan-classes": ([], "classes"),
+                       "timed-rest-classes": ([[3]], "classes")}
+    assert out.shape == "classes" and not out.exclude and out.rest == "auto"
+    assert "split by size class is the fastest: it keeps that shape" in out.lines[-1]
+    assert out.params() == dict(exclude=[], rest="auto", rest_shape="classes")
+
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.05, rest=0.99, plan_classes=0.9, rest_classes=0.8), grouped_one)
+    assert out.shape == "classes" and out.exclude == [[3]] and "alone is the fastest: the plan keeps no group, and " \
+        "that shape" in out.lines[-1]
+
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.05, rest=0.99, plan_classes=0.99, rest_classes=1.0), grouped_one)
+    assert out.shape == "auto" and not out.exclude and "nothing is faster beyond noise" in out.lines[-1]
+
+    # a plan of the rest pool alone: its other shape is the one more candidate
+    rest_only = SimpleNamespace(groups=[], rest=0, rest_one=False)
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.05, plan_one=0.9), rest_only)
+    assert set(written) == {"timed-plan", "timed-plan-one"} and out.shape == "one"
+
+    # no rest pool: nothing to reshape; the allocator alone still wins beyond noise
+    no_rest = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=None, rest_one=False)
+    out = run_with(timings(cohort_glibc=1.0, glibc=0.8, rest=0.99), no_rest)
+    assert set(written) == {"timed-plan", "timed-rest"}
+    assert out.rest == "none" and out.exclude == [[3]] and out.shape == "auto"
