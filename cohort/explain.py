@@ -159,6 +159,9 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
         if rest is None and round(handed) > 0:
             ident += planner.passed_text(round(handed), handed * costs["passthrough_ns"] * grown)
+        pair_ns = planner.pair_cost(allocator, "pool" if rest is not None else "none", costs)
+        if g is not None and g != rest and pair_ns:
+            ident += planner.taken_text(mine[g], mine[g] * pair_ns * grown)
         part = mine[g] / real if g is not None and g != rest and real else 0
         ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown,
                                     round(quick * part))

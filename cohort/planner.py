@@ -236,7 +236,9 @@ def group_label(profile, members, conjunctions=()):
 # rest_ns is what a malloc+free pair in the rest pool costs over the same
 # pair in jemalloc's thread cache: `scripts/bench-runtime.py`'s stream at
 # one group, 2026-11-29, 10.84 ns against 8.98 (stop 74's run); cachegrind
-# on calc counts 90 instructions a pair against jemalloc's 67.
+# on calc counts 90 instructions a pair against jemalloc's 67. A group of
+# a plan with no rest pool, in front of such an allocator, takes its
+# objects from it and pays the same for each of their pairs.
 # passthrough_ns is what the runtime's plan mode costs a malloc+free pair it
 # hands to the next allocator: a cold site's call patched to reach it
 # directly, and free's range test. `allocbench churn 20000000` in front of
@@ -306,6 +308,8 @@ class Worth:
     passthrough_ns: float = 0.0        # what handing them on costs
     quick: int = 0                     # other allocations it puts through the quick test (its share)
     entry_ns: float = 0.0              # what deciding other allocations at their entry sites costs
+    taken: int = 0                     # its allocations taken from an allocator of size classes (no rest pool)
+    taken_ns: float = 0.0              # what their pairs cost in its pool over that allocator's
 
     @property
     def grown(self):
@@ -316,7 +320,7 @@ class Worth:
     def cost_ns(self):
         """What identifying its objects costs in all, decisions and stubs,
         where the plan runs."""
-        return (self.walk_ns + self.stub_ns + self.passthrough_ns + self.entry_ns) * self.grown
+        return (self.walk_ns + self.stub_ns + self.passthrough_ns + self.entry_ns + self.taken_ns) * self.grown
 
     @property
     def pays(self):
@@ -418,7 +422,7 @@ def walk_shares(contexts, walk_of, group_of, deciding):
 
 
 def assess(plan, contexts, edges, costs, identify="patched", direct=None, profile=None, rest_pool=None,
-           pricing=None, passthrough=False):
+           pricing=None, passthrough=False, pair_ns=0.0):
     """Worth of each planned group. `edges`: the graph's {(x, y): weight}
     over the groups' nodes. Every allocation its entry site does not decide
     is charged to the groups its entry site walks for, shared by their
@@ -437,7 +441,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     the scale.Pricing that prices both sides where the plan runs (None:
     over the profiled run, miss_ns a miss). passthrough: the plan has no
     rest pool, so the runtime is loaded for its groups alone, and they pay
-    for every allocation it hands on (passthrough_ns)."""
+    for every allocation it hands on (passthrough_ns), and pair_ns for each
+    of their own, taken from the allocator underneath (an allocator of size
+    classes, whose pair is cheaper than a pool's: rest_ns)."""
     stubs = stub_costs(plan, profile, costs) if identify == "patched" and profile else None
     selector_sites = {s for g in plan.groups for conj in g.conjunctions for s in conj} | set(plan.stops)
     # A stop site no stub can reach (not a direct call) could be inner to
@@ -493,9 +499,10 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
         # hands every other allocation on at passthrough_ns, shared by the
         # groups as their allocations are.
         passed = sum(c["allocations"] for c in contexts) - sum(mine)
-        for x, part in zip(worth, parts):
+        for x, part, n in zip(worth, parts, mine):
             x.passed = round(passed * part)
             x.passthrough_ns = passed * part * costs["passthrough_ns"]
+            x.taken, x.taken_ns = (n, n * pair_ns) if pair_ns else (0, 0.0)
     elif worth:
         # Against the rest pool alone, which takes every small allocation on
         # the lane with no identification, the groups make every allocation
@@ -889,7 +896,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         plan = assemble(profile, kept, params, list(notes))
         plan.pricing = pricing
         plan.worth = assess(plan, contexts, edges, costs, identify, direct, profile, rest_pool, pricing,
-                            passthrough=rest != "pool")
+                            passthrough=rest != "pool", pair_ns=pair_cost(allocator, rest, costs))
         choose_unknowns(plan, profile, validations, unknown_entry, unknown_path)
         losers = [i for i, w in enumerate(plan.worth) if not w.pays and not keep_all]
         if not losers and validations and not keep_all:
@@ -1357,10 +1364,29 @@ def report(plan, profile):
 def handed_text(w, digits=2):
     """What the runtime its group needs costs the other allocations (assess):
     those it hands on, for a plan with no rest pool; else those it decides
-    at their entry sites, against the rest pool alone."""
-    if w.passed:
-        return passed_text(w.passed, w.passthrough_ns * w.grown, digits)
+    at their entry sites, against the rest pool alone. And what its own
+    pairs cost over an allocator of size classes it takes them from."""
+    if w.passed or w.taken:
+        return ((passed_text(w.passed, w.passthrough_ns * w.grown, digits) if w.passed else "")
+                + taken_text(w.taken, w.taken_ns * w.grown, digits))
     return entry_text(w.entry_ns * w.grown, w.quick, digits)
+
+
+def pair_cost(allocator, rest, costs):
+    """What each allocation a group takes from the allocator underneath
+    costs over that allocator's own pair: rest_ns in front of an allocator
+    of size classes when the plan has no rest pool (the groups take their
+    objects from it), else nothing (from the rest pool, or from glibc,
+    whose pair costs more than a pool's)."""
+    return costs["rest_ns"] if rest != "pool" and allocator in SIZE_CLASS_ALLOCATORS else 0.0
+
+
+def taken_text(taken, ns, digits=2):
+    """What a group's own pairs cost over the allocator it takes them from."""
+    if not taken:
+        return ""
+    return (f"; its own {taken} allocations, taken from an allocator of size classes, cost a pool's pair over "
+            f"that allocator's, about {ns / 1e6:.{digits}f} ms")
 
 
 def passed_text(passed, ns, digits=2):
