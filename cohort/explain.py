@@ -141,6 +141,11 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                                               planner.direct_sites(profile))
                       if rest is not None and len(names) > 1 else (0, 0))
     real = sum(n for g, n in mine.items() if g != rest)
+    # Allocations entered through a system module walk to their entry
+    # under a plan with groups, shared as the groups' allocations are
+    # (planner.assess).
+    framed, framed_ns = (planner.framed_walks(profile["contexts"], lambda c: walks(c) is not None, costs)
+                         if real else (0, 0.0))
     for g in list(range(len(names))) + [None]:
         share = walked.get(g, planner.WalkShare())
         n, frames, patched = share.allocations, share.frames, share.patched
@@ -165,6 +170,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         part = mine[g] / real if g is not None and g != rest and real else 0
         ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown,
                                     round(quick * part))
+        ident += planner.framed_text(round(framed * part), framed_ns * part * grown)
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:

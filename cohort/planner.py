@@ -310,6 +310,8 @@ class Worth:
     entry_ns: float = 0.0              # what deciding other allocations at their entry sites costs
     taken: int = 0                     # its allocations taken from an allocator of size classes (no rest pool)
     taken_ns: float = 0.0              # what their pairs cost in its pool over that allocator's
+    framed: int = 0                    # other allocations walked past system frames for it (its share)
+    framed_ns: float = 0.0             # what those walks cost
 
     @property
     def grown(self):
@@ -320,7 +322,8 @@ class Worth:
     def cost_ns(self):
         """What identifying its objects costs in all, decisions and stubs,
         where the plan runs."""
-        return (self.walk_ns + self.stub_ns + self.passthrough_ns + self.entry_ns + self.taken_ns) * self.grown
+        return (self.walk_ns + self.stub_ns + self.passthrough_ns + self.entry_ns + self.taken_ns
+                + self.framed_ns) * self.grown
 
     @property
     def pays(self):
@@ -344,11 +347,42 @@ def entry_decisions(contexts, walked, direct):
     for c in contexts:
         if not c["sites"] or walked(c):
             continue
+        n = c["allocations"] - through_system(c)[0]   # those walk (framed_walks)
         if direct is None or c["sites"][0] in direct:
-            stubbed += c["allocations"]
+            stubbed += n
         else:
-            quick += c["allocations"]
+            quick += n
     return quick, stubbed
+
+
+def through_system(c):
+    """(allocations, system frames above their entry, in all) of a
+    context's allocations that entered the allocator through a system
+    module's code: libstdc++ making a std::string, libc's strdup (profiles
+    before raw version 7 do not say: none)."""
+    t = c.get("through_system") or {}
+    return t.get("allocations", 0), t.get("frames", 0)
+
+
+def framed_walks(contexts, walked, costs):
+    """(allocations, ns) of every context not walked for anyway (walked(c))
+    that entered the allocator through a system module's code. Under a plan
+    with groups the runtime cannot decide them at the door: the return
+    address is the system module's, shared by every caller, so it walks
+    past the system frames to the entry site (a stack walk of those frames
+    and the entry's), where a plan of the rest pool alone decides nothing.
+    On `objects` (a C++ program whose log strings and map keys libstdc++
+    makes) a plan with one group ran 23% more instructions than its rest
+    pool alone, 29 M of them in those walks (docs/planner.md, "Allocations
+    entered through a system module")."""
+    n = ns = 0
+    for c in contexts:
+        a, frames = through_system(c)
+        if not a or not c["sites"] or walked(c):
+            continue
+        n += a
+        ns += a * costs["walk_ns"] + (frames + a) * costs["frame_ns"]
+    return n, ns
 
 
 def walk_frames(context, stops, frames=None):
@@ -494,6 +528,9 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
             worth[g].walked_allocations, worth[g].frames, worth[g].walk_ns = share.allocations, share.frames, share.ns
     mine = [sum(contexts[c]["allocations"] for c in g.members) for g in plan.groups]
     parts = [n / sum(mine) if sum(mine) else 1 / len(worth) for n in mine]   # each group's share
+    framed, framed_ns = framed_walks(contexts, lambda c: walk_of(c) is not None, costs) if worth else (0, 0.0)
+    for x, part in zip(worth, parts):
+        x.framed, x.framed_ns = round(framed * part), framed_ns * part
     if passthrough and worth:
         # No rest pool: the runtime is loaded for the groups alone, and
         # hands every other allocation on at passthrough_ns, shared by the
@@ -1366,10 +1403,20 @@ def handed_text(w, digits=2):
     those it hands on, for a plan with no rest pool; else those it decides
     at their entry sites, against the rest pool alone. And what its own
     pairs cost over an allocator of size classes it takes them from."""
+    framed = framed_text(w.framed, w.framed_ns * w.grown, digits)
     if w.passed or w.taken:
         return ((passed_text(w.passed, w.passthrough_ns * w.grown, digits) if w.passed else "")
-                + taken_text(w.taken, w.taken_ns * w.grown, digits))
-    return entry_text(w.entry_ns * w.grown, w.quick, digits)
+                + taken_text(w.taken, w.taken_ns * w.grown, digits) + framed)
+    return entry_text(w.entry_ns * w.grown, w.quick, digits) + framed
+
+
+def framed_text(framed, ns, digits=2):
+    """What walking past system frames to the entry costs a group (ns;
+    `framed` allocations: framed_walks), for the texts that quote it."""
+    if not framed:
+        return ""
+    return (f"; {framed} other allocations entered through a system module (libstdc++, libc), walked past its "
+            f"frames to their entry site, about {ns / 1e6:.{digits}f} ms")
 
 
 def pair_cost(allocator, rest, costs):

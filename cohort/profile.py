@@ -22,7 +22,7 @@ from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "6"
+RAW_VERSION = "7"
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
@@ -180,7 +180,7 @@ def parse_raw(text):
                                     "bytes": v[3], "min": v[4], "max": v[5], "frees": v[6],
                                     "life_sum": v[7], "life_max": v[8], "accesses": v[9],
                                     "macro": v[10], "d1_misses": v[11], "ll_misses": v[12],
-                                    "layout_d1": v[13:15],
+                                    "layout_d1": v[13:15], "through": v[15], "through_frames": v[16],
                                     "sites": [int(x) for x in sites.split()]})
         elif kind == "beside":    # in a layout's model, how often an object lay beside another's
             layout, c, n, count = rest.split()
@@ -301,6 +301,7 @@ def build_profile(raw, target, params, returncode):
                          "live_at_exit": c["allocs"] - freed},
             "accesses": c["accesses"], "macro_accesses": c["macro"],
             "d1_misses": c["d1_misses"], "ll_misses": c["ll_misses"],
+            "through_system": {"allocations": c["through"], "frames": c["through_frames"]},
             **({"layout_d1_misses": {"one": c["layout_d1"][0], "classes": c["layout_d1"][1]},
                 "beside": dict(seen.get(c["id"], {"one": 0, "classes": 0}))} if "layouts" in raw else {}),
         })

@@ -342,13 +342,14 @@ static UInt intern(const UInt *s, UInt n, Bool truncated) {
   return n_ctxs++;
 }
 
-UInt ch_context_of(ThreadId tid) {
+UInt ch_context_of(ThreadId tid, UInt *inner) {
   Addr ips[CH_MAX_FRAMES + 1];
   UInt s[CH_MAX_FRAMES];
   UInt n = VG_(get_StackTrace)(tid, ips, CH_MAX_FRAMES + 1, NULL, NULL, 0);
   Bool truncated = n > CH_MAX_FRAMES;
   if (truncated) n = CH_MAX_FRAMES;
   UInt k = 0;
+  *inner = 0;
   for (UInt f = 0; f < n; f++) {
     /* Valgrind names outer frames by return address - 1 (the call). */
     Addr ra = f ? ips[f] + 1 : ips[f];
@@ -362,7 +363,13 @@ UInt ch_context_of(ThreadId tid) {
       truncated = seg && seg->hasX;
       break;
     }
-    if (modules[sites[site].module].system) continue;
+    if (modules[sites[site].module].system) {
+      /* frame 0 is the allocator itself (the tool's preload); a system
+       * frame after it and before the entry is code the runtime must walk
+       * past to find the entry (planner.py prices it) */
+      if (f && !k) (*inner)++;
+      continue;
+    }
     UInt j = 0;
     while (j < k && s[j] != site) j++;   /* recursion: keep the innermost */
     if (j == k) s[k++] = site;
@@ -404,10 +411,11 @@ void ch_contexts_write(VgFile *f) {
     if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);   /* its own tabs part its levels */
   for (UInt c = 0; c < n_ctxs; c++) {
     CtxStats *st = &stats[c];
-    VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu :", c,
-                 ctxs[c].truncated ? 1 : 0, st->allocs, st->bytes, st->min_size, st->max_size,
+    VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu :",
+                 c, ctxs[c].truncated ? 1 : 0, st->allocs, st->bytes, st->min_size, st->max_size,
                  st->frees, st->life_sum, st->life_max, st->accesses, st->macro, st->d1_misses,
-                 st->ll_misses, st->layout_d1[CH_LAYOUT_ONE], st->layout_d1[CH_LAYOUT_CLASSES]);
+                 st->ll_misses, st->layout_d1[CH_LAYOUT_ONE], st->layout_d1[CH_LAYOUT_CLASSES],
+                 st->through, st->through_frames);
     for (UInt i = 0; i < ctxs[c].n; i++) VG_(fprintf)(f, " %u", ctxs[c].sites[i]);
     VG_(fprintf)(f, "\n");
   }

@@ -93,8 +93,13 @@ static VgHashTable *bigs;
 
 static void *track_new(ThreadId tid, void *p, SizeT size) {
   if (!p) return NULL;
-  UInt ctx = ch_context_of(tid);
+  UInt inner;
+  UInt ctx = ch_context_of(tid, &inner);
   CtxStats *c = ch_ctx_stats(ctx);
+  if (inner) {
+    c->through++;
+    c->through_frames += inner;
+  }
   UInt id = new_id();
   Obj *o = ch_obj(id);
   ULong seq = ++ch_seq;

@@ -16,9 +16,10 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "6"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+#define CH_TOOL_VERSION "7"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
                                 5: sites carry their calls; 6: contexts carry their misses in each layout,
-                                and the layouts who lay beside whom */
+                                and the layouts who lay beside whom; 7: contexts carry their allocations
+                                entered through a system module, and its frames */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -36,11 +37,16 @@ typedef struct {
   ULong accesses, macro;      /* machine-level and macro accesses */
   ULong d1_misses, ll_misses; /* accesses that missed the simulated D1, and LL too */
   ULong layout_d1[2];         /* D1 misses at its objects' places in each rest-pool layout (layouts.c) */
+  ULong through, through_frames; /* allocations that entered through a system module (libstdc++'s
+                                    std::string, libc's strdup), and the system frames above their entry */
   ULong last_seq;             /* latest allocation from this context */
   UInt last_obj;              /* its object id (may be stale: check seq) */
 } CtxStats;
 
-UInt ch_context_of(ThreadId tid);          /* the current allocation's context */
+/* The current allocation's context; *inner: the system-module frames
+ * between the allocator and the context's entry site (0: called from the
+ * program's own code). */
+UInt ch_context_of(ThreadId tid, UInt *inner);
 CtxStats *ch_ctx_stats(UInt ctx);
 UInt ch_n_contexts(void);
 void ch_note_call(Addr ret_addr, Bool direct); /* from instrumentation */

@@ -358,3 +358,17 @@ def test_version_2_profiles_still_load(tmp_path):
     assert "ds_graph" not in load_profile(old)
     r = run([COHORT, "plan", "-o", tmp_path / "old.plan", old])
     assert r.returncode == 0, r.stderr.decode()
+
+
+def test_allocations_entered_through_a_system_module_are_counted(tmp_path):
+    """libstdc++ makes the strings `objects` builds with operator+: those
+    allocations enter the allocator from libstdc++'s code, two frames above
+    the program's call; the shapes' are made by the program's own `new`."""
+    from conftest import BUILD
+    p, _ = profile(tmp_path, BUILD / "workloads" / "objects", "1000", "1", "1000")
+    through = {c["id"]: c["through_system"] for c in p["contexts"]}
+    strings = [c for c, t in through.items() if t["allocations"]]
+    assert strings and all(through[c]["allocations"] == p["contexts"][c]["allocations"] and
+                           through[c]["frames"] >= through[c]["allocations"] for c in strings)
+    shapes = the(ctx_made_by(p, "Shape* Maker<Circle>::make<long>(long)"))
+    assert through[shapes] == {"allocations": 0, "frames": 0}
