@@ -91,15 +91,18 @@ def deciding(profile, conj, roles):
 
 
 def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False, pricing=None,
-                allocator="glibc", decide=None):
+                allocator="glibc", decide=None, apart=None):
     """Per group: the most its placement can save (its internal affinity at
     one avoided miss each) against deciding the allocations that end in it
     past their entry (`decide`: deciding(); None: stack walks) and the
     stubs of its patched call sites (`stubs`: {group: (calls, ns)}), priced
     as the planner prices them (docs/planner.md), where the plan runs
     (`pricing`: scale.Pricing; None: over the profiled run), in front of
-    `allocator`. Returns ({group: text}, {group: the D1 misses of the
-    profiled run it can remove at most})."""
+    `allocator`. apart: {group: the graph's nodes of the groups split from
+    it by size class}, whose affinity with it is given up on purpose and
+    not counted outside it, as the planner counts it (planner.assess; a
+    plan file does not say). Returns ({group: text}, {group: the D1 misses
+    of the profiled run it can remove at most})."""
     costs = planner.COST_DEFAULTS
     if decide is None:
         def decide(c, frames):
@@ -115,8 +118,9 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         if gx is not None and gx == gy:
             inside[gx] += w
         else:
-            for g in {gx, gy} - {None}:
-                outside[g] += w
+            for g, other in ((gx, y), (gy, x)):
+                if g is not None and other not in (apart or {}).get(g, ()):
+                    outside[g] += w
     for x, w in grouping.dropped_affinity(profile).items():   # with the contexts the graph dropped
         if node_group.get(x) is not None:
             outside[node_group[x]] += w
@@ -256,13 +260,15 @@ def ds_picture(profile, g, group_of, names):
 
 
 def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=(), policy="halo",
-            ds_graph_path=None, scale=None):
+            ds_graph_path=None, scale=None, made=None):
     """Returns the text; writes the picture to graph_path, and that of the
     DS graph to ds_graph_path. validate: profiles of other runs of the
     program, on which the plan's transfer is shown. policy: without a plan,
     the groups of this policy (planner.PLAN_POLICIES). scale: the
     production input's size over the profiled one's, where groups are
-    priced (None: the planner's default, scale.py)."""
+    priced (None: the planner's default, scale.py). made: the plan object
+    plan_path was written from, when the caller has it, for what its file
+    does not carry (the groups split apart by size class)."""
     profile = load_profile(profile_path)
     if ds_graph_path:
         dsgraph.require(profile, "--ds-graph")
@@ -294,8 +300,9 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
     allocator = (planfile.made_for(plan_path) if plan_path else made.allocator) or "glibc"
+    apart = {i: set(g.apart) for i, g in enumerate(made.groups)} if made is not None else None
     worth, removed = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator,
-                                 deciding(profile, conj, roles))
+                                 deciding(profile, conj, roles), apart)
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
@@ -400,6 +407,6 @@ def plan_and_explain(outdir, force=False, profile_path=None, validate=(), **para
     profile_path = Path(profile_path or outdir / "profile.json")
     made = planner.plan_command(profile_path, outdir / "plan", force=force, validate=validate, **params)
     text = explain(profile_path, outdir / "plan", graph_path=outdir / "graph.svg", force=force,
-                   validate=validate, scale=params.get("scale"))
+                   validate=validate, scale=params.get("scale"), made=made[0])
     write_output(outdir / "explain.txt", text, "explain", force)
     return made

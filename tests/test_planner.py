@@ -692,6 +692,13 @@ def test_a_group_of_two_sizes_made_in_turn_is_split_by_size_class():
     assert sorted(g.members for g in split.groups) == [[0], [1]]
     assert all(w.outside == 0 for w in split.worth)
     assert any("split by size class into 2 groups" in n for n in split.notes)
+    # explain says the same, given what the plan file does not carry
+    from cohort.explain import worth_lines
+    names = [g.name for g in split.groups]
+    group_of = {c: i for i, g in enumerate(split.groups) for c in g.members}
+    apart = {i: set(g.apart) for i, g in enumerate(split.groups)}
+    said, _ = worth_lines(pair(0.0), names, group_of, lambda c: None, None, allocator="glibc", apart=apart)
+    assert all(", 0 with objects outside it" in said[i] for i in range(2)), said
 
     whole = make_plan(pair(0.5), rest="none")
     assert [sorted(g.members) for g in whole.groups] == [[0, 1]]
