@@ -145,6 +145,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                                               planner.direct_sites(profile))
                       if rest is not None and len(names) > 1 else (0, 0))
     real = sum(n for g, n in mine.items() if g != rest)
+    pair_ns = planner.pair_cost(allocator, "pool" if rest is not None else "none", costs)
     # Allocations entered through a system module walk to their entry
     # under a plan with groups, shared as the groups' allocations are
     # (planner.assess).
@@ -166,9 +167,8 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
         ident += transfer.stubs_clause(calls, stub_ns * grown)
         handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
-        if rest is None and round(handed) > 0:
+        if rest is None:
             ident += planner.passed_text(round(handed), handed * costs["passthrough_ns"] * grown)
-        pair_ns = planner.pair_cost(allocator, "pool" if rest is not None else "none", costs)
         if g is not None and g != rest and pair_ns:
             ident += planner.taken_text(mine[g], mine[g] * pair_ns * grown)
         part = mine[g] / real if g is not None and g != rest and real else 0

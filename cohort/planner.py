@@ -1162,14 +1162,13 @@ def rest_text(plan):
         return shape if given else f"{shape} (the profile has no model of the two shapes: the runtime's default)"
     runs = m.get("runs", 1)
     whose = "the profile's model" if runs == 1 else f"the model of the {runs} runs (training and validation)"
+    saves = (f"{m['saving_ns'] / 1e6:.2f} ms of D1 misses ({m['one']['d1_misses']} in one pool, "
+             f"{m['classes']['d1_misses']} by class)")
     if given:
-        return (f"{shape}; by class {whose} of both would save {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
-                f"({m['one']['d1_misses']} in one pool, {m['classes']['d1_misses']} by class), against "
-                f"{m['cost_ns'] / 1e6:.2f} ms that the classes cost its {m['objects']} small allocations")
-    return (f"{shape}: by class {whose} of both saves {m['saving_ns'] / 1e6:.2f} ms of D1 misses "
-            f"({m['one']['d1_misses']} in one pool, {m['classes']['d1_misses']} by class), "
-            f"{'less' if plan.rest_one else 'more'} than the classes cost its {m['objects']} small "
-            f"allocations ({m['cost_ns'] / 1e6:.2f} ms)")
+        return (f"{shape}; by class {whose} of both would save {saves}, against {m['cost_ns'] / 1e6:.2f} ms that "
+                f"the classes cost its {m['objects']} small allocations")
+    return (f"{shape}: by class {whose} of both saves {saves}, {'less' if plan.rest_one else 'more'} than the "
+            f"classes cost its {m['objects']} small allocations ({m['cost_ns'] / 1e6:.2f} ms)")
 
 
 def add_rest(plan, contexts, shape, limit):
@@ -1403,11 +1402,12 @@ def handed_text(w, digits=2):
     those it hands on, for a plan with no rest pool; else those it decides
     at their entry sites, against the rest pool alone. And what its own
     pairs cost over an allocator of size classes it takes them from."""
-    framed = framed_text(w.framed, w.framed_ns * w.grown, digits)
     if w.passed or w.taken:
-        return ((passed_text(w.passed, w.passthrough_ns * w.grown, digits) if w.passed else "")
-                + taken_text(w.taken, w.taken_ns * w.grown, digits) + framed)
-    return entry_text(w.entry_ns * w.grown, w.quick, digits) + framed
+        handed = passed_text(w.passed, w.passthrough_ns * w.grown, digits) + taken_text(w.taken, w.taken_ns * w.grown,
+                                                                                          digits)
+    else:
+        handed = entry_text(w.entry_ns * w.grown, w.quick, digits)
+    return handed + framed_text(w.framed, w.framed_ns * w.grown, digits)
 
 
 def framed_text(framed, ns, digits=2):
@@ -1438,7 +1438,10 @@ def taken_text(taken, ns, digits=2):
 
 def passed_text(passed, ns, digits=2):
     """What handing `passed` other allocations on to the next allocator
-    costs a group of a plan with no rest pool (ns), for the texts that quote it."""
+    costs a group of a plan with no rest pool (ns), for the texts that quote
+    it; empty when none."""
+    if not passed:
+        return ""
     return f"; the runtime it needs hands {passed} other allocations on to the next allocator, about " \
            f"{ns / 1e6:.{digits}f} ms"
 
