@@ -18,7 +18,7 @@ from cohort import workloads
 from cohort.handplan import call_sites, write_plan
 
 NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render",
-       "wrapkinds", "wards"]
+       "wrapkinds", "wards", "tour"]
 
 # Smaller than the train inputs: a few hundredths of a second each.
 SMALL = {
@@ -34,6 +34,7 @@ SMALL = {
     "render": ["40", "30", "3", "5", "150"],
     "wrapkinds": ["20000", "2"],
     "wards": ["3", "15", "7"],
+    "tour": ["3000", "2", "7"],
 }
 
 
@@ -61,6 +62,22 @@ def test_checksum_does_not_depend_on_placement(name, tmp_path):
         assert (r.returncode, r.stdout, r.stderr) == (0, plain.stdout, b""), mode
         grouped = sum(g["allocations"] for g in json.loads(stats.read_text())["groups"])
         assert grouped > 100, f"{mode}: the program's objects should really be placed by Cohort"
+
+
+def test_tour_lines_shows_which_line_the_walk_waits_for():
+    """tour's `lines` simulation: at offsets 0 and 16 the `next` pointer
+    shares its node's line, so every step waits for the line it misses; at
+    32 and 48 it lies in the line after, which the previous node's step
+    often brought in already (docs/runtime.md)."""
+    r = run([workloads.binary("tour"), "3000", "2", "7", "lines"], env=PLAIN)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.decode().splitlines()]
+    assert [row[1] for row in rows] == ["0:", "16:", "32:", "48:"]
+    missed = {row[1]: float(row[4]) for row in rows}
+    waited = {row[1]: float(row[7]) for row in rows}
+    assert waited["0:"] == missed["0:"] and waited["16:"] == missed["16:"]
+    assert waited["32:"] < 0.6 * waited["0:"]
+    assert abs(missed["32:"] - missed["0:"]) < 0.05 * missed["0:"], "as many lines missed: cachegrind sees no difference"
 
 
 def test_render_checksum_does_not_depend_on_threads():
