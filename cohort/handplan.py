@@ -59,11 +59,12 @@ def direct_call_sites(binary):
 
 
 def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_entry=None, version=1,
-               rest=None, paths=(), unknown_path=None):
+               rest=None, paths=(), unknown_path=None, at=None):
     """modules: [binary path]; sites: [(module index, offset, verdict or None)];
     groups: [name]; selects: [(group index, [site indexes])]; rest: the group
     of everything else (version 4); paths: [([site indexes], verdict)]
-    (version 5); unknown_path: "walk" or "cold" (version 6)."""
+    (version 5); unknown_path: "walk" or "cold" (version 6); at: {group
+    index: bytes into a line its line-sized blocks start} (version 8)."""
     lines = [f"cohort-plan {version}", "# written by hand in a test"]
     if max_size:
         lines.append(f"max-size {max_size}")
@@ -72,7 +73,7 @@ def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_ent
     for i, (mod, off, verdict) in enumerate(sites):
         lines.append(f"site {i} {mod} {off:#x}" + (f" {verdict}" if verdict else ""))
     for i, name in enumerate(groups):
-        lines.append(f"group {i} {name}")
+        lines.append(f"group {i} {name}" + (f" at={at[i]}" if at and i in at else ""))
     for g, ss in selects:
         lines.append(f"select {g} " + " ".join(str(s) for s in ss))
     if rest is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import plan_checker
 
-PLAN_VERSION = 7        # the version written; 1 to 6 are still read
+PLAN_VERSION = 8        # the version written; 1 to 7 are still read
 # The comment that names the allocator a plan was made to run in front of
 # (its rest pool was decided for it: docs/planner.md, "The rest pool against
 # the allocator underneath"); the runtime reads no comment.
@@ -85,6 +85,7 @@ def read_plan(path, env=None):
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
     "unknown_path": s, "rest": group index or None, "rest_max": bytes or None,
     "rest_one": the rest group stays one pool (version 7), "paths": {(site, ...): verdict},
+    "group_at": {group: bytes into a line its line-sized blocks start} (version 8),
     "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
@@ -93,7 +94,7 @@ def read_plan(path, env=None):
     version = check_plan(path, env)
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
             "unknown_entry": "walk", "unknown_path": "walk", "rest": None, "rest_max": None, "rest_one": False,
-            "paths": {}, "path_prefixes": set()}
+            "paths": {}, "path_prefixes": set(), "group_at": {}}
     prefixes = plan["path_prefixes"]
     header = False
     for n, raw in enumerate(Path(path).read_bytes().decode("utf-8", "replace").split("\n"), start=1):
@@ -134,6 +135,13 @@ def read_plan(path, env=None):
             elif words[0] == "group":
                 if int(words[1]) != len(plan["groups"]):
                     raise bad("groups must be numbered in order")
+                options = words[3:]
+                if options and (version < 8 or len(options) > 1 or
+                                options[0] not in ("at=0", "at=16", "at=32", "at=48")):
+                    raise bad("group takes one option, at=0, 16, 32 or 48" if version >= 8
+                              else "group name must be one word")
+                if options:
+                    plan["group_at"][len(plan["groups"])] = int(options[0][3:])
                 plan["groups"].append(words[2])
             elif words[0] == "select":
                 g, sites = int(words[1]), [int(w) for w in words[2:]]

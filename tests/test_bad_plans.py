@@ -46,7 +46,7 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 8", "line 1: plan format version 8; this runtime reads versions 1 to 7"),
+    ("cohort-plan 1", "cohort-plan 9", "line 1: plan format version 9; this runtime reads versions 1 to 8"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
     ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
@@ -163,6 +163,29 @@ def test_unknown_path_line(tmp_path, version, line, message):
         planfile.read_plan(p)
     p.write_text(p.read_text().replace(line, "unknown-path cold").replace("cohort-plan 5", "cohort-plan 6"))
     assert planfile.read_plan(p)["unknown_path"] == "cold"
+
+
+@pytest.mark.parametrize("version, option, message", [
+    (7, "at=32", "group name must be one word"),
+    (8, "at=8", "group takes one option, at=0, 16, 32 or 48"),
+    (8, "at=64", "group takes one option, at=0, 16, 32 or 48"),
+    (8, "at=32 at=32", "group takes a one-word name and at most the option at=K"),
+    (8, "colour=3", "group takes one option, at=0, 16, 32 or 48"),
+])
+def test_group_at_option(tmp_path, version, option, message):
+    """Version 8's at=K on a group line: refused before version 8 and with
+    anything but one of 0, 16, 32, 48, by the runtime and the CLI alike; a
+    good one is read."""
+    from cohort import planfile
+    from cohort.errors import CohortError
+    p = good_plan(tmp_path / "plan")
+    p.write_text(p.read_text().replace("cohort-plan 1", f"cohort-plan {version}", 1)
+                 .replace("group 0 a", f"group 0 a {option}"))
+    assert message in run_with(p, tmp_path)
+    with pytest.raises(CohortError, match=rf"^plan {p} line \d+: "):
+        planfile.read_plan(p)
+    p.write_text(p.read_text().replace(f"group 0 a {option}", "group 0 a at=16").replace("cohort-plan 7", "cohort-plan 8"))
+    assert planfile.read_plan(p)["group_at"] == {0: 16}
 
 
 @pytest.mark.parametrize("path", ["path 0 1", "path 0 1 group=5", "path 0 7 cold", "path 0 1 0 cold",

@@ -86,3 +86,35 @@ def test_stubs_leave_room_for_the_brk_heap(tmp_path):
         assert r.returncode == 0 and r.stderr == b"", r.stderr
         seen.add(r.stdout)
     assert len(seen) == 1, seen
+
+
+LINEAT = PROGRAMS / "lineat"
+
+
+def lineat(tmp_path, at, rest_only=False):
+    """lineat's blocks under a plan: nodes in group 0 (unless rest_only),
+    everything else in the rest group; at: the plan's at=K per group."""
+    site = lambda caller: call_sites(LINEAT, caller, "malloc")[0]
+    if rest_only:
+        sites, groups, rest = [], ["rest"], 0
+    else:
+        sites, groups, rest = [(0, site("make_node"), "group=0")], ["nodes", "rest"], 1
+    plan = write_plan(tmp_path / "plan", [LINEAT], sites, groups, [], version=8, rest=rest, at=at)
+    r = run([LINEAT], env=cohort_env(plan=plan))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    return {line.split()[0]: [int(x) for x in line.split()[1:]] for line in r.stdout.decode().splitlines()}
+
+
+def test_line_sized_blocks_start_where_the_plan_says(tmp_path):
+    """A plan's at=K: a group's blocks of whole lines start K bytes into a
+    line (at a line's start without it), the rest pool's too when it says
+    so (packed without it), after frees and reuse as when first bumped; other
+    blocks pack as before."""
+    default = lineat(tmp_path, None)
+    assert default["node"] == [3000, 0, 0, 0], "a group's line-sized blocks start on a line"
+    moved = lineat(tmp_path, {0: 32, 1: 48})
+    assert moved["node"] == [0, 0, 3000, 0]
+    assert moved["record"] == [0, 0, 0, 3000]
+    assert sum(moved["note"]) == 3000
+    only = lineat(tmp_path, {0: 16}, rest_only=True)
+    assert only["node"] == [0, 3000, 0, 0] and only["record"] == [0, 3000, 0, 0]

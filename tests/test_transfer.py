@@ -120,7 +120,7 @@ def test_optimize_with_training_runs(tmp_path):
     assert (out / "profile-2.json").exists() and (out / "profile-3.json").exists()
     assert b"Validation runs" in r.stdout and b"transfer score" in r.stdout
     assert "validated on " + str(out / "profile-2.json") in err
-    assert (out / "plan").read_text().startswith("cohort-plan 7\n")
+    assert (out / "plan").read_text().startswith("cohort-plan 8\n")
     r = run([COHORT, "explain", out / "profile.json", out / "plan", "--graph", "-",
              "--validate", out / "profile-2.json"])
     assert r.returncode == 0 and b"Transfer to other inputs" in r.stdout and b"transfer score" in r.stdout

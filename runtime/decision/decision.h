@@ -46,6 +46,11 @@ struct ch_plan {
   int rest;   /* version 4: the group of every small allocation no verdict or selector claims; -1: none */
   size_t rest_max;   /* the largest request the rest group takes */
   bool rest_one;     /* version 7: the rest group stays one pool (else split by size class) */
+  /* Version 8: per group, how many bytes into a line its blocks of whole
+   * lines start (0, 16, 32 or 48), or -1: the default, at a line's start for
+   * a group and packed for the rest group (docs/runtime.md, "A big build
+   * walked out of allocation order"). */
+  int8_t group_at[CH_MAX_GROUPS];
   /* Version 5: the decision paths, a trie over the sites a walk meets from
    * the entry outwards. Node 0 is the root; a node's verdict is a group,
    * CH_QUICK_COLD, CH_QUICK_NEXT, or CH_QUICK_WALK (go one frame further). */

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 7   /* reads 1 to 7; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
-                            6 unknown-path, 7 rest's option one */
+#define PLAN_VERSION 8   /* reads 1 to 8; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
+                            6 unknown-path, 7 rest's option one, 8 group's option at=K */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -230,8 +230,15 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
       if (!next_token(&s, &a) || !parse_uint(a, 10, CH_PLAN_GROUPS - 1, &x)) FAIL("group needs an index below %d", CH_PLAN_GROUPS);
       if (x != pl->ngroups) FAIL("group %llu out of order (expected %u)", x, pl->ngroups);
       if (!next_token(&s, &b)) FAIL("group needs a name");
-      if (*s) FAIL("group name must be one word");
       strncpy(pl->group_names[pl->ngroups], b, 63);
+      /* Version 8: where in a line the group's blocks of whole lines start. */
+      if (pl->version >= 8 && next_token(&s, &b)) {
+        if (strncmp(b, "at=", 3) || !parse_uint(b + 3, 10, 48, &y) || y % 16)
+          FAIL("group takes one option, at=0, 16, 32 or 48");
+        pl->group_at[pl->ngroups] = (int8_t)y;
+      }
+      if (*s) FAIL(pl->version >= 8 ? "group takes a one-word name and at most the option at=K"
+                                    : "group name must be one word");
       pl->ngroups++;
     } else if (!strcmp(kw, "select")) {
       if (pl->nconj == MAX_CONJ) FAIL("more than %d select lines", MAX_CONJ);
@@ -352,6 +359,7 @@ int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whyle
   pl->unknown_path = CH_ENTRY_WALK;
   pl->rest = -1;
   pl->rest_max = ~(size_t)0;
+  memset(pl->group_at, -1, sizeof pl->group_at);
   pl->nnodes = 1;   /* the root */
   pl->node_verdict[0] = CH_QUICK_WALK;
   int rc = parse(text, len, path, pl, why, whylen);

@@ -99,10 +99,17 @@ void ch_ensure_init(void) {
     }
     ch_identify_init();
     /* Under a plan, every group but the rest pool places line-sized blocks
-     * on lines; the controls and the rest pool pack. */
-    if (ch_identify_active && ch_opt.mode == CH_MODE_PLAN && ch_plan)
+     * on lines, where in the line the plan says (at=K; a line's start by
+     * default); the rest pool, and its classes, only when the plan says
+     * where. The controls pack. */
+    if (ch_identify_active && ch_opt.mode == CH_MODE_PLAN && ch_plan) {
       for (unsigned g = 0; g < ch_plan->ngroups && g < CH_MAX_GROUPS; g++)
-        if ((int)g != ch_plan->rest) ch_line_groups |= (uint64_t)1 << g;
+        if ((int)g != ch_plan->rest) ch_heap_place_lines(g, ch_plan->group_at[g] > 0 ? (unsigned)ch_plan->group_at[g] : 0);
+      int rest = ch_plan->rest;
+      if (rest >= 0 && rest < CH_MAX_GROUPS && ch_plan->group_at[rest] >= 0)
+        for (unsigned c = 0; c < CH_REST_CLASSES; c++)
+          if (ch_rest_groups[c] >= 0) ch_heap_place_lines((unsigned)ch_rest_groups[c], (unsigned)ch_plan->group_at[rest]);
+    }
     if (ch_identify_active) {
       ch_patch_set_act_entries((uintptr_t)ch_direct_act_malloc, (uintptr_t)ch_direct_act_new);
       ch_patch_init();

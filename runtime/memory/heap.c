@@ -51,7 +51,17 @@ atomic_ulong ch_remote_batches;
 /* Groups whose blocks of a whole number of cache lines start on a line
  * (bit g: group g; docs/runtime.md, "Line-sized blocks"). */
 uint64_t ch_line_groups;
+uint8_t ch_line_offset[CH_MAX_GROUPS];
 static inline bool on_lines(unsigned group, size_t n) { return !(n & 63) && ((ch_line_groups >> group) & 1); }
+/* Where a line-sized block of the group is to start, within a line: 0, or
+ * the plan's at=K (docs/runtime.md, "A big build walked out of allocation
+ * order"). An explicitly aligned request (align 64 or more) ignores it. */
+static inline uintptr_t line_phase(unsigned group) { return ch_line_offset[group]; }
+void ch_heap_place_lines(unsigned g, unsigned offset) {
+  if (g >= CH_MAX_GROUPS) return;
+  ch_line_groups |= (uint64_t)1 << g;
+  ch_line_offset[g] = (uint8_t)(offset & 48);
+}
 static pthread_key_t heap_key;
 static bool heap_key_ok;
 static ch_lock_t heaps_lock;                     /* heap lists and orphans */
@@ -669,12 +679,13 @@ static void *bins_take(struct ch_chunk *c, size_t n, unsigned first, unsigned la
   return NULL;
 }
 
-/* n bytes at the bump pointer, aligned; the gap an alignment leaves becomes
- * a free block of its own (so at least CH_MIN_BLOCK). Only below the
- * high-water mark unless fresh. */
-static void *bump_take(struct ch_chunk *c, size_t n, size_t align, bool fresh) {
+/* n bytes at the bump pointer, aligned, phase bytes past a multiple of
+ * align (a line-sized block placed into its line; 0 otherwise); the gap
+ * this leaves becomes a free block of its own (so at least CH_MIN_BLOCK).
+ * Only below the high-water mark unless fresh. */
+static void *bump_take(struct ch_chunk *c, size_t n, size_t align, uintptr_t phase, bool fresh) {
   char *b = c->bump, *limit = fresh ? c->end : c->hwm;
-  char *a = (char *)(((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1));
+  char *a = (char *)((((uintptr_t)b - phase + align - 1) & ~(uintptr_t)(align - 1)) + phase);
   if (a != b && (size_t)(a - b) < CH_MIN_BLOCK) a += align;
   if (a > limit || (size_t)(limit - a) < n) return NULL;
   if (a != b) {
@@ -709,7 +720,10 @@ static void *chunk_alloc(struct ch_group_heap *gh, struct ch_chunk *c, unsigned 
   bool fresh = false;
   /* A line-sized block of a group that places them on lines starts on a
    * line where it is bumped; from the bins it takes what the bins hold. */
-  if (!p) fresh = (p = bump_take(c, n, align < 64 && on_lines(group, n) ? 64 : align, fresh_ok)) != NULL;
+  if (!p) {
+    bool line = align < 64 && on_lines(group, n);
+    fresh = (p = bump_take(c, n, line ? 64 : align, line ? line_phase(group) : 0, fresh_ok)) != NULL;
+  }
   /* Above 256 bytes the first look covered the next three classes already. */
   if (!p && any_bins && (split_any || n <= EXACT_MAX))
     p = bins_take(c, n, b, split_any ? CH_NBINS - 1 : b + 3, &bsize);
@@ -826,8 +840,8 @@ static void *alloc_spill(struct ch_heap *h, struct ch_group_heap *gh, struct ch_
  * line-sized block of a group that places them on lines, with the bump
  * pointer off a line, the first: aligned to 64, the gap (16, 32 or 48
  * bytes) goes to its exact bin, where the group's small requests take it. */
-static void *bump_counted(struct ch_group_heap *gh, struct ch_chunk *c, size_t n, size_t align) {
-  void *p = bump_take(c, n, align, false);
+static void *bump_counted(struct ch_group_heap *gh, struct ch_chunk *c, size_t n, size_t align, uintptr_t phase) {
+  void *p = bump_take(c, n, align, phase, false);
   if (p) note_alloc(gh, c, n);
   return p;
 }
@@ -840,12 +854,12 @@ static void *bump_counted(struct ch_group_heap *gh, struct ch_chunk *c, size_t n
  * the spill chunk's exact bin or its bump pointer below its own mark; else
  * NULL. line: the block is to start on a line, for which the general path
  * looks at no bin of cur. */
-static void *spill_take(struct ch_group_heap *gh, struct ch_chunk *cur, size_t n, bool line) {
+static void *spill_take(struct ch_group_heap *gh, struct ch_chunk *cur, size_t n, bool line, uintptr_t phase) {
   struct ch_chunk *c = gh->spill;
   if (!c || gh->avail || (size_t)(cur->end - cur->bump) >= n || free_bytes(cur) < AVAIL_MIN) return NULL;
   if (!line && any_bin_in(cur, (unsigned)(n / CH_GRANULE - 1), CH_NBINS - 1)) return NULL;
   unsigned b = (unsigned)(n / CH_GRANULE - 1);
-  if (!c->bins[b]) return bump_counted(gh, c, n, line ? 64 : CH_MIN_ALIGN);
+  if (!c->bins[b]) return bump_counted(gh, c, n, line ? 64 : CH_MIN_ALIGN, phase);
   void *p = bin_pop(c, b);
   ((uint64_t *)p)[1] = 0;   /* [block] no free key in a live block */
   note_alloc(gh, c, n);
@@ -876,8 +890,10 @@ static CH_NOINLINE void *alloc_general_slow(struct ch_heap *h, unsigned group, s
   void *p;
   if (cur && !zero && n <= EXACT_MAX) {   /* the first look (above) */
     bool line = on_lines(group, n);
-    if (line && align <= 64 && ((uintptr_t)cur->bump & 63) && (p = bump_counted(gh, cur, n, 64))) return p;
-    if ((align <= CH_MIN_ALIGN || (line && align == 64)) && (p = spill_take(gh, cur, n, line))) return p;
+    uintptr_t phase = line && align < 64 ? line_phase(group) : 0;
+    if (line && align <= 64 && (((uintptr_t)cur->bump - phase) & 63) && (p = bump_counted(gh, cur, n, 64, phase)))
+      return p;
+    if ((align <= CH_MIN_ALIGN || (line && align == 64)) && (p = spill_take(gh, cur, n, line, phase))) return p;
   }
   /* near_take looked at all of this already, unless a mixed bin is among the next three */
   if (cur && !(near_tried && n + 3 * CH_GRANULE <= EXACT_MAX) &&
@@ -1083,7 +1099,7 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
   p = c->bump;
   if (CH_UNLIKELY((size_t)(c->hwm - p) < n)) return NULL;
   /* A block of whole lines at a line boundary spans no extra line. */
-  if (lines && CH_UNLIKELY(on_lines(group, n) && ((uintptr_t)p & 63))) return NULL;
+  if (lines && CH_UNLIKELY(on_lines(group, n) && (((uintptr_t)p - line_phase(group)) & 63))) return NULL;
   mark_bump(c, p + n);   /* p's own bit is the old mark */
   __atomic_store_n(&c->bump, p + n, __ATOMIC_RELEASE);
 done:

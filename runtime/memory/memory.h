@@ -218,7 +218,12 @@ void *ch_group_malloc(unsigned group, size_t size);   /* align 16, not zeroed */
  * a value the lane has loaded anyway. The entry points arm it (when
  * ch_identify_lane_ready); the heap's teardown disarms. */
 /* ch_control_gh: in the thread block (struct ch_thread). */
-extern uint64_t ch_line_groups;   /* set once at start-up (init.c) */
+extern uint64_t ch_line_groups;   /* set once at start-up (init.c), by ch_heap_place_lines */
+/* Per group, how many bytes into a line its line-sized blocks start. */
+extern uint8_t ch_line_offset[CH_MAX_GROUPS];
+/* Group g places its blocks of whole lines `offset` bytes (0, 16, 32 or 48)
+ * into a line wherever it bumps them; at start-up, before any allocation. */
+void ch_heap_place_lines(unsigned g, unsigned offset);
 struct ch_group_heap *ch_heap_line(unsigned group);   /* the thread's heap's line of a group, or NULL */
 /* Hand this thread's batch of frees into other threads' chunks to their
  * owners now (when it is full, at the thread's exit, and ch_flush_thread). */
