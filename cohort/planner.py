@@ -59,6 +59,8 @@ class Plan:
     rest_max: int = None                        # the largest request it takes
     rest_one: bool = False                      # the rest pool stays one pool, not split by size class
     rest_layouts: dict = None                   # the profile's model of both shapes (shape_verdict), if any
+    line_at: dict = field(default_factory=dict)  # group index -> bytes into a line its line-sized blocks
+                                                 # start (plan version 8's at=K), where not the default
     paths: dict = field(default_factory=dict)   # (site id, ...) -> "cold" | "group=G": decision paths
     frames: dict = field(default_factory=dict)  # context id -> frames its walk looks at, if walked
     why_none: str = None                        # why there is no group, if there is none
@@ -923,10 +925,12 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     params = dict(unknown_entry=unknown_entry, entry_purity=entry_purity)
     shape = shape_verdict([profile.get("rest_layouts")] + [v.get("rest_layouts") for v in validations or ()],
                           costs, rest_shape)
+    passed_over = None   # rest_against's note, when it left the rest pool out
     if rest == "auto":
         rest, why = rest_against(allocator, shape, costs)
         if why:
             notes.append(why)
+            passed_over = why if rest == "none" else None
     rest_pool = lies_among(rest == "pool", shape[0], allocator)
     pricing = scaling.Pricing.of(profile, costs, growth_of(profile, validations, scale), cache_sizes)
     while True:
@@ -978,6 +982,9 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.allocator = allocator
     if rest == "pool":
         add_rest(plan, contexts, shape, rest_max)
+    elif passed_over and rest_for_lines(plan, contexts, shape, rest_max, costs, allocator, passed_over):
+        rest = "pool"
+    choose_line_offsets(plan, contexts, costs, rest_only=rest == "pool" and not plan.groups)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify, pricing=pricing)
     if not plan.groups:
@@ -992,6 +999,127 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     if hint:
         plan.notes.append(hint)
     return plan
+
+
+# Where profiler/lines.c models a line-sized block (profile.LINE_OFFSETS):
+# where the rest pool packs it, then 0, 16, 32 and 48 bytes into a line.
+PACKED, LINE_START = 0, 1
+LINE_AT = [None, 0, 16, 32, 48]
+# An offset other than a pool's own is kept only when the model's stalls
+# there are fewer by this share of the pool's own: the model replays only
+# the line-sized objects' accesses, in a cache of their own, so the rest of
+# the run, which it leaves out, could move a small difference either way.
+LINE_MARGIN = 0.05
+# What a rest pool that places its blocks into lines costs an allocation
+# of more than 48 bytes, in a plan of the rest pool alone: the lane, which
+# packs, serves it no more (runtime/decision/identify.c). `allocbench churn
+# 20000000` (16 to 256 bytes) under such a plan, 7 interleaved runs,
+# 2026-11-30: medians 10.70 ns a pair packed, 14.59 at=0, with 87% of the
+# requests over 48 bytes: 4.5 ns each.
+LANE_NS = 4.5
+LANE_MAX = 48
+
+
+def line_cost(lines, k):
+    """The stalls the profile's model of offset k counts for a pool's objects:
+    each D1 miss, and each chase that waited for its line (a pointer the
+    walk follows, in a line that missed during the same visit), which
+    stalls the walk once more (docs/planner.md, "Where in its line")."""
+    return lines["d1_misses"][k] + lines["chase_waits"][k]
+
+
+def line_choice(plan, contexts, members, own, choices, costs, extra_ns=0.0, extra_text="", rest_only=False):
+    """Where the pool of the contexts `members` (each with its `lines`)
+    should start its line-sized blocks, from its own place `own` (an index
+    of LINE_AT) among `choices`: (the best index, or None to stay, and the
+    text that says why). Another place is kept when the model stalls less
+    there by more than LINE_MARGIN, and the stalls saved, priced where a
+    miss on the pool's objects lands at the run's scale, are worth more
+    than moving costs: extra_ns, and in a plan of the rest pool alone the
+    lane its allocations over LANE_MAX bytes leave (LANE_NS each)."""
+    lines = {key: [sum(c["lines"][key][k] for c in members) for k in range(len(LINE_AT))]
+             for key in ("d1_misses", "chase_waits")}
+    lines["chases"] = sum(c["lines"]["chases"] for c in members)
+    best = min(choices, key=lambda k: (line_cost(lines, k), k != own, k))
+    saved = line_cost(lines, own) - line_cost(lines, best)
+    if best == own or saved <= LINE_MARGIN * line_cost(lines, own):
+        return None, ""
+    ids = [c["id"] for c in members]
+    at = None
+    if plan.pricing is not None:
+        misses = transfer.context_misses(contexts, ids, transfer.run_accesses(contexts))
+        at = plan.pricing.at(contexts, ids, misses, misses is not None and transfer.stays_cached(misses))
+    miss_ns, grown = (at.miss_ns, at.accesses) if at else (costs["miss_ns"], 1.0)
+    saving_ns = saved * miss_ns * grown
+    lane = sum(c["allocations"] for c in members if c["max_size"] > LANE_MAX) if rest_only else 0
+    cost_ns = lane * LANE_NS * (at.allocations if at else 1.0) + extra_ns
+    where = "packed" if own == PACKED else "at a line's start"
+    text = (f"the profile's model of its walks misses {lines['d1_misses'][best]} times there and waits "
+            f"{lines['chase_waits'][best]} times for the line of a pointer it follows (of {lines['chases']}), "
+            f"against {lines['d1_misses'][own]} and {lines['chase_waits'][own]} {where}: "
+            f"{saving_ns / 1e6:.2f} ms saved{at.clause() if at else ''}"
+            + (f"; its {lane} allocations over {LANE_MAX} bytes leave the lane, "
+               f"{lane * LANE_NS * (at.allocations if at else 1.0) / 1e6:.2f} ms" if lane else "") + extra_text)
+    return (best if saving_ns > cost_ns else None), text
+
+
+def choose_line_offsets(plan, contexts, costs, rest_only=False):
+    """Per pool of the plan, where in a line its line-sized blocks start
+    (plan.line_at, the plan's at=K): a group's at a line's start and the
+    rest pool's packed (split by class, each class's on lines) unless
+    line_choice finds another place pays. Adds a note for each pool whose
+    model prefers another place."""
+    pools = list(range(len(plan.groups))) + ([plan.rest] if plan.rest is not None else [])
+    for g in pools:
+        if g in plan.line_at:
+            continue
+        members = [c for c in contexts if plan.predicted.get(c["id"]) == g and "lines" in c]
+        if not members:
+            continue
+        own = PACKED if g == plan.rest and plan.rest_one else LINE_START
+        choices = range(len(LINE_AT)) if g == plan.rest else range(LINE_START, len(LINE_AT))
+        best, why = line_choice(plan, contexts, members, own, choices, costs, rest_only=rest_only)
+        if not why:
+            continue
+        name = "rest" if g == plan.rest else plan.groups[g].name
+        if best is None:
+            plan.notes.append(f"group {g} {name}: its blocks of whole lines stay "
+                              f"{'packed' if own == PACKED else 'at a line' + chr(39) + 's start'}, though "
+                              f"the model prefers another place: {why}")
+            continue
+        plan.line_at[g] = LINE_AT[best]
+        plan.notes.append(f"group {g} {name}: its blocks of whole lines start {LINE_AT[best]} bytes into a "
+                          f"line (at={LINE_AT[best]}): {why}")
+
+
+def rest_for_lines(plan, contexts, shape, limit, costs, allocator, passed_over):
+    """In front of an allocator of size classes the rest pool is left out
+    when its layout alone does not pay (rest_against, whose note is
+    passed_over); the allocator's classes start a line-sized block on a
+    line. Placed elsewhere in their lines, the same objects may stall less
+    by more than the rest pool's pairs cost over the allocator's (rest_ns
+    each): then the rest pool comes back, with its blocks there. Returns
+    whether it did."""
+    saved = (dict(plan.predicted), plan.rest, plan.rest_max, plan.rest_one, plan.rest_layouts, list(plan.notes))
+    add_rest(plan, contexts, shape, limit)
+    if plan.rest is not None:
+        members = [c for c in contexts if plan.predicted.get(c["id"]) == plan.rest and "lines" in c]
+        allocations = sum(c["allocations"] for c in contexts if plan.predicted.get(c["id"]) == plan.rest)
+        grown = plan.pricing.at(contexts, [c["id"] for c in members], None, False).allocations \
+            if plan.pricing is not None and members else 1.0
+        pairs_ns = allocations * costs["rest_ns"] * grown
+        best, why = line_choice(plan, contexts, members, LINE_START, range(len(LINE_AT)), costs, pairs_ns,
+                                f"; its {allocations} pairs cost {pairs_ns / 1e6:.2f} ms over {allocator}'s",
+                                rest_only=not plan.groups) if members else (None, "")
+        if best is not None:
+            plan.line_at[plan.rest] = LINE_AT[best]
+            plan.notes = [n for n in plan.notes if n != passed_over]
+            plan.notes.append(f"in front of {allocator} the rest pool stays, its blocks of whole lines "
+                              f"{LINE_AT[best]} bytes into a line (at={LINE_AT[best]}), where {allocator}'s classes "
+                              f"start them on a line: {why}")
+            return True
+    plan.predicted, plan.rest, plan.rest_max, plan.rest_one, plan.rest_layouts, plan.notes = saved
+    return False
 
 
 def own_allocator(profile):
@@ -1337,10 +1465,13 @@ def render(plan, profile, source="profile.json"):
         words = [plan.verdicts.get(s), f"stop={plan.stops[s]}" if s in plan.stops else None]
         lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
                      + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
+    def at(g):
+        return f" at={plan.line_at[g]}" if g in plan.line_at else ""
     for i, g in enumerate(plan.groups):
-        lines.append(f"group {i} {g.name}  # contexts {' '.join(map(str, g.members))}")
+        lines.append(f"group {i} {g.name}{at(i)}  # contexts {' '.join(map(str, g.members))}")
     if plan.rest is not None:
-        lines.append(f"group {plan.rest} rest  # every allocation of up to {plan.rest_max} bytes no other group claims")
+        lines.append(f"group {plan.rest} rest{at(plan.rest)}  # every allocation of up to {plan.rest_max} bytes "
+                     f"no other group claims")
     for i, g in enumerate(plan.groups):
         for conj in g.conjunctions:
             lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))

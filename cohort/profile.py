@@ -22,7 +22,10 @@ from cohort.profilefile import FORMAT
 from cohort.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "7"
+RAW_VERSION = "8"
+# The offsets within a line profiler/lines.c models a line-sized block at:
+# where the rest pool packs it, then 0, 16, 32 and 48 bytes into a line.
+LINE_OFFSETS = ["packed", 0, 16, 32, 48]
 
 DEFAULTS = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
 TRACE_BUDGET = 1_000_000          # references the heap trace holds by default (4 MB; sampled beyond)
@@ -191,6 +194,13 @@ def parse_raw(text):
             raw["layouts"] = {"max_size": v["max"], "objects": v["objects"], "accesses": v["accesses"],
                               "one": {"d1_misses": v["one-d1"], "ll_misses": v["one-ll"]},
                               "classes": {"d1_misses": v["classes-d1"], "ll_misses": v["classes-ll"]}}
+        elif kind == "lines":     # the line offsets modelled (profiler/lines.c)
+            f = rest.split()
+            raw["lines"] = {"offsets": f[1:6], "max_size": int(f[7]), "accesses": int(f[9]), "contexts": {}}
+        elif kind == "line":      # a context's misses and waited chases at each offset
+            v = [int(x) for x in rest.split()]
+            raw.setdefault("lines", {"contexts": {}})["contexts"][v[0]] = {
+                "chases": v[1], "d1_misses": v[2:7], "chase_waits": v[7:12]}
         elif kind == "cache":     # the whole run's simulated misses (cohort/headroom.py)
             f = rest.split()
             raw["run"] = {f[i].replace("-", "_"): int(f[i + 1]) for i in range(0, len(f), 2)}
@@ -304,6 +314,8 @@ def build_profile(raw, target, params, returncode):
             "through_system": {"allocations": c["through"], "frames": c["through_frames"]},
             **({"layout_d1_misses": {"one": c["layout_d1"][0], "classes": c["layout_d1"][1]},
                 "beside": dict(seen.get(c["id"], {"one": 0, "classes": 0}))} if "layouts" in raw else {}),
+            **({"lines": raw["lines"]["contexts"][c["id"]]} if c["id"] in raw.get("lines", {}).get("contexts", {})
+               else {}),
         })
     kept, covered = hot_nodes(contexts, params["coverage"])
     keep = set(kept)
@@ -353,6 +365,8 @@ def build_profile(raw, target, params, returncode):
         },
         **({"rest_layouts": dict(raw["layouts"], beside=beside(raw, keep, fams, family_graph["nodes"]))}
            if "layouts" in raw else {}),
+        **({"line_offsets": {"offsets": LINE_OFFSETS, "max_size": raw["lines"]["max_size"],
+                             "accesses": raw["lines"]["accesses"]}} if "offsets" in raw.get("lines", {}) else {}),
     }
 
 

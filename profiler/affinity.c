@@ -116,6 +116,8 @@ static void walk(Queue *q, UInt id, Obj *u, UInt ulo, UInt uhi) {
 }
 
 VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
+  Bool chase = (size & CH_ACCESS_CHASE) != 0;
+  size &= ~CH_ACCESS_CHASE;
   ch_total_accesses++;
   UInt id = ch_shadow_get(a);
   if (!id) {   /* heap memory no tracked object holds (loads.c reports it) */
@@ -128,6 +130,7 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   Obj *u = ch_obj(id);
   ch_tracked_accesses++;
   ch_layouts_touch(u, a, size);
+  ch_lines_touch(u, id, a, size, chase);
   CtxStats *cs = ch_ctx_stats(u->ctx);
   cs->accesses++;
   if (ch_cache_last) {   /* loads.c's cache saw this access just before */

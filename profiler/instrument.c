@@ -38,9 +38,9 @@ static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite 
 
 /* loads.c's view of the access (ls: see add_cache), then ch_access(addr,
  * size) if addr is in the heap span and `guard` (may be NULL): ch_access
- * reads whether the cache missed. */
+ * reads whether the cache missed. size may carry CH_ACCESS_CHASE. */
 static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
-  add_cache(sb, addr, size, guard, ls);
+  add_cache(sb, addr, size & ~(Int)CH_ACCESS_CHASE, guard, ls);
   IRExpr *lo = load_word(sb, &ch_heap_lo);
   IRExpr *span = load_word(sb, &ch_heap_span);
   IRExpr *off = bin(sb, Iop_Sub64, Ity_I64, addr, lo);
@@ -84,6 +84,27 @@ static LoadSite *first_load(Addr insn, Bool *loaded) {
   return ls;
 }
 
+/* A chase: the 64-bit load in statement i (t = LDle(addr)) whose value
+ * the same instruction puts into the guest register that held its base,
+ * directly (addr = t0 = GET(r)) or plus a constant (addr = t0 + c), as
+ * `mov 0x20(%r12),%r12` is: the pointer a walk follows (lines.c).
+ * base_of[t]: the guest register an address temporary's base came from. */
+static Bool is_chase(IRSB *in, Int i, const Int *base_of) {
+  IRStmt *st = in->stmts[i];
+  IRExpr *ld = st->Ist.WrTmp.data;
+  if (ld->Iex.Load.ty != Ity_I64 || ld->Iex.Load.addr->tag != Iex_RdTmp) return False;
+  Int r = base_of[ld->Iex.Load.addr->Iex.RdTmp.tmp];
+  if (r < 0) return False;
+  IRTemp t = st->Ist.WrTmp.tmp;
+  for (Int j = i + 1; j < in->stmts_used && in->stmts[j]->tag != Ist_IMark; j++) {
+    IRStmt *s = in->stmts[j];
+    if (s->tag == Ist_Put && s->Ist.Put.offset == r && s->Ist.Put.data->tag == Iex_RdTmp &&
+        s->Ist.Put.data->Iex.RdTmp.tmp == t)
+      return True;
+  }
+  return False;
+}
+
 static Int loadg_size(IRLoadGOp cvt) {
   switch (cvt) {
   case ILGop_IdentV128: return 16;
@@ -104,6 +125,12 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
   Addr pending_ra = 0;       /* a call whose return address was pushed */
   Bool loaded = False;       /* the instruction's first load is instrumented */
   Int i = 0;
+  /* Per temporary: the guest register it holds (GET, or the value of a
+   * PUT), and for an address the register of its base (itself, or a base
+   * plus a constant); -1: none. For is_chase. */
+  Int *reg = VG_(malloc)("cohort.instrument", 2 * (SizeT)(env->types_used + 1) * sizeof(Int));
+  Int *base_of = reg + env->types_used + 1;
+  for (Int t = 0; t <= env->types_used; t++) reg[t] = base_of[t] = -1;
 
   while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark) addStmtToIRSB(out, in->stmts[i++]);
 
@@ -119,11 +146,25 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
       after = insn + st->Ist.IMark.len;
       loaded = False;
       break;
-    case Ist_WrTmp:
-      if (st->Ist.WrTmp.data->tag == Iex_Load) {
-        IRExpr *ld = st->Ist.WrTmp.data;
-        add_access(out, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), NULL, first_load(insn, &loaded));
+    case Ist_WrTmp: {
+      IRExpr *e = st->Ist.WrTmp.data;
+      IRTemp t = st->Ist.WrTmp.tmp;
+      if (e->tag == Iex_Get && e->Iex.Get.ty == Ity_I64) {
+        reg[t] = base_of[t] = e->Iex.Get.offset;
+      } else if (e->tag == Iex_Binop && e->Iex.Binop.op == Iop_Add64 && e->Iex.Binop.arg1->tag == Iex_RdTmp &&
+                 e->Iex.Binop.arg2->tag == Iex_Const) {
+        base_of[t] = reg[e->Iex.Binop.arg1->Iex.RdTmp.tmp];
+      } else if (e->tag == Iex_Load) {
+        Int size = sizeofIRType(e->Iex.Load.ty);
+        if (is_chase(in, i, base_of)) size |= (Int)CH_ACCESS_CHASE;
+        add_access(out, e->Iex.Load.addr, size, NULL, first_load(insn, &loaded));
       }
+      break;
+    }
+    case Ist_Put:
+      /* The register now holds that temporary's value (a later GET of it
+       * may be folded into the temporary by the optimiser). */
+      if (st->Ist.Put.data->tag == Iex_RdTmp) reg[st->Ist.Put.data->Iex.RdTmp.tmp] = st->Ist.Put.offset;
       break;
     case Ist_Store: {
       IRExpr *data = st->Ist.Store.data;
@@ -172,5 +213,6 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
   }
   if (pending_ra && in->jumpkind == Ijk_Call) ch_note_call(pending_ra, in->next->tag == Iex_Const);
   else if (pending_ra) ch_note_call(pending_ra, True);
+  VG_(free)(reg);
   return out;
 }

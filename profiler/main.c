@@ -100,6 +100,7 @@ static void fini(Int exitcode) {
   VG_(fprintf)(f, "exit %d\n", exitcode);
   ch_objects_write(f);
   ch_layouts_write(f);
+  ch_lines_write(f);
   ch_cache_write(f);
   ch_loads_write(f);     /* before the modules: it may name new ones */
   ch_contexts_write(f);

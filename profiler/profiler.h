@@ -16,10 +16,10 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "7"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+#define CH_TOOL_VERSION "8"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
                                 5: sites carry their calls; 6: contexts carry their misses in each layout,
                                 and the layouts who lay beside whom; 7: contexts carry their allocations
-                                entered through a system module, and its frames */
+                                entered through a system module, and its frames; 8: the lines models */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -37,6 +37,9 @@ typedef struct {
   ULong accesses, macro;      /* machine-level and macro accesses */
   ULong d1_misses, ll_misses; /* accesses that missed the simulated D1, and LL too */
   ULong layout_d1[2];         /* D1 misses at its objects' places in each rest-pool layout (layouts.c) */
+  ULong chases;               /* loads of a pointer that replaced its own base register (lines.c) */
+  ULong line_misses[5];       /* per line offset modelled (lines.c): D1 misses, */
+  ULong chase_waits[5];       /* and chases that waited for their line */
   ULong through, through_frames; /* allocations that entered through a system module (libstdc++'s
                                     std::string, libc's strdup), and the system frames above their entry */
   ULong last_seq;             /* latest allocation from this context */
@@ -105,6 +108,8 @@ void ch_objects_init(void);
 void ch_objects_write(VgFile *f);
 
 /* ---- affinity (affinity.c) ----------------------------------------------- */
+/* size | CH_ACCESS_CHASE: the access is a chase (lines.c). */
+#define CH_ACCESS_CHASE ((SizeT)1 << 20)
 VG_REGPARM(2) void ch_access(Addr a, SizeT size);
 void ch_set_thread(ThreadId tid);
 void ch_affinity_init(void);
@@ -129,6 +134,13 @@ void ch_layouts_alloc(Obj *o);          /* a new tracked object: its place in ea
 void ch_layouts_free(Obj *o);
 void ch_layouts_touch(const Obj *o, Addr a, SizeT size);   /* an access to a tracked object */
 void ch_layouts_write(VgFile *f);
+
+/* ---- lines (lines.c): where in its line a line-sized block starts ------- */
+#define CH_LINE_MODELS 5   /* packed, then 0, 16, 32, 48 bytes into a line */
+/* An access to tracked object o (its id); chase: a load of a pointer that
+ * replaces the register holding its base (instrument.c). */
+void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase);
+void ch_lines_write(VgFile *f);
 
 /* ---- loads (loads.c): the simulated cache, which sees every data access;
  * MO's delinquent loads, with --cohort-loads=yes ---------------------------- */
