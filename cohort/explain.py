@@ -259,6 +259,22 @@ def ds_picture(profile, g, group_of, names):
                                                      else "") for n in touched})
 
 
+def lines_line(profile, members, at, is_rest, rest_one):
+    """Where the pool's blocks of whole lines start, and the profile's model
+    of each place (docs/planner.md, "Where in its line a block starts"), or
+    "" when its members have no such objects in the model."""
+    model = [profile["contexts"][c]["lines"] for c in members if "lines" in profile["contexts"][c]]
+    if not model:
+        return ""
+    where = (f"{at} bytes into a line (at={at})" if at is not None
+             else "packed" if is_rest and rest_one else "at a line's start")
+    places = ", ".join(f"{'packed' if k is None else k}: {sum(m['d1_misses'][i] for m in model)} misses, "
+                       f"{sum(m['chase_waits'][i] for m in model)} waits"
+                       for i, k in enumerate(planner.LINE_AT))
+    return (f"blocks of whole lines start {where}; the profile's model of each place ({places}; of "
+            f"{sum(m['chases'] for m in model)} chased pointers)")
+
+
 def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=(), policy="halo",
             ds_graph_path=None, scale=None, made=None):
     """Returns the text; writes the picture to graph_path, and that of the
@@ -299,6 +315,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
         stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
+    line_at = plan.get("group_at", {}) if plan_path else made.line_at
     allocator = (planfile.made_for(plan_path) if plan_path else made.allocator) or "glibc"
     apart = {i: set(g.apart) for i, g in enumerate(made.groups)} if made is not None else None
     worth, removed = worth_lines(profile, names, group_of, walks, rest, stubs, rest_one, pricing, allocator,
@@ -349,6 +366,9 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         lines.append(f"  group {g} {name}{what}: {len(members)} contexts, {allocs} allocations, {acc} accesses")
         if worth.get(g):
             lines.append(f"      {worth[g]}")
+        placed = lines_line(profile, members, line_at.get(g), g == rest, rest_one)
+        if placed:
+            lines.append(f"      {placed}")
         shown = members if g != rest else sorted(members, key=lambda c: -profile["contexts"][c]["accesses"])
         for c in shown[:12]:
             lines.append(f"      context {c}: {context_label(profile, c)}")

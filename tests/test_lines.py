@@ -91,6 +91,7 @@ def test_optimize_writes_the_offset_and_the_runtime_uses_it(tmp_path):
     text = (out / "plan").read_text()
     assert text.startswith("cohort-plan 8\n")
     assert any(line.startswith("group 0 rest at=") for line in text.splitlines())
+    assert "blocks of whole lines start" in (out / "explain.txt").read_text()
     base = run([TOUR, "5000", "2", "7"])
     r = run([COHORT, "run", "--plan", out / "plan", "--", TOUR, "5000", "2", "7"])
     assert r.returncode == 0 and r.stdout == base.stdout, r.stderr
