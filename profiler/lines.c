@@ -12,28 +12,93 @@
  * beside it overlaps with the chase. Which fields share a line depends on
  * the offset.
  *
- * So every access to a tracked object of such a size, at most 256 bytes, is
- * replayed in one D1 per offset (the packed place, then a line's start, 16,
- * 32 and 48 bytes in), each object at its place in layouts.c's model of one
- * pool in allocation order, moved down to its line's start and then K bytes
- * on. instrument.c marks a *chase*: a 64-bit load whose result replaces the
- * register that held its base (mov 0x20(%r12),%r12). A chase *waits* when
- * its line is not in the D1, or came in during the same visit to the object
- * (consecutive accesses to it: the coordinates read just before, from the
- * same line, are still on their way). Per context and offset: the D1 misses
- * and the chases that waited; the planner adds them (cohort/planner.py,
- * line_offsets). Only these objects' accesses reach these caches: the
- * offsets are compared with each other, not with the run. */
+ * So every tracked object of up to 256 bytes is placed again in four models
+ * of one pool in allocation order, one per offset K, each allocating as the
+ * runtime's pool does with at=K: 16-byte granules, a freed block reused last
+ * in, first out by the next request of its size, else the bump pointer's
+ * next bytes, where a block of whole lines starts K bytes into a line and
+ * the gap before it becomes a free block of its own (the small requests of
+ * its size take it). The packed place is layouts.c's model of one pool.
+ * Every access to a placed object is then replayed in one D1 per place (32
+ * KiB, 8-way, LRU), at the object's place there: the gaps a place leaves
+ * move the other objects too, and their misses count. instrument.c
+ * marks a *chase*: a 64-bit load whose result replaces the register that
+ * held its base (mov 0x20(%r12),%r12). A chase *waits* when its line is not
+ * in the D1, or came in during the same visit to the object (consecutive
+ * accesses to it: the coordinates read just before, from the same line, are
+ * still on their way). Per context and place: the D1 misses and the chases
+ * that waited; the planner adds them (cohort/planner.py, line_choice).
+ * Only these objects' accesses reach these caches (as in layouts.c's): the
+ * places are compared with each other, not with the run. */
 #include "profiler.h"
 
 #define LINE_MAX_BLOCK 256
-/* Offsets modelled: CH_LINE_PACKED (where the one-pool model put it), then
- * 0, 16, 32, 48 bytes into a line. */
+#define GRANULE 16
+#define BINS (LINE_MAX_BLOCK / GRANULE + 1)   /* by granules, 1 to 16 */
+/* Places modelled: PACKED (where layouts.c's one pool put it), then 0, 16,
+ * 32, 48 bytes into a line (the models below, 0 to 3). */
 #define PACKED 0
+#define OFFSETS 4
+/* Far above the client's mappings and below 2^47, apart from layouts.c's. */
+#define LINES_BASE ((Addr)0x500000000000ULL)
+
+typedef struct {
+  Addr *a;
+  UInt n, cap;
+} Stack;
+typedef struct {
+  Addr bump;
+  Stack bins[BINS];   /* freed blocks of each size, last freed on top */
+} Placer;
+static Placer placers[OFFSETS];
+
+static void push(Stack *s, Addr a) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 256;
+    s->a = VG_(realloc)("cohort.lines", s->a, s->cap * sizeof *s->a);
+  }
+  s->a[s->n++] = a;
+}
+
+static inline UInt granules(SizeT size) { return size ? (UInt)((size + GRANULE - 1) / GRANULE) : 1; }
+
+/* A request of g granules in the model of offset k: a freed block of its
+ * size, else bumped, a block of whole lines k * 16 bytes into a line. */
+static Addr place(UInt k, UInt g) {
+  Placer *m = &placers[k];
+  if (m->bins[g].n) return m->bins[g].a[--m->bins[g].n];
+  if (!m->bump) m->bump = LINES_BASE;
+  Addr a = m->bump;
+  if (!(g & 3)) {   /* whole lines */
+    Addr phase = (Addr)k * GRANULE;
+    a = ((a - phase + 63) & ~(Addr)63) + phase;
+    if (a != m->bump) push(&m->bins[(a - m->bump) / GRANULE], m->bump);
+  }
+  m->bump = a + (Addr)g * GRANULE;
+  return a;
+}
+
+void ch_lines_alloc(Obj *o) {
+  for (UInt k = 0; k < OFFSETS; k++) o->at[k] = 0;
+  if (o->size > LINE_MAX_BLOCK) return;
+  UInt g = granules(o->size);
+  for (UInt k = 0; k < OFFSETS; k++) o->at[k] = place(k, g);
+}
+
+void ch_lines_free(Obj *o) {
+  if (!o->at[0]) return;
+  UInt g = granules(o->size);
+  for (UInt k = 0; k < OFFSETS; k++) {
+    push(&placers[k].bins[g], o->at[k]);
+    o->at[k] = 0;
+  }
+}
 
 typedef struct {
   Addr tag[CH_D1_SETS][CH_D1_WAYS];   /* line + 1, most recent first */
   ULong fill[CH_D1_SETS][CH_D1_WAYS]; /* the visit that brought each line in */
+  Addr last;                          /* the line touched last (+ 1), most recent in its set, */
+  ULong last_fill;                    /* and its fill: touched again, it hits and nothing moves */
 } LineCache;
 
 static LineCache caches[CH_LINE_MODELS];
@@ -47,6 +112,10 @@ static ULong modelled;         /* accesses replayed */
 static inline Bool line_touch(LineCache *c, Addr line, Bool *fresh) {
   UInt s = (UInt)(line & (CH_D1_SETS - 1)), i = 0;
   Addr tag = line + 1;
+  if (tag == c->last) {   /* most accesses of a visit stay in one line */
+    *fresh = c->last_fill == visit;
+    return False;
+  }
   Addr *t = c->tag[s];
   ULong *f = c->fill[s];
   while (i < CH_D1_WAYS && t[i] != tag) i++;
@@ -56,28 +125,25 @@ static inline Bool line_touch(LineCache *c, Addr line, Bool *fresh) {
   for (; i > 0; i--) { t[i] = t[i - 1]; f[i] = f[i - 1]; }
   t[0] = tag;
   f[0] = when;
+  c->last = tag;
+  c->last_fill = when;
   *fresh = when == visit;
   return !hit;
 }
 
-static inline Bool line_sized(const Obj *o) {
-  SizeT n = (o->size + 15) & ~(SizeT)15;
-  return n && n <= LINE_MAX_BLOCK && !(n & 63);
-}
-
 void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase) {
-  if (!o->model[CH_LAYOUT_ONE] || !line_sized(o)) return;
+  if (!o->model[CH_LAYOUT_ONE] || !o->at[0]) return;
   if (id != visit_id || o->seq != visit_seq) {   /* a new visit */
     visit++;
     visit_id = id;
     visit_seq = o->seq;
   }
   modelled++;
-  Addr d = a - o->start, packed = o->model[CH_LAYOUT_ONE];
+  Addr d = a - o->start;
   CtxStats *cs = ch_ctx_stats(o->ctx);
   if (chase) cs->chases++;
   for (UInt k = 0; k < CH_LINE_MODELS; k++) {
-    Addr at = (k == PACKED ? packed : (packed & ~(Addr)63) + (Addr)(k - 1) * 16) + d;
+    Addr at = (k == PACKED ? o->model[CH_LAYOUT_ONE] : o->at[k - 1]) + d;
     Addr first = at >> CH_LINE_BITS, last = (at + (size ? size - 1 : 0)) >> CH_LINE_BITS;
     Bool fresh, fresh2 = False;
     Bool missed = line_touch(&caches[k], first, &fresh);

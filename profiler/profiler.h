@@ -85,6 +85,8 @@ typedef struct {
   Bool live;
   UInt trace_ix;    /* its index + 1 in the heap trace (trace.c), 0 if none */
   Addr model[2];    /* where each modelled rest-pool layout put it (layouts.c), 0: not there */
+  Addr at[4];       /* where each model of lines.c put it: blocks of whole lines 0, 16, 32, 48
+                       bytes into a line (0: not there) */
 } Obj;
 
 extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page */
@@ -140,6 +142,8 @@ void ch_layouts_write(VgFile *f);
 /* An access to tracked object o (its id); chase: a load of a pointer that
  * replaces the register holding its base (instrument.c). */
 void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase);
+void ch_lines_alloc(Obj *o);   /* a new tracked object: its place in each model */
+void ch_lines_free(Obj *o);
 void ch_lines_write(VgFile *f);
 
 /* ---- loads (loads.c): the simulated cache, which sees every data access;
