@@ -143,6 +143,7 @@ SWEEPS = {
     "rest-max": (int, 16, MAX_MAX_SIZE, "rest_max"),
     "scale": (float, 1.0, 1e9, "scale"),
     "rest-shape": (str, ("one", "classes"), None, "rest_shape"),   # a choice: lo holds the choices
+    "line-offsets": (str, ("auto", "none"), None, "line_offsets"),
 }
 PROFILE_SWEEPS = ("affinity-distance",)
 

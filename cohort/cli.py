@@ -8,7 +8,7 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.planner import COST_DEFAULTS, PLAN_POLICIES, REST_MAX, REST_SHAPES
+from cohort.planner import COST_DEFAULTS, LINE_OFFSETS, PLAN_POLICIES, REST_MAX, REST_SHAPES
 from cohort.scale import DEFAULT_SCALE
 
 
@@ -440,7 +440,8 @@ def plan_params(args):
     """The planner's keyword arguments from the options add_plan_options defines."""
     params = {k: getattr(args, k) for k in ("min_weight", "max_members", "tolerance", "group_threshold",
                                             "unknown_entry", "unknown_path", "entry_purity", "rest",
-                                            "rest_max", "rest_shape", "identify", "policy", "scale",
+                                            "rest_max", "rest_shape", "line_offsets", "identify", "policy",
+                                            "scale",
                                             "allocator")}
     params["costs"] = {key: getattr(args, flag[2:].replace("-", "_")) for flag, key, _ in COST_OPTIONS}
     return params
@@ -524,6 +525,11 @@ def add_plan_options(p):
                    help="the rest pool's shape: one pool in allocation order, or one pool per size class; "
                         "auto: the profile's model of both decides, and optimize --ref and bench --confirm "
                         "time the other shape too (default: auto)")
+    p.add_argument("--line-offsets", default="auto", choices=LINE_OFFSETS,
+                   help="where each pool's blocks of whole cache lines start: where the profile's model "
+                        "of the places says its walks stall least (auto), or where the runtime puts them: "
+                        "a group's at a line's start, the rest pool's packed (none). optimize --ref and "
+                        "bench --confirm time the plan without its offsets too (default: auto)")
     p.add_argument("--rest-max", type=int, default=REST_MAX, metavar="BYTES",
                    help="the largest request the rest pool takes (at most the plan's max-size); larger "
                         f"ones go to the next allocator. Above {REST_MAX} bytes the runtime keeps one class "
@@ -722,7 +728,8 @@ def build_parser():
     be.add_argument("--sweep", metavar="PARAM=V1,V2,...",
                     help="also run halo's plan for each value of one parameter, planned from --train: "
                          "affinity-distance (a profile per value; HALO's Figure 12), tolerance, "
-                         "max-members, entry-purity, group-threshold, rest-max, scale or rest-shape (one, classes); e.g. "
+                         "max-members, entry-purity, group-threshold, rest-max, scale, rest-shape (one, classes) "
+                         "or line-offsets (auto, none); e.g. "
                          "--sweep affinity-distance=32,64,128,256,512,1024")
     be.add_argument("--plan", help="use this plan")
     be.add_argument("--also", action="append", metavar="NAME=PLAN",

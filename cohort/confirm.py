@@ -73,10 +73,11 @@ class Confirmation:
     rest: str = "auto"
     shape: str = "auto"
     lines: list = field(default_factory=list)
+    line_offsets: str = "auto"
 
     def params(self):
         """The planner's keywords for the plan the measurement kept."""
-        return dict(exclude=self.exclude, rest=self.rest, rest_shape=self.shape)
+        return dict(exclude=self.exclude, rest=self.rest, rest_shape=self.shape, line_offsets=self.line_offsets)
 
 
 def figures(cg, base):
@@ -109,13 +110,15 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
     profile = load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
 
-    def planned(path, exclude, rest, shape=None):
+    def planned(path, exclude, rest, shape=None, line_offsets=None):
         plan = make_plan(profile, validations=validations,
-                         **dict(params, exclude=exclude, rest=rest, rest_shape=shape or out.shape))
+                         **dict(params, exclude=exclude, rest=rest, rest_shape=shape or out.shape,
+                                line_offsets=line_offsets or out.line_offsets))
         write_output(path, render(plan, profile, source=Path(profile_path).name), "plan", True)
         return plan
 
-    out = Confirmation(rest=params.get("rest", "auto"), shape=params.get("rest_shape", "auto"))
+    out = Confirmation(rest=params.get("rest", "auto"), shape=params.get("rest_shape", "auto"),
+                       line_offsets=params.get("line_offsets", "auto"))
     out.lines.append(f"Confirmed on `{run}` (cachegrind, fixed geometry), in front of {allocator}; every figure "
                      f"is over {allocator} alone's (score: instructions + 10 x D1 misses + 100 x LL misses)")
 
@@ -182,24 +185,28 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
     `trials` interleaved rounds: the plan, its rest pool alone (when it has
     groups), the allocator alone, and, when it has a rest pool, both again
     with that pool in its other shape (one pool in allocation order, or one
-    per size class). Another replaces the plan only where it is faster
-    beyond noise (its quartile band wholly below the plan's), the faster
-    median of those that are. cachegrind does not see every cost (the real
-    caches' hierarchy, the TLB, the prefetchers: docs/runtime.md), and a
-    plan that wins its model can still lose the clock. planned(path,
-    exclude, rest, shape=None): writes that plan."""
+    per size class), and, when it moved a pool's blocks within their lines,
+    the plan without that (plan-unmoved). Another replaces the plan only
+    where it is faster beyond noise (its quartile band wholly below the
+    plan's), the faster median of those that are. cachegrind does not see
+    every cost (the real caches' hierarchy, the TLB, the prefetchers:
+    docs/runtime.md), and a plan that wins its model can still lose the
+    clock. planned(path, exclude, rest, shape=None, line_offsets=None):
+    writes that plan."""
     ungrouped = out.exclude + [g.members for g in plan.groups]
     other = ("classes" if plan.rest_one else "one") if plan.rest is not None else None
-    # name: (groups it drops, the rest pool's shape there), each a plan
-    candidates = {"plan": (out.exclude, None)}
+    # name: (groups it drops, the rest pool's shape there, line offsets), each a plan
+    candidates = {"plan": (out.exclude, None, None)}
     if plan.groups:
-        candidates["rest"] = (ungrouped, None)
+        candidates["rest"] = (ungrouped, None, None)
     if other:
-        candidates[f"plan-{other}"] = (out.exclude, other)
+        candidates[f"plan-{other}"] = (out.exclude, other, None)
         if plan.groups:
-            candidates[f"rest-{other}"] = (ungrouped, other)
-    for name, (exclude, shape) in candidates.items():
-        planned(tmp / f"timed-{name}", exclude, out.rest, shape)
+            candidates[f"rest-{other}"] = (ungrouped, other, None)
+    if plan.line_at:
+        candidates["plan-unmoved"] = (out.exclude, None, "none")
+    for name, (exclude, shape, lines) in candidates.items():
+        planned(tmp / f"timed-{name}", exclude, out.rest, shape, lines)
     extra = [(name, tmp / f"timed-{name}") for name in candidates if name != "plan"]
     log(f"{who}: confirming by timing, {trials} interleaved rounds")
     results = bench(list(ref_argv), tmp / "timed", trials=trials, warmup=1, allocators=(allocator,),
@@ -232,7 +239,12 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
         out.rest = "none"
         out.lines.append(f"  {allocator} alone is the fastest: the plan keeps no group and no rest pool")
         return
-    out.exclude, shape = candidates[best]
+    out.exclude, shape, lines = candidates[best]
+    if lines:
+        out.line_offsets = lines
+        out.lines.append("  the plan with its blocks of whole lines where the runtime puts them is the fastest: "
+                         "it moves none within its lines")
+        return
     if shape:
         out.shape = shape
     where = f"its rest pool {SHAPE_WORDS[shape]}" if shape else "its rest pool"

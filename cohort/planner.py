@@ -22,6 +22,9 @@ MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/decision/plan.c: 8 to
 REST_MAX = transfer.REST_MAX    # runtime/memory/heap.c EXACT_MAX: sizes the pools serve from exact bins
 # The rest pool's shape: decided by the profile's model, or given (--rest-shape).
 REST_SHAPES = ("auto", "one", "classes")
+# Where a pool's blocks of whole lines start: chosen from the profile's
+# model of the places (auto), or left where the runtime puts them (none).
+LINE_OFFSETS = ("auto", "none")
 
 PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
@@ -860,7 +863,7 @@ def hds_groups(profile, accesses, edges, members):
 def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_threshold=0.005,
               unknown_entry="auto", entry_purity=0.98, rest="auto", costs=None, identify="patched",
               unknown_path="auto", validations=(), policy="halo", rest_max=REST_MAX, scale=None,
-              cache_sizes=None, exclude=(), allocator="glibc", rest_shape="auto"):
+              cache_sizes=None, exclude=(), allocator="glibc", rest_shape="auto", line_offsets="auto"):
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
@@ -876,9 +879,13 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     patched (its default), "walk" as stack walks (COHORT_PATCH=0).
     rest_shape: "auto" (the profile's model decides, shape_verdict), or
     "one" or "classes", as a measurement on a larger input decided (cohort
-    optimize --ref) or the user asks."""
+    optimize --ref) or the user asks. line_offsets: "auto" (each pool's
+    blocks of whole lines where the profile's model stalls least,
+    choose_line_offsets) or "none" (where the runtime puts them)."""
     if policy not in PLAN_POLICIES:
         raise CohortError(f"unknown plan policy '{policy}' (choose {', '.join(PLAN_POLICIES)})")
+    if line_offsets not in LINE_OFFSETS:
+        raise CohortError(f"--line-offsets must be {' or '.join(LINE_OFFSETS)}, not '{line_offsets}'")
     if policy in dsgraph.DS_POLICIES:
         dsgraph.require(profile, f"--policy {policy}")
     if policy == HDS_POLICY:
@@ -982,9 +989,11 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     plan.allocator = allocator
     if rest == "pool":
         add_rest(plan, contexts, shape, rest_max)
-    elif passed_over and rest_for_lines(plan, contexts, shape, rest_max, costs, allocator, passed_over):
+    elif passed_over and line_offsets == "auto" and \
+            rest_for_lines(plan, contexts, shape, rest_max, costs, allocator, passed_over):
         rest = "pool"
-    choose_line_offsets(plan, contexts, costs, rest_only=rest == "pool" and not plan.groups)
+    if line_offsets == "auto":
+        choose_line_offsets(plan, contexts, costs, rest_only=rest == "pool" and not plan.groups)
     if validations:   # as the plan file will be, rest pool and all
         plan.transfers = replay(plan, profile, validations, costs, identify, pricing=pricing)
     if not plan.groups:

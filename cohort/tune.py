@@ -49,6 +49,7 @@ GRID = {
     "entry-purity": (0.9, 1.0),
     "rest-max": (4096,),
     "rest-shape": ("one", "classes"),   # one of them is the default plan's: its twin is screened out
+    "line-offsets": ("none",),          # the same as the default plan where it moved no pool
 }
 MISS_WEIGHTS = {"D1": 10, "LL": 100}   # cycles a miss costs, roughly (cachegrind's manual's model)
 DEFAULT = "halo"

@@ -138,8 +138,8 @@ def test_the_clock_decides_the_rest_pools_shape(tmp_path, monkeypatch):
 
     written = {}
 
-    def planned(path, exclude, rest, shape=None):
-        written[path.name] = (list(exclude), shape)
+    def planned(path, exclude, rest, shape=None, line_offsets=None):
+        written[path.name] = (list(exclude), shape) if line_offsets is None else (list(exclude), shape, line_offsets)
 
     def run_with(summary, plan):
         written.clear()
@@ -148,13 +148,13 @@ def test_the_clock_decides_the_rest_pools_shape(tmp_path, monkeypatch):
         confirm.timed(out, plan, planned, ["prog"], "glibc", None, 5, lambda m: None, tmp_path, "test")
         return out
 
-    grouped_one = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=1, rest_one=True)
+    grouped_one = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=1, rest_one=True, line_at={})
     out = run_with(timings(cohort_glibc=1.0, glibc=1.05, rest=0.99, plan_classes=0.85, rest_classes=0.9), grouped_one)
     assert written == {"timed-plan": ([], None), "timed-rest": ([[3]], None), "timed-plan-classes": ([], "classes"),
                        "timed-rest-classes": ([[3]], "classes")}
     assert out.shape == "classes" and not out.exclude and out.rest == "auto"
     assert "split by size class is the fastest: it keeps that shape" in out.lines[-1]
-    assert out.params() == dict(exclude=[], rest="auto", rest_shape="classes")
+    assert out.params() == dict(exclude=[], rest="auto", rest_shape="classes", line_offsets="auto")
 
     out = run_with(timings(cohort_glibc=1.0, glibc=1.05, rest=0.99, plan_classes=0.9, rest_classes=0.8), grouped_one)
     assert out.shape == "classes" and out.exclude == [[3]] and "alone is the fastest: the plan keeps no group, and " \
@@ -164,12 +164,21 @@ def test_the_clock_decides_the_rest_pools_shape(tmp_path, monkeypatch):
     assert out.shape == "auto" and not out.exclude and "nothing is faster beyond noise" in out.lines[-1]
 
     # a plan of the rest pool alone: its other shape is the one more candidate
-    rest_only = SimpleNamespace(groups=[], rest=0, rest_one=False)
+    rest_only = SimpleNamespace(groups=[], rest=0, rest_one=False, line_at={})
     out = run_with(timings(cohort_glibc=1.0, glibc=1.05, plan_one=0.9), rest_only)
     assert set(written) == {"timed-plan", "timed-plan-one"} and out.shape == "one"
 
     # no rest pool: nothing to reshape; the allocator alone still wins beyond noise
-    no_rest = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=None, rest_one=False)
+    no_rest = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=None, rest_one=False, line_at={})
     out = run_with(timings(cohort_glibc=1.0, glibc=0.8, rest=0.99), no_rest)
     assert set(written) == {"timed-plan", "timed-rest"}
     assert out.rest == "none" and out.exclude == [[3]] and out.shape == "auto"
+
+    # a plan that moved a pool's blocks within their lines: without that too
+    moved = SimpleNamespace(groups=[], rest=0, rest_one=True, line_at={0: 48})
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.3, plan_classes=1.0, plan_unmoved=0.9), moved)
+    assert written["timed-plan-unmoved"] == ([], None, "none")
+    assert out.line_offsets == "none" and out.params()["line_offsets"] == "none"
+    assert "where the runtime puts them is the fastest" in out.lines[-1]
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.3, plan_classes=1.0, plan_unmoved=0.99), moved)
+    assert out.line_offsets == "auto"

@@ -112,3 +112,13 @@ def test_in_front_of_jemalloc_the_rest_pool_comes_back_for_its_lines(tmp_path):
     for c in flat["contexts"]:
         c.pop("lines", None)
     assert make_plan(flat, allocator="jemalloc").rest is None
+
+
+def test_plan_line_offsets_none_leaves_the_blocks_where_the_runtime_puts_them(tmp_path):
+    p = tmp_path / "profile.json"
+    assert run([COHORT, "profile", "-o", p, "--", TOUR, "20000", "2", "7"]).returncode == 0
+    r = run([COHORT, "plan", "--line-offsets", "none", "-o", tmp_path / "plan", p])
+    assert r.returncode == 0, r.stderr
+    assert " at=" not in (tmp_path / "plan").read_text()
+    r = run([COHORT, "plan", "--line-offsets", "sometimes", "-o", tmp_path / "plan2", p])
+    assert r.returncode != 0 and b"Traceback" not in r.stderr and not (tmp_path / "plan2").exists()
