@@ -136,12 +136,14 @@ def read_plan(path, env=None):
                 if int(words[1]) != len(plan["groups"]):
                     raise bad("groups must be numbered in order")
                 options = words[3:]
-                if options and (version < 8 or len(options) > 1 or
-                                options[0] not in ("at=0", "at=16", "at=32", "at=48")):
+                # digits only, as the runtime reads a number: at=032 is 32
+                at = options[0][3:] if options else ""
+                if options and (version < 8 or len(options) > 1 or not options[0].startswith("at=") or
+                                not at or not all("0" <= ch <= "9" for ch in at) or int(at) not in (0, 16, 32, 48)):
                     raise bad("group takes one option, at=0, 16, 32 or 48" if version >= 8
                               else "group name must be one word")
                 if options:
-                    plan["group_at"][len(plan["groups"])] = int(options[0][3:])
+                    plan["group_at"][len(plan["groups"])] = int(at)
                 plan["groups"].append(words[2])
             elif words[0] == "select":
                 g, sites = int(words[1]), [int(w) for w in words[2:]]

@@ -49,20 +49,22 @@ end
 BASE_V6 = BASE_V5.replace(b"cohort-plan 5", b"cohort-plan 6").replace(b"unknown-entry walk\n",
                                                                       b"unknown-entry walk\nunknown-path cold\n")
 BASE_V7 = BASE_V6.replace(b"cohort-plan 6", b"cohort-plan 7").replace(b"rest 1 max=512", b"rest 1 one max=512")
-BASES = [BASE_V7, BASE_V6, BASE_V5, BASE_V1]
+BASE_V8 = BASE_V7.replace(b"cohort-plan 7", b"cohort-plan 8").replace(b"group 0 hot-lists", b"group 0 hot-lists at=32") \
+    .replace(b"group 1 tree", b"group 1 tree at=0")
+BASES = [BASE_V8, BASE_V7, BASE_V6, BASE_V5, BASE_V1]
 
 WORDS = [b"0", b"1", b"2", b"5", b"7", b"8", b"63", b"64", b"255", b"256", b"4095", b"4096", b"131072",
          b"131073", b"-1", b"+1", b"0x", b"0x10", b"0X1f", b"0x0x10", b"1_0", "\u0663".encode(),
          b"9" * 30, b"9" * 5000, b"group=0", b"group=1", b"group=9", b"group=x", b"group=", b"stop=0",
          b"stop=1", b"stop=64", b"stop=", b"one", b"cold", b"walk", b"next", b"max=8", b"max=7", b"max=",
-         b"max=131072", b"end", b"-", b"abc", b"zz", b"0123456789abcdef", b"\x00", "\u00e9".encode(),
+         b"max=131072", b"at=0", b"at=16", b"at=48", b"at=64", b"at=8", b"at=", b"at=032", b"end", b"-", b"abc", b"zz", b"0123456789abcdef", b"\x00", "\u00e9".encode(),
          b"\xed\xa0\x80", b"\xff\xfe", b"\x0c", b"\x1c", b"\r", b"#", b"path", b"site", b"group", b"select",
          b"rest", b"module", b"max-size", b"unknown-entry", b"unknown-path", b"cohort-plan"]
 LINES = [b"", b"# a comment", b"end", b"cohort-plan 5", b"cohort-plan 5 extra", b"cohort-plan 6", b"cohort-plan 7", b"cohort-plan 8",
          b"cohort-plan 2", b"cohort-plan 3", b"cohort-plan 4", b"unknown-entry cold", b"unknown-entry x",
          b"unknown-path cold", b"unknown-path walk", b"unknown-path x",
          b"max-size 1", b"max-size 8", b"rest 0", b"rest 0 max=7", b"rest 0 one", b"rest 0 max=64 one", b"rest 0 one one", b"path 0 1 cold", b"path 0 0 cold",
-         b"path 3 4 next", b"select 0", b"group 2 extra", b"group 2 two words", b"module 2 - /x",
+         b"path 3 4 next", b"select 0", b"group 2 extra", b"group 2 c at=16", b"group 2 c at=17", b"group 2 c at=0032", b"group 2 c at=16 at=16", b"group 2 two words", b"module 2 - /x",
          b"module 2 zz /x", b"module 2 abc /x", b"site 6 0 0x1 group=0 stop=1", b"site 6 0 0x1 cold walk",
          b"\t site 6 1 ff \t", b"text after end", b"\x00", b"\r", "\u2028".encode()]
 

@@ -186,6 +186,9 @@ def test_group_at_option(tmp_path, version, option, message):
         planfile.read_plan(p)
     p.write_text(p.read_text().replace(f"group 0 a {option}", "group 0 a at=16").replace("cohort-plan 7", "cohort-plan 8"))
     assert planfile.read_plan(p)["group_at"] == {0: 16}
+    # digits only, as every number of the format: leading zeros read as the runtime reads them
+    p.write_text(p.read_text().replace("group 0 a at=16", "group 0 a at=0032"))
+    assert planfile.read_plan(p)["group_at"] == {0: 32}
 
 
 @pytest.mark.parametrize("path", ["path 0 1", "path 0 1 group=5", "path 0 7 cold", "path 0 1 0 cold",
