@@ -182,3 +182,10 @@ def test_the_clock_decides_the_rest_pools_shape(tmp_path, monkeypatch):
     assert "where the runtime puts them is the fastest" in out.lines[-1]
     out = run_with(timings(cohort_glibc=1.0, glibc=1.3, plan_classes=1.0, plan_unmoved=0.99), moved)
     assert out.line_offsets == "auto"
+
+    # its rest pool among them, in a plan with groups: the plan without that pool too
+    grouped_moved = SimpleNamespace(groups=[SimpleNamespace(members=[3])], rest=1, rest_one=True, line_at={1: 32})
+    out = run_with(timings(cohort_glibc=1.0, glibc=1.3, rest=1.0, plan_classes=1.0, rest_classes=1.0,
+                           plan_unmoved=1.0, plan_no_rest=0.8), grouped_moved)
+    assert "timed-plan-no-rest" in written and out.rest == "none" and not out.exclude
+    assert "every ungrouped object in glibc is the fastest" in out.lines[-1]

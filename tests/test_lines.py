@@ -122,3 +122,17 @@ def test_plan_line_offsets_none_leaves_the_blocks_where_the_runtime_puts_them(tm
     assert " at=" not in (tmp_path / "plan").read_text()
     r = run([COHORT, "plan", "--line-offsets", "sometimes", "-o", tmp_path / "plan2", p])
     assert r.returncode != 0 and b"Traceback" not in r.stderr and not (tmp_path / "plan2").exists()
+
+
+def test_the_confirmation_leaves_placements_within_lines_to_the_clock(tmp_path):
+    """cachegrind counts as many misses wherever tour's cities lie in their
+    lines, so its steps of the confirmation do not drop a rest pool that
+    places them (nor the plan for the allocator alone); with no timed
+    rounds the plan stays as made, its rest pool and offset kept."""
+    out = tmp_path / "opt"
+    r = run([COHORT, "optimize", "--allocator", "jemalloc", "--ref", "40000 2 7", "--ref-trials", "0",
+             "-o", out, "--", TOUR, "20000", "2", "7"])
+    assert r.returncode == 0, r.stderr
+    text = (out / "plan").read_text()
+    assert any(line.startswith("group 0 rest at=") for line in text.splitlines()), text
+    assert any(line.startswith("rest 0 ") for line in text.splitlines())
