@@ -196,7 +196,9 @@ def parse_raw(text):
                               "classes": {"d1_misses": v["classes-d1"], "ll_misses": v["classes-ll"]}}
         elif kind == "lines":     # the line offsets modelled (profiler/lines.c)
             f = rest.split()
-            raw["lines"] = {"offsets": f[1:6], "max_size": int(f[7]), "accesses": int(f[9]), "contexts": {}}
+            if f[1:6] != [str(o) for o in LINE_OFFSETS]:
+                raise ValueError(f"raw profile's lines model has places {f[1:6]} (expected {LINE_OFFSETS})")
+            raw["lines"] = {"max_size": int(f[7]), "accesses": int(f[9]), "contexts": {}}
         elif kind == "line":      # a context's misses and waited chases at each offset
             v = [int(x) for x in rest.split()]
             raw.setdefault("lines", {"contexts": {}})["contexts"][v[0]] = {
@@ -366,7 +368,7 @@ def build_profile(raw, target, params, returncode):
         **({"rest_layouts": dict(raw["layouts"], beside=beside(raw, keep, fams, family_graph["nodes"]))}
            if "layouts" in raw else {}),
         **({"line_offsets": {"offsets": LINE_OFFSETS, "max_size": raw["lines"]["max_size"],
-                             "accesses": raw["lines"]["accesses"]}} if "offsets" in raw.get("lines", {}) else {}),
+                             "accesses": raw["lines"]["accesses"]}} if "max_size" in raw.get("lines", {}) else {}),
     }
 
 

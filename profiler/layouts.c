@@ -45,11 +45,6 @@
 #define MODEL_BASE ((Addr)0x600000000000ULL)
 #define CLASS_SPAN ((Addr)1 << 36)
 
-typedef struct {
-  Addr *a;
-  UInt n, cap;
-} Stack;
-
 /* Who lies where in a model: the context + 1 of the live object on each
  * granule (0: free), in pages of 4096 granules under two levels, 4096 and
  * 2^13 wide: a model's granules lie below 2^37 (32 classes of 2^32). */
@@ -60,7 +55,7 @@ typedef UInt *OccPage;
 typedef struct {
   SimCache cache;
   Addr bump[NCLASSES];    /* CH_LAYOUT_ONE uses bump[0] for every class */
-  Stack bins[NCLASSES];   /* freed blocks of each size, last freed on top */
+  AddrStack bins[NCLASSES];   /* freed blocks of each size, last freed on top */
   ULong d1_misses, ll_misses;
   OccPage *occ[1 << OCC_TOP_BITS];
   CountTable neighbours;  /* (ctx << 32 | neighbour's ctx) + 1 -> placements beside it */
@@ -108,7 +103,7 @@ static inline UInt class_of(SizeT size) {
 static inline UInt granules_of(UInt k) { return k < EXACT ? k + 1 : (UInt)(512 / GRANULE) << (k - EXACT); }
 
 static Addr place(Model *m, UInt layout, UInt k, UInt ctx) {
-  Stack *s = &m->bins[k];
+  AddrStack *s = &m->bins[k];
   Addr p;
   if (s->n) {
     p = s->a[--s->n];
@@ -141,13 +136,8 @@ void ch_layouts_free(Obj *o) {
   UInt k = o->size ? class_of(o->size) : 0;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
     if (!o->model[l]) continue;
-    Stack *s = &models[l].bins[k];
-    if (s->n == s->cap) {
-      s->cap = s->cap ? 2 * s->cap : 256;
-      s->a = VG_(realloc)("cohort.layouts", s->a, s->cap * sizeof *s->a);
-    }
     occupy(&models[l], o->model[l], granules_of(k), 0);
-    s->a[s->n++] = o->model[l];
+    ch_stack_push(&models[l].bins[k], o->model[l], "cohort.layouts");
     o->model[l] = 0;
   }
 }

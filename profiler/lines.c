@@ -43,22 +43,10 @@
 #define LINES_BASE ((Addr)0x500000000000ULL)
 
 typedef struct {
-  Addr *a;
-  UInt n, cap;
-} Stack;
-typedef struct {
   Addr bump;
-  Stack bins[BINS];   /* freed blocks of each size, last freed on top */
+  AddrStack bins[BINS];   /* freed blocks of each size, last freed on top */
 } Placer;
 static Placer placers[OFFSETS];
-
-static void push(Stack *s, Addr a) {
-  if (s->n == s->cap) {
-    s->cap = s->cap ? 2 * s->cap : 256;
-    s->a = VG_(realloc)("cohort.lines", s->a, s->cap * sizeof *s->a);
-  }
-  s->a[s->n++] = a;
-}
 
 static inline UInt granules(SizeT size) { return size ? (UInt)((size + GRANULE - 1) / GRANULE) : 1; }
 
@@ -72,7 +60,7 @@ static Addr place(UInt k, UInt g) {
   if (!(g & 3)) {   /* whole lines */
     Addr phase = (Addr)k * GRANULE;
     a = ((a - phase + 63) & ~(Addr)63) + phase;
-    if (a != m->bump) push(&m->bins[(a - m->bump) / GRANULE], m->bump);
+    if (a != m->bump) ch_stack_push(&m->bins[(a - m->bump) / GRANULE], m->bump, "cohort.lines");
   }
   m->bump = a + (Addr)g * GRANULE;
   return a;
@@ -89,7 +77,7 @@ void ch_lines_free(Obj *o) {
   if (!o->at[0]) return;
   UInt g = granules(o->size);
   for (UInt k = 0; k < OFFSETS; k++) {
-    push(&placers[k].bins[g], o->at[k]);
+    ch_stack_push(&placers[k].bins[g], o->at[k], "cohort.lines");
     o->at[k] = 0;
   }
 }
@@ -102,7 +90,7 @@ typedef struct {
 } LineCache;
 
 static LineCache caches[CH_LINE_MODELS];
-static ULong visit;            /* visits to line-sized objects so far, from 1 */
+static ULong visit;            /* visits to placed objects so far, from 1 */
 static UInt visit_id;          /* the object of the current visit */
 static ULong visit_seq;
 static ULong modelled;         /* accesses replayed */

@@ -211,6 +211,20 @@ static inline UWord ch_hash64(ULong x) {
   return (UWord)(x ^ (x >> 33));
 }
 
+/* ---- a stack of addresses: a model pool's freed blocks of one size, the
+ * last freed on top (layouts.c, lines.c) ------------------------------------ */
+typedef struct {
+  Addr *a;
+  UInt n, cap;
+} AddrStack;
+static inline void ch_stack_push(AddrStack *s, Addr a, const HChar *cc) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 256;
+    s->a = VG_(realloc)(cc, s->a, s->cap * sizeof *s->a);
+  }
+  s->a[s->n++] = a;
+}
+
 /* ---- counts (counts.c): counters keyed by a nonzero word ----------------- */
 typedef struct {
   ULong *keys, *counts;   /* keys[i] == 0: slot i is empty */
