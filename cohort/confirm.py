@@ -164,7 +164,8 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
             # A rest pool that places its blocks within their lines does
             # what cachegrind cannot see (docs/runtime.md, "A big build
             # walked out of allocation order"): the clock decides, below.
-            lined = (plan if has_rest else other).rest in (plan if has_rest else other).line_at
+            pooled = plan if has_rest else other
+            lined = pooled.rest in pooled.line_at
             unseen = not keep and lined
             keep = keep or lined
             out.rest = "pool" if keep else "none"
@@ -181,11 +182,12 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
                                  f"{figures(without, alone)}, against {figures(with_, alone)} with it")
             if keep != has_rest:
                 plan, best = other, other_cg
-        if score(alone) < score(best) and plan.line_at:
+        alone_better = score(alone) < score(best)
+        if alone_better and plan.line_at:
             out.lines.append(f"  {allocator} alone scores better ({figures(best, alone)}), but cachegrind does not "
                              f"see where the plan's blocks lie within their lines: "
                              + ("the clock decides" if trials else "kept, with no timed rounds to say"))
-        if score(alone) < score(best) and not plan.line_at:
+        if alone_better and not plan.line_at:
             out.exclude += [g.members for g in plan.groups]
             out.rest = "none"
             out.lines.append(f"  {allocator} alone scores better than what is left of the plan "

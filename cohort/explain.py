@@ -263,16 +263,15 @@ def lines_line(profile, members, at, is_rest, rest_one):
     """Where the pool's blocks of whole lines start, and the profile's model
     of each place (docs/planner.md, "Where in its line a block starts"), or
     "" when its members have no such objects in the model."""
-    model = [profile["contexts"][c]["lines"] for c in members if "lines" in profile["contexts"][c]]
+    model = [profile["contexts"][c] for c in members if "lines" in profile["contexts"][c]]
     if not model:
         return ""
-    where = (f"{at} bytes into a line (at={at})" if at is not None
-             else "packed" if is_rest and rest_one else "at a line's start")
-    places = ", ".join(f"{'packed' if k is None else k}: {sum(m['d1_misses'][i] for m in model)} misses, "
-                       f"{sum(m['chase_waits'][i] for m in model)} waits"
-                       for i, k in enumerate(planner.LINE_AT))
-    return (f"blocks of whole lines start {where}; the profile's model of each place ({places}; of "
-            f"{sum(m['chases'] for m in model)} chased pointers)")
+    totals = planner.line_totals(model)
+    own = planner.PACKED if is_rest and rest_one else planner.LINE_START
+    places = ", ".join(f"{'packed' if k is None else k}: {totals['d1_misses'][i]} misses, "
+                       f"{totals['chase_waits'][i]} waits" for i, k in enumerate(planner.LINE_AT))
+    return (f"blocks of whole lines start {planner.place_words(own, at)}; the profile's model of each place "
+            f"({places}; of {totals['chases']} chased pointers)")
 
 
 def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=(), policy="halo",

@@ -1039,18 +1039,34 @@ def line_cost(lines, k):
     return lines["d1_misses"][k] + lines["chase_waits"][k]
 
 
-def line_choice(plan, contexts, members, own, choices, costs, extra_ns=0.0, extra_text="", rest_only=False):
+def line_totals(members):
+    """The profile's model of the places (LINE_AT) summed over the contexts
+    `members`, each with its `lines`: {"d1_misses": [per place],
+    "chase_waits": [per place], "chases": n}."""
+    totals = {key: [sum(c["lines"][key][k] for c in members) for k in range(len(LINE_AT))]
+              for key in ("d1_misses", "chase_waits")}
+    totals["chases"] = sum(c["lines"]["chases"] for c in members)
+    return totals
+
+
+def place_words(k, at=None):
+    """How the texts say a pool's place: LINE_AT's index k, or the plan's
+    at=K when given."""
+    if at is not None:
+        return f"{at} bytes into a line (at={at})"
+    return "packed" if k == PACKED else "at a line's start" if k == LINE_START else f"{LINE_AT[k]} bytes into a line"
+
+
+def line_choice(plan, contexts, members, own, choices, costs, charges=()):
     """Where the pool of the contexts `members` (each with its `lines`)
     should start its line-sized blocks, from its own place `own` (an index
     of LINE_AT) among `choices`: (the best index, or None to stay, and the
-    text that says why). Another place is kept when the model stalls less
-    there by more than LINE_MARGIN, and the stalls saved, priced where a
-    miss on the pool's objects lands at the run's scale, are worth more
-    than moving costs: extra_ns, and in a plan of the rest pool alone the
-    lane its allocations over LANE_MAX bytes leave (LANE_NS each)."""
-    lines = {key: [sum(c["lines"][key][k] for c in members) for k in range(len(LINE_AT))]
-             for key in ("d1_misses", "chase_waits")}
-    lines["chases"] = sum(c["lines"]["chases"] for c in members)
+    text that says why; "" when no other place is a candidate). Another
+    place is kept when the model stalls less there, and the stalls saved,
+    priced where a miss on the pool's objects lands at the run's scale, are
+    worth more than moving costs: charges, [(allocations, ns each, what
+    they are)], grown with the pool's allocations to the run's scale."""
+    lines = line_totals(members)
     # What the model exists for: chased pointers that stop waiting, a cost
     # cachegrind cannot see. A place is a candidate only where they wait
     # less by a material share of the chases, and the misses do not rise
@@ -1069,18 +1085,24 @@ def line_choice(plan, contexts, members, own, choices, costs, extra_ns=0.0, extr
     if plan.pricing is not None:
         misses = transfer.context_misses(contexts, ids, transfer.run_accesses(contexts))
         at = plan.pricing.at(contexts, ids, misses, misses is not None and transfer.stays_cached(misses))
-    miss_ns, grown = (at.miss_ns, at.accesses) if at else (costs["miss_ns"], 1.0)
+    miss_ns, grown, made = (at.miss_ns, at.accesses, at.allocations) if at else (costs["miss_ns"], 1.0, 1.0)
     saving_ns = saved * miss_ns * grown
-    lane = sum(c["allocations"] for c in members if c["max_size"] > LANE_MAX) if rest_only else 0
-    cost_ns = lane * LANE_NS * (at.allocations if at else 1.0) + extra_ns
-    where = "packed" if own == PACKED else "at a line's start"
+    priced = [(n, n * ns * made, what) for n, ns, what in charges if n]
+    cost_ns = sum(ns for _, ns, _ in priced)
     text = (f"the profile's model of its walks misses {lines['d1_misses'][best]} times there and waits "
             f"{lines['chase_waits'][best]} times for the line of a pointer it follows (of {lines['chases']}), "
-            f"against {lines['d1_misses'][own]} and {lines['chase_waits'][own]} {where}: "
+            f"against {lines['d1_misses'][own]} and {lines['chase_waits'][own]} {place_words(own)}: "
             f"{saving_ns / 1e6:.2f} ms saved{at.clause() if at else ''}"
-            + (f"; its {lane} allocations over {LANE_MAX} bytes leave the lane, "
-               f"{lane * LANE_NS * (at.allocations if at else 1.0) / 1e6:.2f} ms" if lane else "") + extra_text)
+            + "".join(f"; its {n} {what}, {ns / 1e6:.2f} ms" for n, ns, what in priced))
     return (best if saving_ns > cost_ns else None), text
+
+
+def lane_charge(members, rest_only):
+    """What placing a rest pool's blocks within their lines costs a plan of
+    the rest pool alone, as line_choice's charge: its allocations over
+    LANE_MAX bytes leave the lane (LANE_NS each)."""
+    lane = sum(c["allocations"] for c in members if c["max_size"] > LANE_MAX) if rest_only else 0
+    return lane, LANE_NS, f"allocations over {LANE_MAX} bytes, which leave the lane"
 
 
 def choose_line_offsets(plan, contexts, costs, rest_only=False):
@@ -1098,18 +1120,17 @@ def choose_line_offsets(plan, contexts, costs, rest_only=False):
             continue
         own = PACKED if g == plan.rest and plan.rest_one else LINE_START
         choices = range(len(LINE_AT)) if g == plan.rest else range(LINE_START, len(LINE_AT))
-        best, why = line_choice(plan, contexts, members, own, choices, costs, rest_only=rest_only)
+        best, why = line_choice(plan, contexts, members, own, choices, costs, [lane_charge(members, rest_only)])
         if not why:
             continue
         name = "rest" if g == plan.rest else plan.groups[g].name
         if best is None:
-            plan.notes.append(f"group {g} {name}: its blocks of whole lines stay "
-                              f"{'packed' if own == PACKED else 'at a line' + chr(39) + 's start'}, though "
+            plan.notes.append(f"group {g} {name}: its blocks of whole lines stay {place_words(own)}, though "
                               f"the model prefers another place: {why}")
             continue
         plan.line_at[g] = LINE_AT[best]
-        plan.notes.append(f"group {g} {name}: its blocks of whole lines start {LINE_AT[best]} bytes into a "
-                          f"line (at={LINE_AT[best]}): {why}")
+        plan.notes.append(f"group {g} {name}: its blocks of whole lines start {place_words(best, LINE_AT[best])}: "
+                          f"{why}")
 
 
 def rest_for_lines(plan, contexts, shape, limit, costs, allocator, passed_over):
@@ -1125,18 +1146,16 @@ def rest_for_lines(plan, contexts, shape, limit, costs, allocator, passed_over):
     if plan.rest is not None:
         members = [c for c in contexts if plan.predicted.get(c["id"]) == plan.rest and "lines" in c]
         allocations = sum(c["allocations"] for c in contexts if plan.predicted.get(c["id"]) == plan.rest)
-        grown = plan.pricing.at(contexts, [c["id"] for c in members], None, False).allocations \
-            if plan.pricing is not None and members else 1.0
-        pairs_ns = allocations * costs["rest_ns"] * grown
-        best, why = line_choice(plan, contexts, members, LINE_START, range(len(LINE_AT)), costs, pairs_ns,
-                                f"; its {allocations} pairs cost {pairs_ns / 1e6:.2f} ms over {allocator}'s",
-                                rest_only=not plan.groups) if members else (None, "")
+        charges = [(allocations, costs["rest_ns"], f"pairs, each dearer than {allocator}'s"),
+                   lane_charge(members, not plan.groups)]
+        best, why = line_choice(plan, contexts, members, LINE_START, range(len(LINE_AT)), costs, charges) \
+            if members else (None, "")
         if best is not None:
             plan.line_at[plan.rest] = LINE_AT[best]
             plan.notes = [n for n in plan.notes if n != passed_over]
             plan.notes.append(f"in front of {allocator} the rest pool stays, its blocks of whole lines "
-                              f"{LINE_AT[best]} bytes into a line (at={LINE_AT[best]}), where {allocator}'s classes "
-                              f"start them on a line: {why}")
+                              f"{place_words(best, LINE_AT[best])}, where {allocator}'s classes start them on a "
+                              f"line: {why}")
             return True
     plan.predicted, plan.rest, plan.rest_max, plan.rest_one, plan.rest_layouts, plan.notes = saved
     return False
