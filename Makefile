@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
 
-.PHONY: all deps build venv test demo bench bench-olh clean
+.PHONY: all deps build venv test demo bench bench-stock bench-olh clean
 
 all: build venv
 
@@ -39,6 +39,12 @@ bench: all
 	$(PY) scripts/bench-suite.py
 	$(PY) scripts/bench-stress.py
 	$(PY) scripts/bench-pools.py
+
+# Stock Debian programs (gawk, perl, dot, cppcheck), trained small and run
+# large: results/stock/report.md.
+bench-stock: all
+	@scripts/install-deps.sh stock
+	$(PY) scripts/bench-stock.py
 
 # Object-Local Heaps against malloc, lists, arrays and std::map: results/olh.md.
 bench-olh: all

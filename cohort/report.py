@@ -134,6 +134,45 @@ def layout_section(runs, allocs):
             *rows, ""]
 
 
+def slower_beyond_noise(r, name, base):
+    """Whether config name ran slower than base beyond noise in one run:
+    its 25th percentile of wall time above base's 75th. None where either
+    has no successful trial."""
+    s = r["summary"]
+    if not (s.get(name, {}).get("ok_trials") and s.get(base, {}).get("ok_trials")):
+        return None
+    return s[name]["wall_p25_s"] > s[base]["wall_p75_s"]
+
+
+def losses_section(runs, allocs):
+    """Where a plan loses beyond noise: each cohort+ALLOC against ALLOC
+    alone, the plan in front of the run's first allocator against the rest
+    pool alone (which runs in front of that one), and in D1 misses against
+    its allocator (cachegrind counts are exact: any rise shows, outside the
+    layout band where --layout-runs measured one)."""
+    from cohort.bench import layout_band
+    lines = ["## Where Cohort loses", "",
+             "A plan is slower beyond noise when its 25th percentile of time lies above the other "
+             "configuration's 75th, in the same run. D1 is listed where the plan's misses are above its "
+             "allocator's (outside that allocator's layout band, where one was measured).", "",
+             "| workload | slower beyond noise | more D1 misses |", "|---|---|---|"]
+    for r in runs:
+        slow, more = [], []
+        for a in allocs:
+            name = f"cohort+{a}"
+            for base in (a, "rest") if a == r["parameters"]["allocators"][0] else (a,):
+                if slower_beyond_noise(r, name, base):
+                    s = r["summary"]
+                    slow.append(f"{name} than {base} ({s[name]['wall_p25_s']:.3f}-{s[name]['wall_p75_s']:.3f} s "
+                                f"against {s[base]['wall_p25_s']:.3f}-{s[base]['wall_p75_s']:.3f})")
+            d1 = _ratio(r, name, "d1_ratio")
+            band = layout_band((r.get("cachegrind") or {}).get(a) or {})
+            if d1 is not None and d1 > (band[1] if band else 1.0005):
+                more.append(f"{name} {d1:.3f}" + (f" (band to {band[1]:.3f})" if band else ""))
+        lines.append(f"| {r['label']} | {'; '.join(slow) or 'none'} | {'; '.join(more) or 'none'} |")
+    return lines + [""]
+
+
 def best_config(r):
     """The Cohort configuration with the lowest median time, or None."""
     ok = [n for n in configs_of(r) if r["summary"][n]["ok_trials"]]
@@ -243,6 +282,7 @@ def report(paths, output, title="Cohort benchmark report", force=False):
         miss_rows.append((r["label"], mrow))
         control_rows.append((r["label"], crow))
     lines.append("")
+    lines += losses_section(runs, allocs)
     lines += headroom_section(runs, allocs)
     lines += layout_section(runs, allocs)
 

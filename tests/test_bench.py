@@ -475,3 +475,25 @@ def test_the_runtimes_misses_on_the_programs_blocks_are_counted_apart(tmp_path):
                    f"fl={ROOT / 'runtime' / 'gone.c'}\nfn=ch_free\n3 1 4 0\n"
                    f"fl={heap}\nfn=free\n{marked} 5 7 1\n")
     assert runtime_share(out) == {"Ir": 6, "D1_misses": 12, "D1_block_misses": None}
+
+
+def test_report_lists_where_a_plan_loses_beyond_noise():
+    """The report's "Where Cohort loses": a plan whose 25th percentile lies
+    above its allocator's 75th (or the rest pool's, in front of the first
+    allocator) is named with both bands; overlapping bands are not; D1 misses
+    above the allocator's are listed."""
+    from cohort.report import losses_section
+
+    def cfg(p25, p75):
+        return {"ok_trials": 5, "wall_p25_s": p25, "wall_median_s": (p25 + p75) / 2, "wall_p75_s": p75}
+    run_ = {"label": "w", "parameters": {"allocators": ["glibc", "jemalloc"]},
+            "summary": {"glibc": cfg(1.0, 1.1), "cohort+glibc": cfg(1.05, 1.2), "rest": cfg(0.8, 0.9),
+                        "jemalloc": cfg(1.0, 1.1), "cohort+jemalloc": cfg(1.2, 1.3)},
+            "ratios": {"cohort+glibc": {"d1_ratio": 0.9}, "cohort+jemalloc": {"d1_ratio": 1.04}},
+            "cachegrind": {}}
+    row = [line for line in losses_section([run_], ["glibc", "jemalloc"]) if line.startswith("| w |")][0]
+    assert "cohort+glibc than glibc" not in row                       # 1.05-1.2 overlaps 1.0-1.1
+    assert "cohort+glibc than rest (1.050-1.200 s against 0.800-0.900)" in row
+    assert "cohort+jemalloc than jemalloc (1.200-1.300 s against 1.000-1.100)" in row
+    assert "cohort+jemalloc than rest" not in row                     # rest runs in front of glibc
+    assert row.endswith("| cohort+jemalloc 1.040 |")

@@ -22,6 +22,8 @@ CASES = [
     (["bench-runtime.py", "-3"], {}, "bench-runtime.py: TRIALS must be a number, not '-3'"),
     (["fuzz-plans.py", "x"], {}, "fuzz-plans.py: N must be a whole number, not 'x'"),
     (["fuzz-profiles.py", "10", "9" * 30], {}, "fuzz-profiles.py: SEED must be a whole number"),
+    (["bench-stock.py", "lots"], {}, "bench-stock.py: TRIALS must be a number, not 'lots'"),
+    (["bench-stock.py", "1", "emacs"], {}, "bench-stock.py: 'emacs' is not a stock program"),
     (["demo.py"], {"DEMO_TRIALS": "seven"}, "demo.py: DEMO_TRIALS must be a whole number, not 'seven'"),
 ]
 
@@ -33,3 +35,20 @@ def test_bad_counts_get_one_line(argv, env, message):
     assert r.returncode != 0
     assert err.startswith(message) and err.count("\n") <= 1, err
     assert "Traceback" not in err
+
+
+def test_stock_inputs_are_the_same_everywhere(tmp_path):
+    """bench-stock's inputs come from fixed seeds: two makes agree byte for
+    byte, so a figure measured here can be measured again elsewhere."""
+    sys.path.insert(0, str(ROOT))
+    from stock import programs
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        programs.access_log(tmp_path / d / "x.log", 500, 3)
+        programs.digraph(tmp_path / d / "x.dot", 40, 80, 3)
+    for f in ("x.log", "x.dot"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert len((tmp_path / "a" / "x.log").read_text().splitlines()) == 500
+    assert set(programs.PROGRAMS) >= {"gawk", "perl", "dot", "cppcheck"}
+    for spec in programs.PROGRAMS.values():
+        assert set(spec["args"]) == set(programs.PHASES)

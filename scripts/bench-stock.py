@@ -1,0 +1,66 @@
+"""make bench-stock: stock Debian programs (stock/programs.py), each trained
+small and run large through `cohort bench` (profile on train, plan, time on
+ref, cachegrind on the mid input), then one report: results/stock/report.md,
+whose checks say where a Cohort configuration is slower than its baseline
+beyond noise.
+
+Usage: .venv/bin/python scripts/bench-stock.py [TRIALS] [PROGRAM ...]
+BENCH_RESULTS (default results/stock), BENCH_POLICIES (default halo,rest)
+and BENCH_ALLOCATORS (default glibc,jemalloc,mimalloc) choose where and
+what; BENCH_CONFIRM=1 also confirms each plan on the mid input before timing
+it (`cohort bench --confirm`)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from cohort.bench import chosen_names, script_arguments  # noqa: E402
+from stock import programs  # noqa: E402
+
+COHORT = ROOT / "bin" / "cohort"
+RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results" / "stock"))
+
+
+def main():
+    trials, names = script_arguments(sys.argv, __doc__, 5)
+    names = chosen_names(names, list(programs.PROGRAMS), "a stock program", sys.argv[0])
+    policies = os.environ.get("BENCH_POLICIES", "halo,rest")
+    allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc,mimalloc")
+    done, failed = [], []
+    for name in names:
+        spec = programs.PROGRAMS[name]
+        out = RESULTS / name
+        if not shutil.which(spec["program"]):
+            print(f"bench-stock: {name}: {spec['program']} is not installed "
+                  f"(Debian package {spec['package']}; `scripts/install-deps.sh stock`)", flush=True)
+            failed.append(name)
+            continue
+        try:
+            inputs = programs.make_inputs(name, RESULTS / "inputs" / name)
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+            print(f"bench-stock: {name}: cannot make its inputs: {e}", flush=True)
+            failed.append(name)
+            continue
+        args = spec["args"]
+        confirm = ["--confirm", args["cachegrind"]] if os.environ.get("BENCH_CONFIRM") == "1" else []
+        cmd = [str(COHORT), "bench", "--force", "--trials", str(trials), "--policies", policies,
+               "--allocators", allocators, "--no-random", "--train", args["train"],
+               "--cachegrind-args", args["cachegrind"], *confirm, "-o", str(out.resolve()), "--",
+               spec["program"], *args["ref"].split()]
+        print(f"== {name}: {spec['what']}", flush=True)
+        r = subprocess.run(cmd, cwd=inputs, env={**os.environ, **spec["env"]}, stderr=subprocess.DEVNULL)
+        (failed if r.returncode else done).append(name)
+    dirs = [str(RESULTS / n) for n in names if (RESULTS / n / "results.json").exists()]
+    if dirs:
+        subprocess.run([str(COHORT), "report", *dirs, "-o", str(RESULTS / "report.md")], check=True)
+        print(f"report: {RESULTS / 'report.md'}")
+    if failed:
+        sys.exit(f"bench-stock: problems in {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
