@@ -110,3 +110,47 @@ def test_the_listed_breaks_are_real():
     the list, so that the list stays the truth."""
     for f, h in breaks():
         assert h in quoted_includes(RUNTIME / f), f"README lists {f} including {h}, which it does not"
+
+
+def without_comments(text):
+    return re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+
+
+def definitions():
+    """{name: file} of every function and variable of the runtime's own
+    (`ch_` names) defined outside any header, where it is defined."""
+    where = {}
+    for f in sources(".c"):
+        text = without_comments((RUNTIME / f).read_text())
+        for m in re.finditer(r"^(?!static)[a-zA-Z_][\w \*]*?\b(ch_\w+)\s*\([^;]*?\)\s*\{", text, re.M):
+            where[m.group(1)] = f
+        for m in re.finditer(r"^(?!static|extern)[a-zA-Z_][\w \*]*?\b(ch_\w+)\s*(\[[^\]]*\])?\s*(=[^;]*)?;",
+                             text, re.M):
+            where.setdefault(m.group(1), f)
+    return where
+
+
+def test_the_decision_layer_keeps_its_files_order():
+    """The decision layer's files share one header, so no compiler holds them
+    to an order: this does. A file uses (calls or reads) only what the
+    files listed before it in its row define, so no two call each other
+    (runtime/README.md)."""
+    order = next(r[2] for r in table() if r[0] == "decision")
+    where = definitions()
+    wrong = []
+    for i, f in enumerate(order):
+        text = without_comments((RUNTIME / f).read_text())
+        for name in sorted(set(re.findall(r"\bch_\w+", text))):
+            d = where.get(name)
+            if d in order and d != f and order.index(d) > i:
+                wrong.append(f"{f} uses {name} of {d}, listed after it")
+    assert not wrong, wrong
+
+
+def test_the_order_check_sees_a_call_up():
+    """The check above finds names the way the compiler would see them used:
+    a call from the first file to one the last defines is caught."""
+    where = definitions()
+    assert where["ch_identify"] == "decision/identify.c"
+    assert where["ch_plan"] == "decision/plan.c"
+    assert where["ch_count_flush_due"] == "decision/counts.c"

@@ -56,12 +56,6 @@ _Static_assert(offsetof(struct ch_stops, last) == 0 && offsetof(struct ch_stops,
                offsetof(struct ch_stop_site, group) == 8,
                "patch.c's stop template uses these offsets");
 
-static inline uintptr_t thread_pointer(void) {
-  uintptr_t tp;
-  __asm__("movq %%fs:0, %0" : "=r"(tp));
-  return tp;
-}
-intptr_t ch_tls_offset(const void *p) { return (intptr_t)((uintptr_t)p - thread_pointer()); }
 intptr_t ch_act_tls_offset(void) { return ch_tls_offset(&act); }
 intptr_t ch_stops_tls_offset(void) { return ch_tls_offset(&stops); }
 
@@ -138,7 +132,7 @@ static void seed_frame(void *arg, uintptr_t slot, int site) {
 extern void *__libc_stack_end;
 static bool stack_bounds(struct ch_act *a) {
   bool main_thread = (pid_t)syscall(SYS_gettid) == getpid();
-  uintptr_t on = main_thread ? (uintptr_t)__libc_stack_end : thread_pointer();
+  uintptr_t on = main_thread ? (uintptr_t)__libc_stack_end : ch_thread_pointer();
   return ch_os_stack_of(on, main_thread, &a->stack_lo, &a->stack_hi);
 }
 

@@ -1,9 +1,10 @@
 /* Cohort runtime: the decision layer: which group an allocation goes to. The plan
- * (plan.c, plan_bind.c), HALO's identification (identify.c), the
- * patched call sites (patch.c, direct.c, activation.c), the online
- * policies (dpa.c, chain_trie.c, hint.c, ssg.c, wrapper.c; mo.c,
- * prefetch.c).
- * Layers and what each may use: runtime/README.md. */
+ * (plan.c, plan_bind.c); the patched call sites (patch.c, activation.c,
+ * direct.c); DPA's parts (wrapper.c, chain_trie.c, hint.c, ssg.c); the
+ * counts of how each allocation was decided (counts.c) and the online
+ * policies' pools (pools.c); the policies (dpa.c, mo.c with prefetch.c);
+ * the dispatcher, with HALO's plan decision (identify.c). In that order,
+ * each file uses only those before it (runtime/README.md). */
 #ifndef COHORT_DECISION_H
 #define COHORT_DECISION_H
 
@@ -79,18 +80,66 @@ int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whyle
 
 /* ----------------------------------------------------------- plan_bind.c */
 extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */
+/* Called, once, when a module loaded late disables the plan. */
+void ch_plan_set_disable_hook(void (*f)(void));
 void ch_plan_bind_module(struct ch_module *m);  /* resolve this module's sites */
 int ch_plan_site_at(uintptr_t addr);     /* site index or -1 */
 int ch_plan_site_entry(uintptr_t addr, int *entry);   /* the same, and its verdict (an ch_entry_verdict) */
 bool ch_plan_check_binary(void);         /* after modules load: build ids agree */
 
-/* ------------------------------------------------------------ identify.c */
-extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo */
+/* -------------------------------------------------------------- counts.c */
+/* How each allocation was decided, counted per thread by path and by the
+ * frames its walk stepped, and flushed in batches to these totals. */
 extern const char *const ch_path_names[CH_PATH_COUNT];
-extern atomic_ulong ch_path_count[CH_PATH_COUNT];   /* the threads' counts, flushed (identify.c) */
-#define CH_FRAME_BUCKETS 7
+extern atomic_ulong ch_path_count[CH_PATH_COUNT];
 extern const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS];
 extern atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
+extern atomic_ulong ch_walks_joined;    /* walks finished from the suffix memo */
+/* The path of the allocations counted by the budget alone (ch_count_direct,
+ * the frameless lane): set by identify.c for the mode it runs. */
+extern enum ch_path ch_budget_path;
+void ch_counts_init(void);
+bool ch_counts_registered(void);   /* this thread's counts will be flushed at its exit */
+/* Flush this thread's counts and start a new batch; also looks for modules
+ * loaded since, whose sites may need patching. */
+void ch_count_flush_due(void);
+void ch_count_flush_thread(void);
+/* Each returns false when the counts are due (ch_count_flush_due), which
+ * the caller does out of line, so that its own path needs no frame. */
+static inline bool ch_count_path(enum ch_path p) {
+  ch_thread.path_count[p]++;
+  return --ch_thread.count_budget >= 0;
+}
+/* Through a direct site (direct.c): decided with no frame looked at, and
+ * counted by the budget alone, on ch_budget_path. */
+static inline bool ch_count_direct(void) { return --ch_thread.count_budget >= 0; }
+/* Decided from a live stop record, no frame looked at. */
+static inline bool ch_count_patched(void) { return --ch_thread.patched_budget >= 0; }
+/* A request of a patched MO site (direct.c), counted on its path. */
+static inline bool ch_count_site(bool pooled) { return ch_count_path(pooled ? CH_PATH_MO : CH_PATH_MO_NEXT); }
+static inline void ch_count(enum ch_path p) {
+  ch_thread.path_count[p]++;
+  if (CH_UNLIKELY(--ch_thread.count_budget < 0)) ch_count_flush_due();
+}
+/* An allocation decided without stepping past its entry frame. */
+static inline void ch_count_unwalked(enum ch_path p) {
+  ch_count(p);
+  ch_thread.frame_count[0]++;
+}
+static inline void ch_count_frames(unsigned n) {
+  ch_thread.frame_count[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
+}
+
+/* --------------------------------------------------------------- pools.c */
+/* The pools an online policy (dpa.c, mo.c) makes as it runs, under its
+ * lock: the next one, named POLICY-N, for objects of size bytes (0: mixed);
+ * -1 once every Cohort group is taken. */
+int ch_online_pool_new(const char *policy, uint32_t size);
+unsigned ch_online_pools(void);
+const char *ch_online_pool_name(unsigned g);
+extern uint32_t ch_online_pool_size[CH_MAX_GROUPS];
+
+/* ------------------------------------------------------------ identify.c */
 extern _Atomic bool ch_identify_active;  /* fast flag: anything to decide at all */
 int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1 */
 /* ch_identify under DPA, when the allocation is sampled for the shape graph:
@@ -98,13 +147,6 @@ int ch_identify(size_t size, const uintptr_t *entry_fp);    /* group index or -1
  * the decided group from ch_dpa_unsample. */
 #define CH_IDENTIFY_SAMPLE (-100)
 void ch_identify_init(void);
-void ch_identify_flush_thread(void);
-bool ch_identify_count_direct(void);
-bool ch_identify_count_patched(void);   /* decided from a live stop record, no frame looked at */
-/* A request of a patched MO site (direct.c), counted on its path; false:
- * the counts are due (ch_identify_flush_due). */
-bool ch_identify_count_site(bool pooled);
-bool ch_identify_count_path(enum ch_path p);   /* false: the counts are due (ch_identify_flush_due) */
 /* The all and random controls, and a plan with nothing but its rest pool
  * (it needs no frame either), for the entry points' frameless path: a
  * group, or -1: take the ordinary path (too large, the runtime's own, or
@@ -142,6 +184,8 @@ static inline unsigned ch_random_group(void) {
   return (unsigned)(((x >> 32) * ch_control_spread) >> 32);
 }
 void ch_identify_controls_off(void);
+/* Identification off for good: a plan disabled late (ch_plan_set_disable_hook). */
+void ch_identify_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
 /* A plan's rest group by size class (docs/planner.md, "The rest pool"):
  * the group of a request of n bytes the rest group takes is
@@ -188,7 +232,6 @@ void ch_identify_arm_lane(void);
 static inline void ch_lane_arm(void) {
   if (ch_identify_lane_ready()) ch_identify_arm_lane();
 }
-void ch_identify_flush_due(void);
 /* MO decides from the allocator's return address alone: malloc and operator
  * new take the site lane, which needs no frame and no walk. */
 extern bool ch_site_lane;
@@ -205,12 +248,6 @@ static inline void *ch_site_malloc(size_t size, uintptr_t ret) {
 }
 unsigned ch_ngroups(void);
 const char *ch_group_name(unsigned g);
-/* The pools an online policy (dpa.c, mo.c) makes as it runs, under its
- * lock: the next one, named POLICY-N, for objects of size bytes (0: mixed);
- * -1 once every Cohort group is taken. */
-int ch_online_pool_new(const char *policy, uint32_t size);
-unsigned ch_online_pools(void);
-extern uint32_t ch_online_pool_size[CH_MAX_GROUPS];
 
 /* What a direct site's allocation decided from activations goes to: a
  * group, or -1 (the next allocator), or CH_ACT_WALK (the ordinary path;
@@ -241,9 +278,13 @@ extern atomic_uint ch_patch_gen;
  * whose innermost stop site says stop (group + 1, or 0). */
 int ch_patch_verdict(uint64_t mask, uint32_t stop);
 void ch_patch_init(void);                     /* after the plan is bound */
-/* Before ch_patch_init: the entries a `walk` entry's selector stub variants
- * reach (ch_direct_act_malloc, ch_direct_act_new). */
-void ch_patch_set_act_entries(uintptr_t act_malloc, uintptr_t act_new);
+/* Before ch_patch_init, what the stubs write to and reach, from the layers
+ * that own them (init.c hands them over): the TLS offsets of the thread's
+ * activations and stop records (activation.c), and the entries a `walk`
+ * entry's selector stub variants reach (ch_direct_act_malloc,
+ * ch_direct_act_new). */
+struct ch_patch_targets { intptr_t act_tls, stops_tls; uintptr_t act_malloc, act_new; };
+void ch_patch_set_targets(const struct ch_patch_targets *t);
 /* A patched selector site that is also a `walk` entry: its variant stub for
  * malloc (is_new 0) or operator new, and in *target the call's own target;
  * 0 if it has none. */
@@ -399,7 +440,6 @@ struct ch_act {
   struct ch_act_entry e[CH_ACT_CAP + 1];
 };
 intptr_t ch_act_tls_offset(void);               /* of this thread's struct ch_act from %fs:0 */
-intptr_t ch_tls_offset(const void *p);           /* of this thread's static TLS object p from %fs:0 */
 /* Per stop site, what its records are checked against: the return address
  * of its call (1: none, while some stop site could not be patched), and
  * its stop group. The table lies in the low 2 GiB (patch.c), so that a
@@ -493,7 +533,7 @@ struct ch_dpa_live {
 struct ch_dpa_counts {
   atomic_ulong verdicts[CH_WRAP_VERDICTS];  /* call sites analysed, by verdict */
   atomic_ulong groups_refused, pools_refused, table_full;
-  atomic_ulong samples, edges, merges[2];   /* merges: type I, type II */
+  atomic_ulong samples;   /* objects sampled for the shape graph (its edges and merges: ch_ssg_counts) */
   atomic_ulong unripe;   /* allocations before their caller had made min_objects */
   atomic_ulong hints_patched, hints_left;
   atomic_ulong hints_trusted, hints_distrusted;   /* hints taken unchecked; trusted once, then a check failed */
@@ -563,6 +603,18 @@ void ch_mo_sample(uintptr_t ret, bool hit);
 void ch_mo_atfork_child(void);
 
 /* -------------------------------------------------------------- ssg.c */
+/* What the graph needs of DPA's object groups, handed over by dpa.c: how
+ * many there are, each one's pool (or a CH_DPA_* state below 0), moving
+ * one to another pool, and whether a pool was demoted (holds churn). */
+struct ch_ssg_owner {
+  unsigned (*groups)(void);
+  int (*pool_of)(unsigned og);
+  void (*set_pool)(unsigned og, int pool);
+  bool (*demoted)(unsigned pool);
+};
+void ch_ssg_init(const struct ch_ssg_owner *o);   /* before the first ch_ssg_note */
+struct ch_ssg_counts { atomic_ulong edges, merges[2]; };   /* merges: type I, type II */
+extern struct ch_ssg_counts ch_ssg_counts;
 void ch_ssg_note(void *p, unsigned og, size_t size);
 int ch_ssg_pool_for(unsigned og, size_t size);
 void ch_ssg_atfork_child(void);

@@ -134,6 +134,9 @@ static inline uint64_t memo_find(unsigned i, uintptr_t pc) {
   return 0;
 }
 
+/* The storage shape graph's view of the object groups (ssg.c). */
+static unsigned ogs_made(void) { return atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire); }
+static int og_pool(unsigned og) { return atomic_load_explicit(&ch_dpa_live[og].pool, memory_order_relaxed); }
 
 void ch_dpa_init(void) {
   ch_lock_init(&lock);
@@ -152,6 +155,7 @@ void ch_dpa_init(void) {
     return;
   }
   ch_hint_init();
+  ch_ssg_init(&(struct ch_ssg_owner){ogs_made, og_pool, ch_dpa_set_pool, ch_dpa_pool_demoted});
 }
 
 
@@ -824,7 +828,7 @@ int ch_dpa_identify(size_t size, const uintptr_t *fp, enum ch_path *how) { retur
  * the counts, and the pool or the next allocator. The rare cases out of
  * line; path CH_PATH_COUNT: counted already, the counts are due. */
 static CH_NOINLINE void *dpa_malloc_slow(size_t size, int g, enum ch_path path) {
-  if (path == CH_PATH_COUNT || !ch_identify_count_path(path)) ch_identify_flush_due();
+  if (path == CH_PATH_COUNT || !ch_count_path(path)) ch_count_flush_due();
   if (g >= 0) return ch_group_malloc_or_next((unsigned)g, size);
   return g == CH_IDENTIFY_SAMPLE ? ch_dpa_malloc_sampled(size) : ch_next.malloc(size);
 }
@@ -835,7 +839,7 @@ __attribute__((flatten)) void *ch_dpa_malloc(size_t size, const uintptr_t *fp) {
   int g = identify(size, fp, &how);
   if (CH_UNLIKELY(g == CH_IDENTIFY_SAMPLE)) return dpa_malloc_slow(size, g, ch_dpa_path(g, how));
   enum ch_path path = g >= 0 ? how : CH_PATH_DPA_BELOW;
-  if (CH_UNLIKELY(!ch_identify_count_path(path))) return dpa_malloc_slow(size, g, CH_PATH_COUNT);
+  if (CH_UNLIKELY(!ch_count_path(path))) return dpa_malloc_slow(size, g, CH_PATH_COUNT);
   return g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
 }
 

@@ -16,12 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const ch_path_names[CH_PATH_COUNT] = {
-  "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",
-  "patched", "all", "random", "direct", "dpa", "dpa_hinted", "dpa_prefix", "dpa_below", "mo", "mo_next",
-};
-
 _Atomic bool ch_identify_active;
+_Atomic uint64_t ch_random_threads;   /* ch_random_group */
 static unsigned ngroups;
 /* Plan mode: the group of what no verdict or selector claims (-1: the next
  * allocator's), and whether that is all the plan says (no walk can matter). */
@@ -88,142 +84,11 @@ static bool classes_consecutive(size_t max) {
 }
 static bool is_class(unsigned g) { return class_names[g][0] != 0; }
 
-/* Per-thread path counts, flushed to the shared counters every COUNT_BATCH
- * allocations (and when the thread exits or statistics are written), so an
- * allocation pays neither for a contended atomic nor, often, for the cache
- * lines of the shared counters. */
-#define tcount (ch_thread.path_count)
-static CH_TLS uint32_t tjoined;
-atomic_ulong ch_walks_joined;
-_Atomic uint64_t ch_random_threads;
-
-/* How many frames identification walked past the innermost application
- * frame (the entry), per allocation in plan mode: 0 (decided by the quick
- * test, or a plan with nothing to walk for), 1, 2, 3, 4-7, 8-15, 16 or more
- * (ch_frame_bucket_names). */
-static CH_TLS uint32_t tframes[CH_FRAME_BUCKETS];
-atomic_ulong ch_path_count[CH_PATH_COUNT];   /* the per-thread counts, flushed (stats.c reports them) */
-atomic_ulong ch_frame_count[CH_FRAME_BUCKETS];
-const char *const ch_frame_bucket_names[CH_FRAME_BUCKETS] = {"0", "1", "2", "3", "4-7", "8-15", "16+"};
-
-/* tbudget: allocations a thread may count before its counts are flushed; 0
- * in a new thread, whose first count registers it. tbudget_base: its value
- * after the last flush. */
-#define tbudget (ch_thread.count_budget)
-static CH_TLS int32_t tbudget_base;
-/* The path of allocations counted by the budget alone: direct sites under a
- * plan, every small allocation on the frameless path (ch_identify_control):
- * the all and random controls, and a plan with nothing but its rest pool. */
-static enum ch_path budget_path = CH_PATH_DIRECT;
-/* Allocations a live stop record decided count down a budget of their own
- * (ch_identify_count_patched: one instruction and its branch), from
- * tpatched_base. Its flush also looks for modules loaded since (count_flush),
- * about 400 instructions: at 16384 a batch, under 0.03 an allocation. */
-#define PATCHED_BATCH 16384
-static CH_TLS int32_t tpatched_base;
-static void flush_counts(void) {
-  /* What the budget lost beyond the other counts. Under a plan they stepped
-   * past no frame either. */
-  uint32_t others = 0;
-  for (unsigned i = 0; i < CH_PATH_COUNT; i++) others += tcount[i];
-  uint32_t quiet = (uint32_t)(tbudget_base - tbudget) - others + ch_control_count;
-  ch_control_count = 0;
-  tcount[budget_path] += quiet;
-  if (budget_path == CH_PATH_DIRECT || budget_path == CH_PATH_COLD) tframes[0] += quiet;
-  /* Those a cold site's stub sent on, counted by the stub itself (direct.c). */
-  uint32_t stubbed = (uint32_t)ch_thread.cold_stubbed;
-  ch_thread.cold_stubbed = 0;
-  tcount[CH_PATH_COLD] += stubbed;
-  tframes[0] += stubbed;
-  /* Those a live stop record decided, on their own budget. */
-  uint32_t patched = (uint32_t)(tpatched_base - ch_thread.patched_budget);
-  tcount[CH_PATH_PATCHED] += patched;
-  tframes[0] += patched;
-  ch_thread.patched_budget = tpatched_base = PATCHED_BATCH;
-  tbudget_base = tbudget;
-  for (unsigned i = 0; i < CH_PATH_COUNT; i++) {
-    if (tcount[i]) atomic_fetch_add_explicit(&ch_path_count[i], tcount[i], memory_order_relaxed);
-    tcount[i] = 0;
-  }
-  for (unsigned i = 0; i < CH_FRAME_BUCKETS; i++) {
-    if (tframes[i]) atomic_fetch_add_explicit(&ch_frame_count[i], tframes[i], memory_order_relaxed);
-    tframes[i] = 0;
-  }
-  if (tjoined) atomic_fetch_add_explicit(&ch_walks_joined, tjoined, memory_order_relaxed);
-  tjoined = 0;
-}
-/* A thread's counts are flushed when it exits, through a key destructor
- * registered at its first count. */
-static pthread_key_t exit_key;
-static bool exit_key_ok;
-static CH_TLS bool tregistered;
-static void flush_at_exit(void *arg) { (void)arg; flush_counts(); }
-static CH_NOINLINE void register_thread(void) {
-  tregistered = true;
-  if (!exit_key_ok) return;
-  ch_in_runtime++;   /* pthread_setspecific may allocate */
-  pthread_setspecific(exit_key, (void *)1);
-  ch_in_runtime--;
-}
-#define COUNT_BATCH 4096
-static CH_NOINLINE void count_flush(void) {
-  if (!tregistered) register_thread();
-  flush_counts();
-  tbudget = tbudget_base = COUNT_BATCH - 1;
-  /* With selector sites patched, look for modules loaded since, whose sites
-   * get patched too: a walk notices a new module by itself, decisions from
-   * bits would not. */
-  if (atomic_load_explicit(&ch_patch_gen, memory_order_relaxed) && !ch_in_runtime) {
-    ch_in_runtime++;
-    ch_modules_refresh();
-    ch_in_runtime--;
-  }
-}
-static inline void count(enum ch_path p) {
-  tcount[p]++;
-  if (CH_UNLIKELY(--tbudget < 0)) count_flush();
-}
-void ch_identify_flush_thread(void) { flush_counts(); }
-/* An allocation through a direct site (direct.c): decided with no frame
- * looked at, and counted by the budget alone (flush_counts). false: the
- * counts are due to be flushed (ch_identify_flush_due), which the caller
- * does out of line, so that its own path needs no frame. */
-bool ch_identify_count_direct(void) { return --tbudget >= 0; }
-bool ch_identify_count_patched(void) { return --ch_thread.patched_budget >= 0; }
-bool ch_identify_count_path(enum ch_path p) {
-  tcount[p]++;
-  return --tbudget >= 0;
-}
-bool ch_identify_count_site(bool pooled) { return ch_identify_count_path(pooled ? CH_PATH_MO : CH_PATH_MO_NEXT); }
-void ch_identify_flush_due(void) { count_flush(); }
-/* An allocation decided without stepping past its entry frame. */
-static inline void count_unwalked(enum ch_path p) {
-  count(p);
-  tframes[0]++;
-}
 /* What the patched sites' activations decided (not CH_ACT_WALK), counted. */
 static inline int bits_verdict(size_t size, int g) {
-  count_unwalked(CH_PATH_PATCHED);
+  ch_count_unwalked(CH_PATH_PATCHED);
   return g == CH_ACT_REST ? ch_rest_for(size) : g;
 }
-static inline void count_frames(unsigned n) {
-  tframes[n < 4 ? n : n < 8 ? 4 : n < 16 ? 5 : 6]++;
-}
-
-/* The pools an online policy makes as it runs (dpa-N, mo-N), in order. */
-static _Atomic unsigned online_pools;
-static char online_names[CH_MAX_GROUPS][16];
-uint32_t ch_online_pool_size[CH_MAX_GROUPS];
-
-int ch_online_pool_new(const char *policy, uint32_t size) {
-  unsigned g = atomic_load_explicit(&online_pools, memory_order_relaxed);
-  if (g >= CH_PLAN_GROUPS) return -1;
-  ch_online_pool_size[g] = size;
-  snprintf(online_names[g], sizeof online_names[g], "%s-%u", policy, g);   /* no allocation, as log.c's */
-  atomic_store_explicit(&online_pools, g + 1, memory_order_release);
-  return (int)g;
-}
-unsigned ch_online_pools(void) { return atomic_load_explicit(&online_pools, memory_order_acquire); }
 
 unsigned ch_ngroups(void) {
   return ch_opt.mode == CH_MODE_DPA || ch_opt.mode == CH_MODE_MO ? ch_online_pools() : ngroups;
@@ -236,7 +101,7 @@ const char *ch_group_name(unsigned g) {
   case CH_MODE_RANDOM: return g < 4 ? random_names[g] : "random";
   case CH_MODE_PLAN: return !ch_plan ? "?" : g < CH_MAX_GROUPS && is_class(g) ? class_names[g] : ch_plan->group_names[g];
   case CH_MODE_DPA:
-  case CH_MODE_MO: return g < CH_MAX_GROUPS ? online_names[g] : "?";
+  case CH_MODE_MO: return ch_online_pool_name(g);
   default: return "?";
   }
 }
@@ -248,16 +113,16 @@ static bool plan_has_verdicts(const struct ch_plan *pl) {
 }
 
 void ch_identify_init(void) {
-  exit_key_ok = pthread_key_create(&exit_key, flush_at_exit) == 0;
+  ch_counts_init();
   if (ch_opt.max_size) ch_max_size = ch_opt.max_size;
   switch (ch_opt.mode) {
   case CH_MODE_ALL:
     ngroups = 1;
-    budget_path = CH_PATH_ALL;
+    ch_budget_path = CH_PATH_ALL;
     break;
   case CH_MODE_RANDOM:
     ngroups = ch_opt.random_pools;
-    budget_path = CH_PATH_RANDOM;
+    ch_budget_path = CH_PATH_RANDOM;
     break;
   case CH_MODE_DPA:
     /* DPA's own size threshold, unless COHORT_MAX_SIZE says otherwise. */
@@ -278,7 +143,7 @@ void ch_identify_init(void) {
     split_rest();
     bool nothing_to_decide = !ch_plan->nconj && ch_plan->nnodes <= 1 && !plan_has_verdicts(ch_plan);
     rest_only = rest >= 0 && nothing_to_decide;
-    if (rest_only) budget_path = CH_PATH_COLD;   /* as if the quick test had said cold */
+    if (rest_only) ch_budget_path = CH_PATH_COLD;   /* as if the quick test had said cold */
     if (nothing_to_decide && rest < 0) {
       ch_info("plan has no selectors: nothing to group");
       return;
@@ -334,45 +199,45 @@ static int decide_plan(const uintptr_t *fp) {
   bool at_caller = false;
   int e = ch_walk_entry(fp, &at_caller);
   if (e == CH_QUICK_COLD || e == CH_QUICK_UNNAMED || e == CH_QUICK_NEXT) {
-    count_unwalked(CH_PATH_COLD);
+    ch_count_unwalked(CH_PATH_COLD);
     return e == CH_QUICK_NEXT ? -1 : CH_REST;
   }
   if (e >= 0) {
     if (at_caller && ch_direct_enabled) ch_direct_offer(fp[1], (unsigned)e);
-    count_unwalked(CH_PATH_ENTRY);
+    ch_count_unwalked(CH_PATH_ENTRY);
     return e;
   }
   if (e == CH_QUICK_WALK && acts_may_decide()) {
     int g = ch_act_decide(fp);   /* the patched sites' activations */
-    if (g != CH_ACT_WALK) { count_unwalked(CH_PATH_PATCHED); return g == CH_ACT_REST ? CH_REST : g; }
+    if (g != CH_ACT_WALK) { ch_count_unwalked(CH_PATH_PATCHED); return g == CH_ACT_REST ? CH_REST : g; }
   }
   struct ch_walk w;
   ch_walk_stack(&w, fp);
   if (CH_UNLIKELY(w.entry_group) && ch_direct_enabled) ch_direct_offer(fp[1], w.entry_group - 1);
-  tjoined += w.joined;
-  count_frames(w.frames);
+  ch_thread.walks_joined += w.joined;
+  ch_count_frames(w.frames);
   if (w.path_verdict != CH_QUICK_WALK) {
-    count(CH_PATH_PATH);
+    ch_count(CH_PATH_PATH);
     return w.path_verdict >= 0 ? w.path_verdict : w.path_verdict == CH_QUICK_COLD ? CH_REST : -1;
   }
-  if (w.rejected) { count(CH_PATH_COLD); return w.next ? -1 : CH_REST; }
-  if (w.entry_group) { count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
-  if (w.stop_group) { count(CH_PATH_STOP); return (int)w.stop_group - 1; }
+  if (w.rejected) { ch_count(CH_PATH_COLD); return w.next ? -1 : CH_REST; }
+  if (w.entry_group) { ch_count(CH_PATH_ENTRY); return (int)w.entry_group - 1; }
+  if (w.stop_group) { ch_count(CH_PATH_STOP); return (int)w.stop_group - 1; }
   const struct ch_plan *pl = ch_plan;
   for (unsigned i = 0; i < pl->nconj; i++) {
     const struct ch_plan_conj *cj = &pl->conj[i];
     bool all = true;
     for (unsigned k = 0; k < CH_MAX_SITES / 64 && all; k++)
       all = (w.active[k] & cj->mask[k]) == cj->mask[k];
-    if (all) { count(CH_PATH_WALK_GROUP); return (int)cj->group; }
+    if (all) { ch_count(CH_PATH_WALK_GROUP); return (int)cj->group; }
   }
-  count(w.truncated ? CH_PATH_TRUNCATED : CH_PATH_WALK_NONE);
+  ch_count(w.truncated ? CH_PATH_TRUNCATED : CH_PATH_WALK_NONE);
   return CH_REST;
 }
 
 /* HALO's control: each allocation to a group drawn at random. */
 static inline int random_group(void) {
-  count(CH_PATH_RANDOM);
+  ch_count(CH_PATH_RANDOM);
   return (int)ch_random_group();
 }
 
@@ -381,17 +246,17 @@ size_t ch_control_limit;
 unsigned ch_control_group, ch_control_spread;
 bool ch_control_by_size;
 /* The lane may be armed for a thread once its counts will be flushed at its
- * exit (tregistered); the entry points arm it. It ignores ch_in_runtime: that
+ * exit (ch_counts_registered); the entry points arm it. It ignores ch_in_runtime: that
  * guards stack walks, and the lane walks nothing; the heap code it enters
  * never allocates while it is half-way through a change. */
 int ch_identify_control(size_t size) {
-  if (CH_UNLIKELY(size > control_max || ch_in_runtime || tbudget <= 0)) return -1;
-  tbudget--;   /* counted on budget_path when the counts are flushed */
+  if (CH_UNLIKELY(size > control_max || ch_in_runtime || ch_thread.count_budget <= 0)) return -1;
+  ch_thread.count_budget--;   /* counted on ch_budget_path when the counts are flushed */
   return ch_opt.mode == CH_MODE_RANDOM         ? (int)ch_random_group()
          : ch_control_by_size || rest_one_small ? ch_rest_group(size)
                                                 : (int)ch_control_group;
 }
-bool ch_identify_lane_ready(void) { return tregistered && ch_control_limit; }
+bool ch_identify_lane_ready(void) { return ch_counts_registered() && ch_control_limit; }
 void ch_identify_arm_lane(void) {
   struct ch_group_heap *line = ch_heap_line(ch_control_spread ? 0 : ch_control_group);
   uintptr_t mark = ch_control_spread ? 1 : ch_control_by_size ? 2 : 0;
@@ -401,25 +266,30 @@ void ch_identify_controls_off(void) {
   atomic_store(&ch_identify_controls, false);
   ch_control_limit = 0;
 }
+void ch_identify_off(void) {
+  atomic_store(&ch_identify_active, false);
+  ch_identify_controls_off();
+  ch_direct_set_max(0);   /* direct sites' stubs send everything to malloc */
+}
 
 static CH_NOINLINE int identify_slow(size_t size, const uintptr_t *fp) {
-  if (size > ch_max_size) { count(CH_PATH_LARGE); return -1; }
-  if (ch_in_runtime) { count(CH_PATH_REENTRANT); return -1; }
+  if (size > ch_max_size) { ch_count(CH_PATH_LARGE); return -1; }
+  if (ch_in_runtime) { ch_count(CH_PATH_REENTRANT); return -1; }
   switch (ch_opt.mode) {
   case CH_MODE_ALL:
-    count(CH_PATH_ALL);
+    ch_count(CH_PATH_ALL);
     return 0;
   case CH_MODE_RANDOM:
     return random_group();
   case CH_MODE_PLAN: {
-    if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { count(CH_PATH_OFF); return -1; }
+    if (atomic_load_explicit(&ch_plan_disabled, memory_order_relaxed)) { ch_count(CH_PATH_OFF); return -1; }
     ch_in_runtime++;   /* a walk may look up modules, which may allocate */
     int g = decide_plan(fp);
     ch_in_runtime--;
     return g == CH_REST ? ch_rest_for(size) : g;
   }
   default:
-    count(CH_PATH_OFF);
+    ch_count(CH_PATH_OFF);
     return -1;
   }
 }
@@ -429,10 +299,10 @@ bool ch_site_lane, ch_chain_lane;
 int ch_identify_site(size_t size, uintptr_t ret) {
   if (CH_LIKELY(size <= ch_max_size) && CH_LIKELY(!ch_in_runtime)) {
     int g = ch_mo_identify(size, ret);
-    count(g >= 0 ? CH_PATH_MO : CH_PATH_MO_NEXT);
+    ch_count(g >= 0 ? CH_PATH_MO : CH_PATH_MO_NEXT);
     return g;
   }
-  count(size > ch_max_size ? CH_PATH_LARGE : CH_PATH_REENTRANT);
+  ch_count(size > ch_max_size ? CH_PATH_LARGE : CH_PATH_REENTRANT);
   return -1;
 }
 
@@ -446,13 +316,13 @@ int ch_identify_act_direct(size_t size, uintptr_t slot) {
  * patched sites' activations, or the walk. */
 static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
   if (q == CH_QUICK_COLD || q == CH_QUICK_UNNAMED) {
-    count_unwalked(CH_PATH_COLD);
+    ch_count_unwalked(CH_PATH_COLD);
     if (ch_in_runtime) return -1;
     if (q == CH_QUICK_COLD && ch_direct_enabled) ch_direct_offer_cold(fp[1]);
     else *ch_direct_cold_memo(fp[1]) = fp[1];   /* never patched: decided at the door from now on */
     return ch_rest_for(size);
   }
-  if (q == CH_QUICK_NEXT) { count_unwalked(CH_PATH_COLD); return -1; }
+  if (q == CH_QUICK_NEXT) { ch_count_unwalked(CH_PATH_COLD); return -1; }
   if (q == CH_QUICK_WALK && acts_may_decide() && !ch_in_runtime) {
     int g = ch_act_decide(fp);
     if (g != CH_ACT_WALK) {
@@ -472,11 +342,11 @@ int ch_identify(size_t size, const uintptr_t *fp) {
     if (CH_LIKELY(ch_opt.mode == CH_MODE_PLAN)) {
       if (CH_UNLIKELY(rest_only)) {
         if (ch_in_runtime) return identify_slow(size, fp);
-        count_unwalked(CH_PATH_COLD);
+        ch_count_unwalked(CH_PATH_COLD);
         return ch_rest_for(size);
       }
       int q = ch_walk_quick(fp);
-      if (CH_LIKELY(q >= 0)) { count_unwalked(CH_PATH_ENTRY); return q; }
+      if (CH_LIKELY(q >= 0)) { ch_count_unwalked(CH_PATH_ENTRY); return q; }
       return identify_plan(size, fp, q);
     }
     if (!ch_in_runtime) {
@@ -484,10 +354,10 @@ int ch_identify(size_t size, const uintptr_t *fp) {
       if (ch_opt.mode == CH_MODE_DPA) {
         enum ch_path how = CH_PATH_DPA;
         int g = ch_dpa_identify(size, fp, &how);
-        count(ch_dpa_path(g, how));
+        ch_count(ch_dpa_path(g, how));
         return g;
       }
-      if (ch_opt.mode == CH_MODE_ALL) { count(CH_PATH_ALL); return 0; }
+      if (ch_opt.mode == CH_MODE_ALL) { ch_count(CH_PATH_ALL); return 0; }
       if (ch_opt.mode == CH_MODE_RANDOM) return random_group();
     }
   }

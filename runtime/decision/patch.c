@@ -660,9 +660,12 @@ static uintptr_t act_entry[2];                   /* ch_direct_act_malloc, ch_dir
 static uintptr_t entry_stub[CH_MAX_SITES][2];    /* the variants, or 0 */
 static uintptr_t entry_target[CH_MAX_SITES];     /* the call's own target */
 
-void ch_patch_set_act_entries(uintptr_t act_malloc, uintptr_t act_new) {
-  act_entry[0] = act_malloc;
-  act_entry[1] = act_new;
+static intptr_t act_tls, stops_tls;               /* activation.c's thread state, from %fs:0 */
+void ch_patch_set_targets(const struct ch_patch_targets *t) {
+  act_entry[0] = t->act_malloc;
+  act_entry[1] = t->act_new;
+  act_tls = t->act_tls;
+  stops_tls = t->stops_tls;
 }
 static bool wants_variants(const struct ch_plan_site *st) {
   return act_entry[0] && act_entry[1] && st->entry == CH_ENTRY_WALK && !st->stop;
@@ -709,7 +712,7 @@ static unsigned patch_one(struct ch_module *m, bool live) {
       for (unsigned i = 0; i < n; i++) unpatched(by, R_NO_STUB_SPACE);
       n = 0;
     } else {
-      intptr_t tls = ch_act_tls_offset(), stops_tls = ch_stops_tls_offset();
+      intptr_t tls = act_tls;
       unsigned extra = n;   /* the variants follow the stubs */
       for (unsigned i = 0; i < n; i++) {
         unsigned s = todo[i].site;

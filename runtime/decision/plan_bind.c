@@ -46,6 +46,11 @@ static void index_site(uintptr_t addr, unsigned s) {
   }
 }
 
+/* What switches identification off when a late module disables the plan:
+ * the layers that decide own that (ch_plan_set_disable_hook; init.c). */
+static void (*on_disable)(void);
+void ch_plan_set_disable_hook(void (*f)(void)) { on_disable = f; }
+
 /* Called for every module as it becomes known. */
 void ch_plan_bind_module(struct ch_module *m) {
   struct ch_plan *pl = ch_plan;
@@ -67,9 +72,7 @@ void ch_plan_bind_module(struct ch_module *m) {
     if (!strcmp(ch_base_name(pm->path), ch_base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
       if (binary_checked) mismatch(pm, m);   /* until then, check_binary reports it */
       atomic_store(&ch_plan_disabled, true);
-      atomic_store(&ch_identify_active, false);   /* from now on: pass-through */
-      ch_identify_controls_off();
-      ch_direct_set_max(0);
+      if (on_disable) on_disable();   /* from now on: pass-through */
       return;
     }
   }

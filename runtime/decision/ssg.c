@@ -36,6 +36,11 @@ static unsigned nedges;
 static ch_lock_t lock;
 static bool readv_broken;
 static unsigned alias[CH_MAX_GROUPS];   /* merged pools: the survivor, or itself + 1 (0: unset) */
+struct ch_ssg_counts ch_ssg_counts;
+/* DPA's tables, as dpa.c hands them over: the graph reads and re-points
+ * the object groups through these, and names nothing of dpa.c's. */
+static struct ch_ssg_owner owner;
+void ch_ssg_init(const struct ch_ssg_owner *o) { owner = *o; }
 
 struct pending { void *p; unsigned og; uint32_t size; };
 static CH_TLS struct pending ring[RING];
@@ -62,7 +67,7 @@ static bool edge_add(uint64_t e) {
       if (nedges >= EDGE_SLOTS / 2) return false;
       edges[h] = e;
       nedges++;
-      atomic_fetch_add_explicit(&ch_dpa_counts.edges, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&ch_ssg_counts.edges, 1, memory_order_relaxed);
       return true;
     }
   }
@@ -73,15 +78,14 @@ static bool edge_add(uint64_t e) {
 static void merge(unsigned p, unsigned q, int kind) {
   p = resolve(p);
   q = resolve(q);
-  if (p == q || ch_dpa_pool_demoted(p) || ch_dpa_pool_demoted(q)) return;
+  if (p == q || owner.demoted(p) || owner.demoted(q)) return;
   if (q < p) { unsigned t = p; p = q; q = t; }   /* the older pool stays */
   alias[q] = p + 1;
-  unsigned n = atomic_load_explicit(&ch_dpa_nogs, memory_order_acquire);
-  for (unsigned i = 0; i < n; i++) {
-    int g = atomic_load_explicit(&ch_dpa_live[i].pool, memory_order_relaxed);
-    if (g >= 0 && resolve((unsigned)g) == p && (unsigned)g != p) ch_dpa_set_pool(i, (int)p);
+  for (unsigned i = 0, n = owner.groups(); i < n; i++) {
+    int g = owner.pool_of(i);
+    if (g >= 0 && resolve((unsigned)g) == p && (unsigned)g != p) owner.set_pool(i, (int)p);
   }
-  atomic_fetch_add_explicit(&ch_dpa_counts.merges[kind], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&ch_ssg_counts.merges[kind], 1, memory_order_relaxed);
 }
 
 static bool same_size(unsigned p, unsigned q) {
@@ -91,7 +95,7 @@ static bool same_size(unsigned p, unsigned q) {
 /* A new edge (og, off, pool): the merges it calls for. Under the lock. */
 static void edge_new(unsigned og, unsigned off, unsigned pool) {
   pool = resolve(pool);
-  int a = atomic_load_explicit(&ch_dpa_live[og].pool, memory_order_relaxed);
+  int a = owner.pool_of(og);
   if (a >= 0 && resolve((unsigned)a) != pool && same_size(resolve((unsigned)a), pool)) {
     merge((unsigned)a, pool, 0);   /* type I: linked to each other */
     return;
@@ -153,7 +157,7 @@ int ch_ssg_pool_for(unsigned og, size_t size) {
     if (ch_online_pool_size[q] == size) found = (int)q;
   }
   ch_unlock(&lock);
-  if (found >= 0) atomic_fetch_add_explicit(&ch_dpa_counts.merges[0], 1, memory_order_relaxed);
+  if (found >= 0) atomic_fetch_add_explicit(&ch_ssg_counts.merges[0], 1, memory_order_relaxed);
   return found;
 }
 

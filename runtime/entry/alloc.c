@@ -122,7 +122,7 @@ static CH_NOINLINE void *dpa_framed(size_t size) {
 
 /* A group's allocation whose path count made the counts due: flushed first. */
 static CH_NOINLINE void *group_malloc_flush(size_t size, unsigned group) {
-  ch_identify_flush_due();
+  ch_count_flush_due();
   return ch_group_malloc_or_next(group, size);
 }
 
@@ -136,7 +136,7 @@ static void *lane_malloc(struct ch_group_heap *gh, size_t size);
 /* Both lanes' end: pool g, found by how, counted and allocated. */
 static inline __attribute__((always_inline)) void *dpa_lane_malloc(size_t size, int g, enum ch_path how) {
   struct ch_heap *h = ch_thread.my_heap;
-  if (CH_UNLIKELY(!ch_identify_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
+  if (CH_UNLIKELY(!ch_count_path(how)) || CH_UNLIKELY(!h)) return group_malloc_flush(size, (unsigned)g);
   return lane_malloc(&h->g[g], size);
 }
 static CH_NOINLINE __attribute__((flatten)) void *dpa_memo(size_t size) {
@@ -214,7 +214,7 @@ extern __typeof__(malloc) ch_malloc_entry __attribute__((alias("malloc"), visibi
  * request, a plan disabled since) is malloc's own business: a tail call. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_malloc(size_t size, unsigned group) {
   if (CH_LIKELY(size <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_direct())) return group_malloc_flush(size, group);
+    if (CH_UNLIKELY(!ch_count_direct())) return group_malloc_flush(size, group);
     void *p = ch_group_take(group, size);   /* then nothing but tail calls: no register saved */
     if (CH_LIKELY(p != NULL)) return p;
     return ch_group_rest_or_next(group, size);
@@ -246,11 +246,11 @@ CH_HIDDEN __attribute__((flatten)) void *ch_direct_rest_malloc(size_t size, unsi
  * tail call, so the one a site's request takes saves no registers for the
  * other. */
 static CH_NOINLINE void *direct_next_flush(size_t size) {
-  ch_identify_flush_due();
+  ch_count_flush_due();
   return ch_next.malloc(size);
 }
 CH_HIDDEN void *ch_direct_next_malloc(size_t size) {
-  if (CH_UNLIKELY(!ch_identify_count_site(false))) return direct_next_flush(size);
+  if (CH_UNLIKELY(!ch_count_site(false))) return direct_next_flush(size);
   return ch_next.malloc(size);
 }
 
@@ -262,7 +262,7 @@ CH_HIDDEN void *ch_direct_next_malloc(size_t size) {
  * the next allocator has none of its own. */
 CH_HIDDEN void *ch_direct_cold_malloc(size_t size) { return ch_next.malloc(size); }
 static CH_NOINLINE __attribute__((flatten)) void *direct_site_pooled(size_t size, unsigned group) {
-  if (CH_UNLIKELY(!ch_identify_count_site(true))) ch_identify_flush_due();
+  if (CH_UNLIKELY(!ch_count_site(true))) ch_count_flush_due();
   return ch_group_malloc_or_next(group, size);
 }
 /* A sampled request (mo.c counts it towards the site's demotion). */
@@ -300,7 +300,7 @@ static CH_NOINLINE __attribute__((flatten)) void *act_malloc_decide(size_t size,
 /* Nothing live decided it (ch_act_fast): the rest group of its size, if
  * the plan has one and the size fits, else the next allocator. */
 static CH_NOINLINE void *act_malloc_rest(size_t size) {
-  if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
+  if (CH_UNLIKELY(!ch_count_patched())) ch_count_flush_due();
   int rest = ch_rest_for(size);   /* -1: no rest group (a malloc(0) too) */
   if (rest < 0) return ch_next.malloc(size);
   unsigned g = (unsigned)rest;
@@ -312,7 +312,7 @@ static CH_NOINLINE void *act_malloc_rest(size_t size) {
  * path serves; or nothing is live, and the rest group does. Every other
  * way out is a tail call. */
 static inline __attribute__((always_inline)) void *act_group_malloc(size_t size, unsigned g) {
-  if (CH_UNLIKELY(!ch_identify_count_patched())) return group_malloc_flush(size, g);
+  if (CH_UNLIKELY(!ch_count_patched())) return group_malloc_flush(size, g);
   void *p = ch_group_take(g, size);
   if (CH_LIKELY(p != NULL)) return p;
   return ch_group_rest_or_next(g, size);

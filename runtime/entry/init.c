@@ -86,6 +86,7 @@ void ch_ensure_init(void) {
    * the plan's sites in the walk's rules. */
   ch_modules_set_hooks(&(struct ch_module_hooks){ch_plan_bind_module, ch_patch_modules});
   ch_unwind_set_sites(ch_plan_site_entry);
+  ch_plan_set_disable_hook(ch_identify_off);
   if (ch_opt.mode != CH_MODE_OFF) {
     ch_check_init();
     /* The heaps' tables first: the region, once published, lets another
@@ -111,7 +112,8 @@ void ch_ensure_init(void) {
           if (ch_rest_groups[c] >= 0) ch_heap_place_lines((unsigned)ch_rest_groups[c], (unsigned)ch_plan->group_at[rest]);
     }
     if (ch_identify_active) {
-      ch_patch_set_act_entries((uintptr_t)ch_direct_act_malloc, (uintptr_t)ch_direct_act_new);
+      ch_patch_set_targets(&(struct ch_patch_targets){ch_act_tls_offset(), ch_stops_tls_offset(),
+                                                      (uintptr_t)ch_direct_act_malloc, (uintptr_t)ch_direct_act_new});
       ch_patch_init();
       ch_direct_init(&(struct ch_direct_entries){
         (uintptr_t)ch_malloc_entry, (uintptr_t)ch_new_entry, (uintptr_t)ch_new_array_entry,
@@ -137,7 +139,7 @@ void ch_ensure_init(void) {
 __attribute__((constructor(101))) static void cohort_init(void) { ch_ensure_init(); }
 
 void ch_flush_thread(void) {
-  ch_identify_flush_thread();
+  ch_count_flush_thread();
   ch_heap_flush_recent();
   ch_heap_flush_remote();
 }

@@ -97,7 +97,7 @@ static CH_NOINLINE __attribute__((flatten)) void *new_hinted(size_t n) {
   int g = ch_dpa_trusted(n, &how);
   if (g < 0) g = ch_dpa_memo(n, CH_LANE_FRAME(), &how);
   if (CH_LIKELY(g >= 0)) {
-    if (CH_UNLIKELY(!ch_identify_count_path(how))) ch_identify_flush_due();
+    if (CH_UNLIKELY(!ch_count_path(how))) ch_count_flush_due();
     void *p = ch_group_malloc_or_next((unsigned)g, n);
     if (CH_LIKELY(p != NULL)) return p;
   }
@@ -136,7 +136,7 @@ extern __typeof__(_Znam) ch_new_array_entry __attribute__((alias("_Znam"), visib
  * (direct.c; see ch_direct_malloc). A failure goes to operator new itself,
  * for the new_handler loop and std::bad_alloc. */
 static CH_NOINLINE void *direct_new_slow(size_t n, unsigned group) {
-  ch_identify_flush_due();
+  ch_count_flush_due();
   void *p = ch_group_malloc_or_next(group, n);
   return p ? p : ch_new_entry(n);
 }
@@ -149,7 +149,7 @@ static CH_NOINLINE void *direct_new_rest(size_t n, unsigned group) {
 /* Nothing but tail calls after the fast path, so that it saves no register. */
 CH_HIDDEN __attribute__((flatten)) void *ch_direct_new(size_t n, unsigned group) {
   if (CH_LIKELY(n <= ch_direct_max)) {
-    if (CH_UNLIKELY(!ch_identify_count_direct())) return direct_new_slow(n, group);
+    if (CH_UNLIKELY(!ch_count_direct())) return direct_new_slow(n, group);
     void *p = ch_group_take(group, n);
     if (CH_LIKELY(p != NULL)) return p;
     return direct_new_rest(n, group);
@@ -176,14 +176,14 @@ static CH_NOINLINE __attribute__((flatten)) void *act_new_decide(size_t n, uintp
 /* Nothing live: the rest group of its size, else the next allocator, else
  * operator new itself (which throws). */
 static CH_NOINLINE void *act_new_rest(size_t n) {
-  if (CH_UNLIKELY(!ch_identify_count_patched())) ch_identify_flush_due();
+  if (CH_UNLIKELY(!ch_count_patched())) ch_count_flush_due();
   int rest = ch_rest_for(n);   /* -1: no rest group (a new of 0 bytes too) */
   void *p = rest >= 0 ? ch_group_malloc_or_next((unsigned)rest, n) : ch_next.malloc(n);
   return p ? p : ch_new_entry(n);
 }
 /* Its common cases first, as ch_direct_act_malloc's. */
 static inline __attribute__((always_inline)) void *act_group_new(size_t n, unsigned g) {
-  if (CH_UNLIKELY(!ch_identify_count_patched())) return direct_new_slow(n, g);
+  if (CH_UNLIKELY(!ch_count_patched())) return direct_new_slow(n, g);
   void *p = ch_group_take(g, n);
   if (CH_LIKELY(p != NULL)) return p;
   return direct_new_rest(n, g);

@@ -1,5 +1,5 @@
 /* Cohort runtime: the statistics file (docs/stats-format.md), from the
- * counters the layers below keep (counters.c, identify.c, patch.c). Formatting uses no stdio and no malloc, so the
+ * counters the layers below keep (counters.c, counts.c, pools.c, patch.c). Formatting uses no stdio and no malloc, so the
  * file can be written at exit, on request, or from a signal handler. */
 #define _GNU_SOURCE
 #include "report.h"
@@ -133,10 +133,10 @@ static void put_dpa(struct out *o) {
   field_u(o, "pools_demoted", atomic_load(&k->pools_demoted), true);
   field_i(o, "churn_pool", ch_dpa_churn_pool(), true);
   field_u(o, "samples", atomic_load(&k->samples), true);
-  field_u(o, "edges", atomic_load(&k->edges), true);
+  field_u(o, "edges", atomic_load(&ch_ssg_counts.edges), true);
   put(o, "\"merges\": {");
-  field_u(o, "type1", atomic_load(&k->merges[0]), true);
-  field_u(o, "type2", atomic_load(&k->merges[1]), false);
+  field_u(o, "type1", atomic_load(&ch_ssg_counts.merges[0]), true);
+  field_u(o, "type2", atomic_load(&ch_ssg_counts.merges[1]), false);
   put(o, "}, \"wrapper_verdicts\": {");
   for (unsigned v = 0; v < CH_WRAP_VERDICTS; v++) field_u(o, verdict_names[v], atomic_load(&k->verdicts[v]), v + 1 < CH_WRAP_VERDICTS);
   put(o, "}, \"chain_lengths\": {");

@@ -79,6 +79,15 @@ void ch_os_purge(void *p, size_t size);           /* MADV_DONTNEED: give pages b
 void *ch_meta_alloc(size_t size);                 /* zeroed, never freed, 16-aligned */
 int ch_read_file(const char *path, char **data, size_t *len); /* 0 or errno */
 bool ch_os_stack_of(uintptr_t at, bool main_thread, uintptr_t *lo, uintptr_t *hi);   /* a thread's stack */
+/* The thread pointer (%fs:0), and where a static TLS object of this thread
+ * lies from it: the same offset in every thread (initial-exec), which the
+ * stubs that write per-thread state use. */
+static inline uintptr_t ch_thread_pointer(void) {
+  uintptr_t tp;
+  __asm__("movq %%fs:0, %0" : "=r"(tp));
+  return tp;
+}
+static inline intptr_t ch_tls_offset(const void *p) { return (intptr_t)((uintptr_t)p - ch_thread_pointer()); }
 void ch_write_all(int fd, const char *buf, size_t len);
 size_t ch_page_size(void);
 uint64_t ch_os_now_ms(void);                      /* monotonic, coarse */

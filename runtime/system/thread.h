@@ -32,6 +32,9 @@ enum ch_path {
   CH_PATH_MO_NEXT,       /* MO: the site has no pool (yet), or the request is not its size */
   CH_PATH_COUNT
 };
+/* Walks by the frames they stepped past the entry: 0, 1, 2, 3, 4-7, 8-15,
+ * 16 or more (counts.c). */
+#define CH_FRAME_BUCKETS 7
 
 /* Per thread, the calls through patched stop sites: a stop site's stub
  * (patch.c) writes the slot of its call's return address and its site into
@@ -64,15 +67,17 @@ struct ch_thread {
   int32_t dpa_check_in;             /* dpa.c: trusted allocations until a hint is checked again */
   int32_t dpa_sample_in;            /* dpa.c: allocations until the next shape-graph sample */
   int mo_sample_in;                 /* mo.c: pooled sites' requests until the next sample */
-  int32_t count_budget;             /* identify.c: allocations until the path counts are flushed */
-  int32_t patched_budget;           /* identify.c: the same, for those a live stop record decides */
+  int32_t count_budget;             /* counts.c: allocations until the path counts are flushed */
+  int32_t patched_budget;           /* counts.c: the same, for those a live stop record decides */
   uint32_t control_count;           /* identify.c: the lane's allocations, counted at the flush */
   uint64_t cold_stubbed;            /* direct.c's cold stubs: requests sent on, counted at the flush */
   struct ch_group_heap *control_gh; /* heap.c: the lane's armed heap line (ch_lane) */
   struct ch_heap *my_heap;          /* heap.c: the fast paths' heap (NULL in the checked mode) */
   struct ch_heap *own_heap;         /* heap.c: the thread's heap */
   uint64_t random_state;            /* identify.c: the random control's draws */
-  uint32_t path_count[CH_PATH_COUNT];   /* identify.c: allocations by path, not yet flushed */
+  uint32_t path_count[CH_PATH_COUNT];   /* counts.c: allocations by path, not yet flushed */
+  uint32_t frame_count[CH_FRAME_BUCKETS];   /* counts.c: walks by frames stepped, not yet flushed */
+  uint32_t walks_joined;            /* counts.c: walks finished from the suffix memo, not yet flushed */
   struct ch_stops stops;            /* activation.c, and the stop sites' stubs (patch.c) */
 };
 extern CH_TLS struct ch_thread ch_thread;
