@@ -151,6 +151,9 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     # (planner.assess).
     framed, framed_ns = (planner.framed_walks(profile["contexts"], lambda c: walks(c) is not None, costs)
                          if real else (0, 0.0))
+    # What the groups do to the other allocations grows as those do (planner.assess).
+    ungrouped = members.get(None, []) + (members.get(rest, []) if rest is not None else [])
+    others = pricing.allocations(profile["contexts"], ungrouped) if pricing is not None else None
     for g in list(range(len(names))) + [None]:
         share = walked.get(g, planner.WalkShare())
         n, frames, patched = share.allocations, share.frames, share.patched
@@ -161,6 +164,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
                 at = pricing.at(profile["contexts"], members.get(g, []), misses,
                                 misses is not None and transfer.stays_cached(misses))
         grown = at.allocations if at else 1.0
+        other = others if at else grown
         ns = share.ns * grown
         ident = (planner.decided_text(n, patched, frames, ns) if n
                  else "no stack walk (decided by entry or stop sites)")
@@ -168,13 +172,13 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         ident += transfer.stubs_clause(calls, stub_ns * grown)
         handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
         if rest is None:
-            ident += planner.passed_text(round(handed), handed * costs["passthrough_ns"] * grown)
+            ident += planner.passed_text(round(handed), handed * costs["passthrough_ns"] * other)
         if g is not None and g != rest and pair_ns:
             ident += planner.taken_text(mine[g], mine[g] * pair_ns * grown)
         part = mine[g] / real if g is not None and g != rest and real else 0
-        ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * grown,
+        ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * other,
                                     round(quick * part))
-        ident += planner.framed_text(round(framed * part), framed_ns * part * grown)
+        ident += planner.framed_text(round(framed * part), framed_ns * part * other)
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:

@@ -317,6 +317,7 @@ class Worth:
     taken_ns: float = 0.0              # what their pairs cost in its pool over that allocator's
     framed: int = 0                    # other allocations walked past system frames for it (its share)
     framed_ns: float = 0.0             # what those walks cost
+    others: float = None               # the factor on the other allocations where the plan runs (None: grown's)
 
     @property
     def grown(self):
@@ -324,11 +325,18 @@ class Worth:
         return self.at.allocations if self.at else 1.0
 
     @property
+    def others_grown(self):
+        """What its charges for the other allocations (handed on, decided at
+        their entry, walked past system frames) are multiplied by where the
+        plan runs: those allocations grow as their own contexts do."""
+        return self.others if self.others is not None else self.grown
+
+    @property
     def cost_ns(self):
         """What identifying its objects costs in all, decisions and stubs,
         where the plan runs."""
-        return (self.walk_ns + self.stub_ns + self.passthrough_ns + self.entry_ns + self.taken_ns
-                + self.framed_ns) * self.grown
+        return ((self.walk_ns + self.stub_ns + self.taken_ns) * self.grown
+                + (self.passthrough_ns + self.entry_ns + self.framed_ns) * self.others_grown)
 
     @property
     def pays(self):
@@ -505,6 +513,8 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     shares = walk_shares(contexts, walk_of, plan.predicted.get, deciding)
     worth = []
     everything = transfer.run_accesses(contexts)
+    others = pricing.allocations(contexts, [c["id"] for c in contexts if plan.predicted.get(c["id"]) is None]) \
+        if pricing else None
     cold = grouping.dropped_affinity(profile) if profile else {}
     for g in plan.groups:
         nodes, apart = set(g.nodes), set(g.apart)
@@ -527,7 +537,7 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
                            strangers=strangers, beside=beside, one_pool=one, at=at,
                            saving_ns=transfer.saving_ns(inside, outside, misses, costs, mean, strangers, at, share),
                            identify="walk" if g.merged and stubs is None else identify,
-                           stub_calls=round(calls), stub_ns=ns))
+                           stub_calls=round(calls), stub_ns=ns, others=others))
     for g, share in shares.items():
         if g is not None and g < len(worth):
             worth[g].walked_allocations, worth[g].frames, worth[g].walk_ns = share.allocations, share.frames, share.ns
@@ -1573,11 +1583,11 @@ def handed_text(w, digits=2):
     at their entry sites, against the rest pool alone. And what its own
     pairs cost over an allocator of size classes it takes them from."""
     if w.passed or w.taken:
-        handed = passed_text(w.passed, w.passthrough_ns * w.grown, digits) + taken_text(w.taken, w.taken_ns * w.grown,
+        handed = passed_text(w.passed, w.passthrough_ns * w.others_grown, digits) + taken_text(w.taken, w.taken_ns * w.grown,
                                                                                           digits)
     else:
-        handed = entry_text(w.entry_ns * w.grown, w.quick, digits)
-    return handed + framed_text(w.framed, w.framed_ns * w.grown, digits)
+        handed = entry_text(w.entry_ns * w.others_grown, w.quick, digits)
+    return handed + framed_text(w.framed, w.framed_ns * w.others_grown, digits)
 
 
 def framed_text(framed, ns, digits=2):

@@ -299,6 +299,15 @@ class Pricing:
     def at(self, contexts, ids, misses, stayed):
         return at_scale(self.growth, self.machine, self.l1_bytes, contexts, ids, misses, self.live_bytes, stayed)
 
+    def allocations(self, contexts, ids):
+        """The factor on the allocations of the contexts `ids` where the
+        plan runs. What a group's runtime does to the allocations it does not
+        take (hands them on, decides them at their entry, walks past the
+        system frames they enter through) grows as those contexts do, not as
+        the group's own: a group whose objects do not grow with the input
+        still pays for every other allocation of a run that does."""
+        return self.growth.context_factors(contexts, ids)[0] if ids else self.growth.scale
+
     def relative(self, profile, train_allocations):
         """The same pricing for another run of the program (a validation
         run): its own live bytes, the scale taken from its size, in
