@@ -4,6 +4,13 @@ ref, cachegrind on the mid input), then one report: results/stock/report.md,
 whose checks say where a Cohort configuration is slower than its baseline
 beyond noise.
 
+Each program is profiled on two small inputs of different sizes (train and
+train2), as the planner asks of a user who does not know the production
+input's scale: the plan is made from the first, and how each context grows
+is fitted on the second (docs/planner.md, "A miss at the run's scale").
+BENCH_TRAINS=1 profiles the first alone, as `cohort optimize` does when given
+one --train.
+
 Usage: .venv/bin/python scripts/bench-stock.py [TRIALS] [PROGRAM ...]
 BENCH_RESULTS (default results/stock), BENCH_POLICIES (default halo,rest)
 and BENCH_ALLOCATORS (default glibc,jemalloc,mimalloc) choose where and
@@ -30,6 +37,9 @@ def main():
     names = chosen_names(names, list(programs.PROGRAMS), "a stock program", sys.argv[0])
     policies = os.environ.get("BENCH_POLICIES", "halo,rest")
     allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc,mimalloc")
+    trains = os.environ.get("BENCH_TRAINS", "2")
+    if trains not in ("1", "2"):
+        raise SystemExit(f"bench-stock.py: BENCH_TRAINS must be 1 or 2, not {trains!r}")
     done, failed = [], []
     for name in names:
         spec = programs.PROGRAMS[name]
@@ -47,8 +57,9 @@ def main():
             continue
         args = spec["args"]
         confirm = ["--confirm", args["cachegrind"]] if os.environ.get("BENCH_CONFIRM") == "1" else []
+        second = ["--train", args["train2"]] if trains == "2" else []
         cmd = [str(COHORT), "bench", "--force", "--trials", str(trials), "--policies", policies,
-               "--allocators", allocators, "--no-random", "--train", args["train"],
+               "--allocators", allocators, "--no-random", "--train", args["train"], *second,
                "--cachegrind-args", args["cachegrind"], *confirm, "-o", str(out.resolve()), "--",
                spec["program"], *args["ref"].split()]
         print(f"== {name}: {spec['what']}", flush=True)

@@ -1,6 +1,8 @@
 """The stock Debian programs Cohort is measured on, beside its own workloads:
-each program's package, its arguments for the three phases (train is
-profiled, ref is timed, cachegrind is simulated, as in workloads/*/inputs),
+each program's package, its arguments for the phases (train is profiled
+and planned from; train2, a second small run of another size, is
+profiled so that the planner can fit how the program grows with its input;
+ref is timed; cachegrind is simulated, as in workloads/*/inputs),
 and how its input files are made. Every input is made here, from a fixed
 seed or a fixed commit of this repository, so a run anywhere measures the
 same inputs. stock/README.md says why each program is here."""
@@ -11,7 +13,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-PHASES = ("train", "ref", "cachegrind")
+PHASES = ("train", "train2", "ref", "cachegrind")
 
 # cppcheck checks this repository's runtime as it was at this commit: frozen,
 # so that the input does not change as the runtime does.
@@ -53,14 +55,15 @@ def runtime_sources(directory):
 
 
 def make_gawk(d):
-    for name, lines, seed in (("train.log", 30000, 1), ("mid.log", 150000, 2), ("ref.log", 500000, 3)):
+    for name, lines, seed in (("train.log", 30000, 1), ("mid.log", 150000, 2), ("ref.log", 500000, 3),
+                              ("train2.log", 90000, 4)):
         if not (d / name).exists():
             access_log(d / name, lines, seed)
 
 
 def make_dot(d):
     for name, nodes, edges, seed in (("train.dot", 60, 120, 1), ("mid.dot", 150, 300, 2),
-                                     ("ref.dot", 230, 460, 3)):
+                                     ("ref.dot", 230, 460, 3), ("train2.dot", 100, 200, 4)):
         if not (d / name).exists():
             digraph(d / name, nodes, edges, seed)
 
@@ -72,7 +75,7 @@ PROGRAMS = {
     "gawk": {
         "package": "gawk", "program": "/usr/bin/gawk",
         "what": "a report over a web log in associative arrays of arrays",
-        "args": {"train": f"-f {HERE}/report.awk train.log",
+        "args": {"train": f"-f {HERE}/report.awk train.log", "train2": f"-f {HERE}/report.awk train2.log",
                  "cachegrind": f"-f {HERE}/report.awk mid.log",
                  "ref": f"-f {HERE}/report.awk ref.log"},
         "env": {}, "make": make_gawk,
@@ -80,7 +83,8 @@ PROGRAMS = {
     "perl": {
         "package": "perl", "program": "/usr/bin/perl",
         "what": "an interpreter building and walking trees of hashes",
-        "args": {"train": f"{HERE}/tree.pl 12000", "cachegrind": f"{HERE}/tree.pl 40000",
+        "args": {"train": f"{HERE}/tree.pl 12000", "train2": f"{HERE}/tree.pl 36000",
+                 "cachegrind": f"{HERE}/tree.pl 40000",
                  "ref": f"{HERE}/tree.pl 120000"},
         # perl orders its hashes at random unless told not to: the same
         # output on every run is what lets a run be checked against another.
@@ -89,13 +93,14 @@ PROGRAMS = {
     "dot": {
         "package": "graphviz", "program": "/usr/bin/dot",
         "what": "graph layout (C, plugins loaded with dlopen, threads)",
-        "args": {"train": "-Tplain train.dot", "cachegrind": "-Tplain mid.dot", "ref": "-Tplain ref.dot"},
+        "args": {"train": "-Tplain train.dot", "train2": "-Tplain train2.dot", "cachegrind": "-Tplain mid.dot",
+                 "ref": "-Tplain ref.dot"},
         "env": {}, "make": make_dot,
     },
     "cppcheck": {
         "package": "cppcheck", "program": "/usr/bin/cppcheck",
         "what": "a C++ static analyser with standard containers, checking file after file",
-        "args": {"train": "-q runtime/heap.c",
+        "args": {"train": "-q runtime/heap.c", "train2": "-q runtime/heap.c runtime/stats.c runtime/prefetch.c",
                  "cachegrind": "-q runtime/identify.c runtime/patch.c",
                  "ref": "-q runtime/"},
         "env": {}, "make": runtime_sources,

@@ -24,6 +24,7 @@ CASES = [
     (["fuzz-profiles.py", "10", "9" * 30], {}, "fuzz-profiles.py: SEED must be a whole number"),
     (["bench-stock.py", "lots"], {}, "bench-stock.py: TRIALS must be a number, not 'lots'"),
     (["bench-stock.py", "1", "emacs"], {}, "bench-stock.py: 'emacs' is not a stock program"),
+    (["bench-stock.py", "1"], {"BENCH_TRAINS": "3"}, "bench-stock.py: BENCH_TRAINS must be 1 or 2, not '3'"),
     (["demo.py"], {"DEMO_TRIALS": "seven"}, "demo.py: DEMO_TRIALS must be a whole number, not 'seven'"),
 ]
 
