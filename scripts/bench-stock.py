@@ -4,12 +4,12 @@ ref, cachegrind on the mid input), then one report: results/stock/report.md,
 whose checks say where a Cohort configuration is slower than its baseline
 beyond noise.
 
-Each program is profiled on two small inputs of different sizes (train and
-train2), as the planner asks of a user who does not know the production
-input's scale: the plan is made from the first, and how each context grows
-is fitted on the second (docs/planner.md, "A miss at the run's scale").
-BENCH_TRAINS=1 profiles the first alone, as `cohort optimize` does when given
-one --train.
+Each program is profiled on one small input (train), as `cohort optimize`
+is by default. BENCH_TRAINS=2 also profiles a second small input of another
+size (train2), as docs/planner.md ("A miss at the run's scale") asks of a
+user who does not know the production input's scale: the plan is made from
+the first, how each context grows is fitted on the second, and groups that
+do not transfer to it are dropped.
 
 Usage: .venv/bin/python scripts/bench-stock.py [TRIALS] [PROGRAM ...]
 BENCH_RESULTS (default results/stock), BENCH_POLICIES (default halo,rest)
@@ -37,7 +37,7 @@ def main():
     names = chosen_names(names, list(programs.PROGRAMS), "a stock program", sys.argv[0])
     policies = os.environ.get("BENCH_POLICIES", "halo,rest")
     allocators = os.environ.get("BENCH_ALLOCATORS", "glibc,jemalloc,mimalloc")
-    trains = os.environ.get("BENCH_TRAINS", "2")
+    trains = os.environ.get("BENCH_TRAINS", "1")
     if trains not in ("1", "2"):
         raise SystemExit(f"bench-stock.py: BENCH_TRAINS must be 1 or 2, not {trains!r}")
     done, failed = [], []
