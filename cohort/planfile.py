@@ -1,7 +1,7 @@
 """The plan file (docs/plan-format.md) as the CLI reads it.
 
 Whether a plan is valid is decided by the runtime's own parser
-(runtime/decision/plan.c, run as build/tools/cohort-plan-check), so the CLI and the
+(runtime/plan/plan.c, run as build/tools/cohort-plan-check), so the CLI and the
 runtime cannot disagree; read_plan then reads the structure the planner and
 `cohort explain` use, tokenising lines exactly as the runtime does (split
 at '\n' only, words separated by spaces and tabs)."""
@@ -20,7 +20,7 @@ PLAN_VERSION = 8        # the version written; 1 to 7 are still read
 # the allocator underneath"); the runtime reads no comment.
 ALLOCATOR_MARK = "# made for allocator"
 
-MAX_PATH = 32           # runtime/decision/decision.h CH_MAX_PATH: sites in one path
+MAX_PATH = 32           # runtime/plan/plan.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 _BLANKS = re.compile(r"[ \t]+")
 

@@ -18,7 +18,7 @@ from cohort.files import claim, write_output
 
 MAX_SITES = 256   # runtime/context/context.h CH_MAX_SITES
 MAX_GROUPS = 63   # runtime/system/system.h CH_PLAN_GROUPS (the last group is the pool API's)
-MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/decision/plan.c: 8 to the default chunk size / 8
+MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan/plan.c: 8 to the default chunk size / 8
 REST_MAX = transfer.REST_MAX    # runtime/memory/heap.c EXACT_MAX: sizes the pools serve from exact bins
 # The rest pool's shape: decided by the profile's model, or given (--rest-shape).
 REST_SHAPES = ("auto", "one", "classes")
@@ -1033,7 +1033,7 @@ LINE_AT = [None, 0, 16, 32, 48]
 LINE_MARGIN = 0.05
 # What a rest pool that places its blocks into lines costs an allocation
 # of more than 48 bytes, in a plan of the rest pool alone: the lane, which
-# packs, serves it no more (runtime/decision/identify.c). `allocbench churn
+# packs, serves it no more (runtime/identify/identify.c). `allocbench churn
 # 20000000` (16 to 256 bytes) under such a plan, 7 interleaved runs,
 # 2026-11-30: medians 10.70 ns a pair packed, 14.59 at=0, with 87% of the
 # requests over 48 bytes: 4.5 ns each.

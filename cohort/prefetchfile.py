@@ -1,6 +1,6 @@
 """The prefetch file (docs/prefetch-format.md): the loads that MO's advice
 says to prefetch for, each with its distance, which the runtime injects at
-start-up (COHORT_PREFETCH, runtime/decision/prefetch.c). `cohort prefetch` writes it
+start-up (COHORT_PREFETCH, runtime/policy/mo/prefetch.c). `cohort prefetch` writes it
 from one loads measurement (docs/loads-format.md), taken under the layout
 the program will run with."""
 
@@ -11,8 +11,8 @@ from cohort.errors import CohortError
 from cohort.loads import candidate, verdict
 
 HEADER = "cohort-prefetch 1"
-MAX_LOADS = 256      # runtime/decision/decision.h CH_PREFETCH_MAX
-MAX_MODULES = 16     # runtime/decision/prefetch.c PF_MODULES
+MAX_LOADS = 256      # runtime/policy/mo/mo.h CH_PREFETCH_MAX
+MAX_MODULES = 16     # runtime/policy/mo/prefetch.c PF_MODULES
 MAX_DISTANCE = 1 << 20
 
 

@@ -561,7 +561,7 @@ def decisions(plan, profile):
 
 def patched_sites(plan, to_profile):
     """{profile site id: [groups]} of the plan's (as read_plan gives it)
-    sites the runtime patches (runtime/decision/patch.c), before the kind of call is
+    sites the runtime patches (runtime/code/patch.c), before the kind of call is
     looked at: every site of a select line, but those whose own entry
     verdict decides (cold, next, group=G) and are no stop site, and every
     stop site. Each site's groups: those whose select lines name it, and

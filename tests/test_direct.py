@@ -1,5 +1,5 @@
 """Direct sites: an allocation call whose own `group=G` verdict decides is
-patched to reach the group allocator directly (runtime/decision/direct.c). The objects
+patched to reach the group allocator directly (runtime/select/direct.c). The objects
 land where the quick test would have put them; what cannot be patched keeps
 the quick test; COHORT_PATCH=0 turns it off."""
 
@@ -34,7 +34,7 @@ def crosses_a_word(ret):
     """Whether a call's displacement (the 4 bytes before its return address)
     crosses an aligned 8-byte word: such a call cannot be patched while other
     threads may run it, so the runtime patches it when the program starts
-    its first thread (runtime/decision/direct.c, ch_direct_before_threads); module
+    its first thread (runtime/select/direct.c, ch_direct_before_threads); module
     biases are page-aligned, so the file address tells."""
     return (ret - 4) % 8 > 4
 

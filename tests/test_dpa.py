@@ -328,7 +328,7 @@ def test_no_chain_before_the_caller_is_ripe(tmp_path):
 def test_many_chains_from_threads(tmp_path, attempt):
     """256 chains share their first frame (wrap's call of malloc), so that
     frame's children in the compound table outgrow block after block while
-    four threads read them (runtime/decision/chain_trie.c). Each chain is its own
+    four threads read them (runtime/policy/dpa/chain_trie.c). Each chain is its own
     group of three frames, whichever thread met it first, and none is lost
     to a full table. Three runs: a thread whose walk met another refreshing
     the modules once took the wrapper's frame for one in no module, and every

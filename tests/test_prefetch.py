@@ -1,4 +1,4 @@
-"""Injected prefetches (MO, 2005, section 3; runtime/decision/prefetch.c, `cohort
+"""Injected prefetches (MO, 2005, section 3; runtime/policy/mo/prefetch.c, `cohort
 prefetch`, `cohort run --prefetch`, `cohort bench --prefetch`): which loads
 move and which are left alone, by reason; the program's results and its
 exceptions unchanged; the stub known to the unwinder; bad files."""

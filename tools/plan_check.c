@@ -1,10 +1,10 @@
 /* cohort-plan-check PLAN: is PLAN a plan the runtime accepts? It runs the
- * runtime's own parser (runtime/decision/plan.c) with the runtime's settings from
+ * runtime's own parser (runtime/plan/plan.c) with the runtime's settings from
  * the environment (COHORT_CHUNK_SIZE bounds max-size), so the CLI refuses
  * exactly what the runtime would. Exit 0 and a summary line on standard
  * output if it does; 1 and the runtime's reason ("plan PATH line N: WHY") if
  * it does not; 2 for a usage mistake. */
-#include "decision.h"
+#include "plan.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,7 @@
  * the walk reads the plan (its sites' verdicts, cached with each frame's
  * rule; its decision paths; its unknown-entry and unknown-path verdicts).
  * runtime/README.md lists it. */
-#include "decision.h"
+#include "plan.h"
 
 #include <string.h>
 

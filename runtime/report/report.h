@@ -4,7 +4,7 @@
 #ifndef COHORT_REPORT_H
 #define COHORT_REPORT_H
 
-#include "decision.h"
+#include "identify.h"
 
 /* --------------------------------------------------------------- stats.c */
 int ch_stats_write(const char *path);  /* 0; -1 cannot write; -2 refused (not ours) */

@@ -11,7 +11,7 @@
  * allocation in one pool, "random" sends each to one of N pools at random
  * (HALO's random-placement control). */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "identify.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +29,7 @@ static bool rest_only;
 static size_t control_max;
 #define CH_REST (-2)   /* decide_plan: what nothing claims (the rest group, if it fits) */
 
-/* The rest group by size class (decision.h). Each class takes a group id
+/* The rest group by size class (identify.h). Each class takes a group id
  * after the plan's own while ids are left, the first class the rest
  * group's own when that is the plan's last (as the planner writes it), so
  * that the classes up to 256 bytes are consecutive groups: the lane needs

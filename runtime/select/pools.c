@@ -2,7 +2,7 @@
  * dpa-N, MO's mo-N), in order, each named and sized in one registry, which
  * the policies, the entry points and the statistics read. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "select.h"
 
 #include <stdio.h>
 

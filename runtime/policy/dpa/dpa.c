@@ -21,7 +21,7 @@
  * allocation that finds the hint checks the chain's return addresses on the
  * stack instead of probing. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "dpa.h"
 
 #include <string.h>
 

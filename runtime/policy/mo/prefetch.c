@@ -27,7 +27,7 @@
  * process gets one warning. Modules loaded later (dlopen) are not patched:
  * by then other threads may be running the code. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "mo.h"
 
 #include "decode.h"
 #include <stdio.h>

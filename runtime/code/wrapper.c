@@ -23,7 +23,7 @@
  * precise. A wrapper that calls its own entry gets a verdict of its own,
  * which ends the chain too (calls_itself). Nothing here allocates. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "code.h"
 
 #include <string.h>
 #include "decode.h"

@@ -6,7 +6,7 @@
  * cache lines of the shared counters. Every policy counts here; stats.c
  * reports the totals. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "select.h"
 
 const char *const ch_path_names[CH_PATH_COUNT] = {
   "off", "large", "reentrant", "cold", "entry", "walk_none", "walk_group", "stop", "path", "truncated",

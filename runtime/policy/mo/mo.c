@@ -17,7 +17,7 @@
  * The monitor table is read without the lock; a monitor is inserted, and
  * its site decided, under it. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "mo.h"
 
 
 #define TABLE_BITS 14

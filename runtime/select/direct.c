@@ -36,7 +36,7 @@
  * code is written as patch.c writes it (one atomic store per call while
  * other threads may run it). */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "select.h"
 
 #include "decode.h"
 #include <dlfcn.h>
@@ -402,7 +402,7 @@ void ch_direct_offer_walk(uintptr_t ret) {
 /* Cold sites this thread has offered and that stay as they are (not a
  * patchable call): a request through one would otherwise look the site up
  * in the plan every time (cppcheck in front of jemalloc: 14 such sites, 18
- * M instructions in 1.2 G). The test is decision.h's. */
+ * M instructions in 1.2 G). The test is select.h's. */
 CH_TLS uintptr_t ch_direct_cold_left[CH_COLD_LEFT_MEMO];
 
 void ch_direct_offer_cold_slow(uintptr_t ret) {

@@ -27,7 +27,7 @@
  * one is live above them with another stop group (docs/runtime.md, "Stop
  * sites"). */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "select.h"
 
 #include <pthread.h>
 #include <stddef.h>

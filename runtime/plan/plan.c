@@ -4,7 +4,7 @@
  * two cannot disagree on what a valid plan is; it uses only the system
  * layer for that reason. Binding the sites to modules: plan_bind.c. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "plan.h"
 
 #include <errno.h>
 #include <stdarg.h>

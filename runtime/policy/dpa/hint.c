@@ -26,7 +26,7 @@
  * call (patch.c's means, one atomic store while other threads may run it).
  * A block is made near the module whose calls it serves. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "dpa.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -20,7 +20,7 @@
  * Blocks come from one reserved arena and are never freed: the copies cost
  * at most as much again as the live blocks. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "dpa.h"
 
 #include <string.h>
 

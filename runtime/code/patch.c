@@ -21,7 +21,7 @@
  * Anything that fails a check is left unpatched, counted by reason, with
  * one warning per module; those sites keep the walk. */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "code.h"
 
 #include "decode.h"
 #include <dlfcn.h>

@@ -18,7 +18,7 @@
  * A group still counting towards its pool joins, on reaching it, a pool of
  * its size that its objects point into (type I). */
 #define _GNU_SOURCE
-#include "decision.h"
+#include "dpa.h"
 
 #include <string.h>
 #include <errno.h>
