@@ -103,6 +103,15 @@ def publish(text, path, script):
     print(f"{Path(script).stem}: wrote {path}")
 
 
+def report_runs(results, names, cohort):
+    """A suite script's end: `cohort report` over the results directories
+    results/NAME that hold a results.json, into results/report.md."""
+    dirs = [str(Path(results) / n) for n in names if (Path(results) / n / "results.json").exists()]
+    if dirs:
+        subprocess.run([str(cohort), "report", *dirs, "-o", str(Path(results) / "report.md")], check=True)
+        print(f"report: {Path(results) / 'report.md'}")
+
+
 def clean_environment(base=None):
     """os.environ (or base) without the user's own COHORT_* settings and
     preloads, which would skew every run."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import chosen_names, script_arguments  # noqa: E402
+from cohort.bench import chosen_names, report_runs, script_arguments  # noqa: E402
 from stock import programs  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"
@@ -65,10 +65,7 @@ def main():
         print(f"== {name}: {spec['what']}", flush=True)
         r = subprocess.run(cmd, cwd=inputs, env={**os.environ, **spec["env"]}, stderr=subprocess.DEVNULL)
         (failed if r.returncode else done).append(name)
-    dirs = [str(RESULTS / n) for n in names if (RESULTS / n / "results.json").exists()]
-    if dirs:
-        subprocess.run([str(COHORT), "report", *dirs, "-o", str(RESULTS / "report.md")], check=True)
-        print(f"report: {RESULTS / 'report.md'}")
+    report_runs(RESULTS, names, COHORT)
     if failed:
         sys.exit(f"bench-stock: problems in {', '.join(failed)}")
 

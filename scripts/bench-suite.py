@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort import workloads  # noqa: E402
-from cohort.bench import POLICIES  # noqa: E402
+from cohort.bench import POLICIES, report_runs  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))
@@ -78,10 +78,7 @@ def main():
                str(workloads.binary(name)), *inp["ref"].split()]
         r = subprocess.run(cmd, stderr=subprocess.DEVNULL)
         (failed if r.returncode else done).append(name)
-    dirs = [str(RESULTS / n) for n in names if (RESULTS / n / "results.json").exists()]
-    if dirs:
-        subprocess.run([str(COHORT), "report", *dirs, "-o", str(RESULTS / "report.md")], check=True)
-        print(f"report: {RESULTS / 'report.md'}")
+    report_runs(RESULTS, names, COHORT)
     if failed:
         sys.exit(f"bench: problems in {', '.join(failed)} (see their results.json)")
 
