@@ -121,10 +121,7 @@ void ch_ensure_init(void) {
         ch_direct_rest_malloc, ch_direct_rest_new, ch_direct_site_malloc, ch_direct_site_new,
         ch_direct_next_malloc, ch_direct_next_new, ch_direct_cold_malloc, ch_direct_cold_new});
     }
-    if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled))) {
-      ch_identify_active = false;
-      ch_identify_controls_off();
-    }
+    if (ch_opt.mode == CH_MODE_PLAN && (!ch_plan || atomic_load(&ch_plan_disabled))) ch_identify_off();
   }
   /* Whatever the mode: prefetching changes code, not placement. */
   if (ch_opt.prefetch_path) ch_prefetch_init(ch_opt.prefetch_path);

@@ -262,13 +262,13 @@ void ch_identify_arm_lane(void) {
   uintptr_t mark = ch_control_spread ? 1 : ch_control_by_size ? 2 : 0;
   ch_control_gh = line ? (struct ch_group_heap *)((uintptr_t)line | mark) : NULL;
 }
-void ch_identify_controls_off(void) {
+static void controls_off(void) {
   atomic_store(&ch_identify_controls, false);
   ch_control_limit = 0;
 }
 void ch_identify_off(void) {
   atomic_store(&ch_identify_active, false);
-  ch_identify_controls_off();
+  controls_off();
   ch_direct_set_max(0);   /* direct sites' stubs send everything to malloc */
 }
 

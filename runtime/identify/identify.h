@@ -49,8 +49,9 @@ static inline unsigned ch_random_group(void) {
   ch_random_state = x;
   return (unsigned)(((x >> 32) * ch_control_spread) >> 32);
 }
-void ch_identify_controls_off(void);
-/* Identification off for good: a plan disabled late (ch_plan_set_disable_hook). */
+/* Identification off for good, every allocation to the next allocator: a
+ * plan missing or disabled at start-up, or disabled late by a module
+ * (ch_plan_set_disable_hook). */
 void ch_identify_off(void);
 bool ch_identify_lane_ready(void);   /* may this thread's lane be armed? */
 /* A plan's rest group by size class (docs/planner.md, "The rest pool"):

@@ -137,8 +137,7 @@ static inline bool ch_count_patched(void) { return --ch_thread.patched_budget >=
 /* A request of a patched MO site (direct.c), counted on its path. */
 static inline bool ch_count_site(bool pooled) { return ch_count_path(pooled ? CH_PATH_MO : CH_PATH_MO_NEXT); }
 static inline void ch_count(enum ch_path p) {
-  ch_thread.path_count[p]++;
-  if (CH_UNLIKELY(--ch_thread.count_budget < 0)) ch_count_flush_due();
+  if (CH_UNLIKELY(!ch_count_path(p))) ch_count_flush_due();
 }
 /* An allocation decided without stepping past its entry frame. */
 static inline void ch_count_unwalked(enum ch_path p) {
