@@ -116,6 +116,10 @@ void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
 #define CH_QUICK_UNNAMED (-5) /* a site the plan does not name, cold by its unknown-entry verdict: as
                                  CH_QUICK_COLD, but no direct stub is offered (it would look the
                                  site up in the plan on every request, and find nothing) */
+#define CH_QUICK_PAST_COLD (-6) /* ch_walk_quick only: cold, as the first application frame past
+                                   system frames says: nothing is offered or remembered at the
+                                   return address, which is the system module's */
+#define CH_QUICK_PAST_WALK (-7) /* ch_walk_quick only: the same for a `walk` verdict */
 int ch_walk_quick(const uintptr_t *fp);
 /* The quick test past system frames: what the innermost application frame
  * says (as ch_walk_quick), CH_QUICK_UNSEEN if the walk cannot reach it;

@@ -8,8 +8,10 @@
 
 /* --------------------------------------------------------------- alloc.c */
 /* A remembered cold entry's request (ch_cold_entry): the rest group of its
- * size, else the next allocator, counted as a cold stub's; new.c's too. */
+ * size, else the next allocator, counted as a cold stub's. operator new
+ * counts its own and takes the group (or -1) from ch_cold_entry_count. */
 void *ch_cold_entry_malloc(size_t size);
+int ch_cold_entry_count(size_t size);
 
 /* ---------------------------------------------------------------- init.c */
 extern atomic_int ch_init_state;   /* 0 none, 1 running, 2 done */

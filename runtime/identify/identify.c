@@ -312,8 +312,9 @@ int ch_identify_act_direct(size_t size, uintptr_t slot) {
   return CH_UNLIKELY(g == CH_ACT_WALK) ? g : bits_verdict(size, g);
 }
 
-/* A plan's quick test did not decide alone (q): a cold or next entry, the
- * patched sites' activations, or the walk. */
+/* A plan's quick test did not decide alone (q): a cold or next entry (at
+ * the caller, or past system frames), the patched sites' activations, or
+ * the walk. */
 static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
   if (q == CH_QUICK_COLD || q == CH_QUICK_UNNAMED) {
     ch_count_unwalked(CH_PATH_COLD);
@@ -322,11 +323,15 @@ static CH_NOINLINE int identify_plan(size_t size, const uintptr_t *fp, int q) {
     else *ch_direct_cold_memo(fp[1]) = fp[1];   /* never patched: decided at the door from now on */
     return ch_rest_for(size);
   }
+  if (q == CH_QUICK_PAST_COLD && !ch_in_runtime) {   /* as the walk past system frames decides it */
+    ch_count_unwalked(CH_PATH_COLD);
+    return ch_rest_for(size);
+  }
   if (q == CH_QUICK_NEXT) { ch_count_unwalked(CH_PATH_COLD); return -1; }
-  if (q == CH_QUICK_WALK && acts_may_decide() && !ch_in_runtime) {
+  if ((q == CH_QUICK_WALK || q == CH_QUICK_PAST_WALK) && acts_may_decide() && !ch_in_runtime) {
     int g = ch_act_decide(fp);
     if (g != CH_ACT_WALK) {
-      if (ch_direct_enabled) ch_direct_offer_walk(fp[1]);
+      if (q == CH_QUICK_WALK && ch_direct_enabled) ch_direct_offer_walk(fp[1]);
       return bits_verdict(size, g);
     }
   }
