@@ -8,8 +8,8 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.planner import COST_DEFAULTS, LINE_OFFSETS, PLAN_POLICIES, REST_MAX, REST_SHAPES
-from cohort.scale import DEFAULT_SCALE
+from cohort.plan.planner import COST_DEFAULTS, LINE_OFFSETS, PLAN_POLICIES, REST_MAX, REST_SHAPES
+from cohort.plan.scale import DEFAULT_SCALE
 
 
 class Parser(argparse.ArgumentParser):
@@ -70,7 +70,7 @@ def attach_dash_values(ours, known):
 
 def plan_option(path, what="--plan"):
     """A --plan argument: a plan file, or a directory holding one (said so)."""
-    from cohort.planfile import plan_argument
+    from cohort.formats.planfile import plan_argument
     if path is None:
         return None
     plan, said = plan_argument(path, what)
@@ -81,7 +81,7 @@ def plan_option(path, what="--plan"):
 
 def cmd_run(args, target):
     from cohort.files import claim
-    from cohort.runner import check_plan_fits, environment, exec_program, resolve_program
+    from cohort.measure.runner import check_plan_fits, environment, exec_program, resolve_program
     plan = plan_option(args.plan)
     if plan:
         check_plan_fits(plan, resolve_program(target))
@@ -95,7 +95,7 @@ def cmd_run(args, target):
         claim(args.stats, "stats", args.force)
     prefetch = None
     if args.prefetch:
-        from cohort.prefetchfile import check
+        from cohort.formats.prefetchfile import check
         prefetch = check(args.prefetch)
     env = environment(plan=plan, allocator=args.allocator, mode=args.mode, stats=args.stats, policy=args.policy,
                       prefetch=prefetch)
@@ -113,7 +113,7 @@ def warn_allocator(plan, allocator):
     """A plan made for another allocator than the one it runs in front of:
     its rest pool was decided for that one (docs/planner.md, "The rest pool
     against the allocator underneath"). One warning; the run goes on."""
-    from cohort.planfile import made_for
+    from cohort.formats.planfile import made_for
     made = made_for(plan)
     if made is not None and made != allocator:
         note(f"WARNING: plan {plan} was made for {made}, and runs in front of {allocator}: its rest pool was "
@@ -123,7 +123,7 @@ def warn_allocator(plan, allocator):
 def training_failed(target, rc, allow, then):
     """After a training run that failed: a loud warning; the exit status
     (1, or 0 with --allow-failure)."""
-    from cohort.runner import exit_words
+    from cohort.measure.runner import exit_words
     if rc == 0:
         return 0
     note(f"WARNING: the training run {' '.join(target)} failed ({exit_words(rc)}); "
@@ -135,7 +135,7 @@ def training_failed(target, rc, allow, then):
 
 
 def cmd_profile(args, target):
-    from cohort.profile import profile, summary
+    from cohort.measure.profile import profile, summary
     data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
                        max_size=args.max_size, coverage=args.coverage, stdin=args.stdin,
                        trace_budget=trace_budget(args))
@@ -145,7 +145,7 @@ def cmd_profile(args, target):
 
 
 def cmd_plan(args, target):
-    from cohort.planner import plan_command, report
+    from cohort.plan.planner import plan_command, report
     plan, profile = plan_command(args.profile, args.output, force=args.force, validate=args.validate or (),
                                  **plan_params(args))
     print(report(plan, profile))
@@ -154,7 +154,7 @@ def cmd_plan(args, target):
 
 
 def cmd_explain(args, target):
-    from cohort.explain import explain
+    from cohort.present.explain import explain
     if args.prefetch:
         return explain_prefetch(args)
     if args.profile is None:
@@ -178,7 +178,7 @@ def cmd_explain(args, target):
 
 def explain_prefetch(args):
     """`cohort explain --prefetch LOADS [--prefetch LOADS2]`: MO's advice."""
-    from cohort.loads import advice, read
+    from cohort.measure.loads import advice, read
     if len(args.prefetch) > 2:
         raise CohortError("--prefetch takes one or two loads files (two layouts of one program)")
     if args.profile is not None:
@@ -192,16 +192,16 @@ def explain_prefetch(args):
 
 
 def cmd_loads(args, target):
-    from cohort.loads import measure, summary
-    from cohort.runner import exit_words
+    from cohort.measure.loads import measure, summary
+    from cohort.measure.runner import exit_words
     plan = plan_option(args.plan)
     if plan and args.policy:
         raise CohortError("--plan and --policy are two layouts: give one")
-    from cohort.bench import ONLINE_POLICIES
+    from cohort.measure.bench import ONLINE_POLICIES
     if args.policy is not None and args.policy not in ONLINE_POLICIES:
         raise CohortError(f"unknown policy '{args.policy}' (choose {' or '.join(ONLINE_POLICIES)}; a plan is --plan)")
     if plan:
-        from cohort.runner import check_plan_fits, resolve_program
+        from cohort.measure.runner import check_plan_fits, resolve_program
         check_plan_fits(plan, resolve_program(target))
     data, rc = measure(target, args.output, plan=plan, policy=args.policy, force=args.force,
                        stdin=args.stdin, window=args.window)
@@ -215,8 +215,8 @@ def cmd_loads(args, target):
 
 def cmd_prefetch(args, target):
     from cohort.files import claim, write_output
-    from cohort.loads import read
-    from cohort.prefetchfile import chosen, describe, pays, text
+    from cohort.measure.loads import read
+    from cohort.formats.prefetchfile import chosen, describe, pays, text
     if args.stdin is not None and not args.keep_if_faster:
         raise CohortError("--stdin is the input of the timed runs: it needs --keep-if-faster")
     if target and not args.keep_if_faster:
@@ -231,7 +231,7 @@ def cmd_prefetch(args, target):
     claim(args.output, "prefetch", args.force)
     stdin = None
     if args.stdin is not None:
-        from cohort.runner import check_input
+        from cohort.measure.runner import check_input
         stdin = check_input(args.stdin, "--stdin", rereadable=True)
     loads = read(args.loads)
     items = chosen(loads, args.min_share, args.top)
@@ -244,7 +244,7 @@ def cmd_prefetch(args, target):
     body = text(items, args.loads)
     if args.keep_if_faster:
         import tempfile
-        from cohort.runner import resolve_program
+        from cohort.measure.runner import resolve_program
         resolve_program(target)
         with tempfile.NamedTemporaryFile("w", prefix="cohort-prefetch.", suffix=".txt") as f:
             f.write(body)
@@ -269,7 +269,7 @@ def training_runs(args, target):
     one per --train (its arguments, with --train-stdin's files in order), as
     (command, stdin file or None)."""
     import shlex
-    from cohort.runner import check_input
+    from cohort.measure.runner import check_input
     more = args.train or []
     stdins = args.train_stdin or []
     if stdins and len(stdins) != len(more):
@@ -286,12 +286,12 @@ def training_runs(args, target):
 
 
 def cmd_optimize(args, target):
-    from cohort import headroom
-    from cohort.explain import plan_and_explain
+    from cohort.plan import headroom
+    from cohort.present.explain import plan_and_explain
     from cohort.files import OPTIMIZE_PRODUCTS, claim, made_dirs, write_output
-    from cohort.planner import report
-    from cohort.profile import profile, summary
-    from cohort.runner import exit_words, shell_words_hint
+    from cohort.plan.planner import report
+    from cohort.measure.profile import profile, summary
+    from cohort.measure.runner import exit_words, shell_words_hint
     runs = training_runs(args, target)
     ref = ref_run(args, target)
     out = Path(args.output)
@@ -345,7 +345,7 @@ def cmd_optimize(args, target):
 def ref_run(args, target):
     """`cohort optimize --ref`'s run, checked before anything is profiled:
     (argv, standard input or None), or None without --ref."""
-    from cohort.confirm import confirmation_run
+    from cohort.measure.confirm import confirmation_run
     return confirmation_run(target[0], args.ref, args.ref_stdin, args.ref_trials, "--ref")
 
 
@@ -354,7 +354,7 @@ def confirm_plan(args, ref, profiles, params):
     (confirm.py). A run that fails, or prints other output under a plan,
     leaves the plan unconfirmed: a CohortError, or with --allow-failure a
     warning and None."""
-    from cohort.confirm import confirm
+    from cohort.measure.confirm import confirm
     try:
         return confirm(profiles[0], ref[0], params, validate=profiles[1:], allocator=args.allocator,
                        stdin=ref[1], log=lambda m: print(m, file=sys.stderr), trials=args.ref_trials)
@@ -366,7 +366,7 @@ def confirm_plan(args, ref, profiles, params):
 
 
 def cmd_bench(args, target):
-    from cohort.bench import bench, console_table, parse_policies, parse_sweep
+    from cohort.measure.bench import bench, console_table, parse_policies, parse_sweep
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
                     plan=plan_option(args.plan), train=args.train, cachegrind_args=args.cachegrind_args,
@@ -391,7 +391,7 @@ def also_option(text):
 
 
 def cmd_tune(args, target):
-    from cohort.tune import ALONE, tune
+    from cohort.measure.tune import ALONE, tune
     done = tune(target, args.output, ref=args.ref, trials=args.trials, keep=args.keep, force=args.force,
                 stdin=args.stdin, ref_stdin=args.ref_stdin, allocator=args.allocator)
     a = done["allocator"]
@@ -405,7 +405,7 @@ def cmd_tune(args, target):
 
 
 def cmd_report(args, target):
-    from cohort.report import report
+    from cohort.present.report import report
     written = report(args.results, args.output, force=args.force)
     print(f"cohort: wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 0
@@ -430,7 +430,7 @@ def add_profile_options(p):
 
 def trace_budget(args):
     """The trace budget the profile options ask for, or None for no trace."""
-    from cohort.profile import TRACE_BUDGET
+    from cohort.measure.profile import TRACE_BUDGET
     if args.trace_budget is not None:
         return args.trace_budget
     return TRACE_BUDGET if args.trace or getattr(args, "policy", None) == "hds" else None
@@ -485,7 +485,7 @@ POLICY_HELP = ("how contexts are grouped: halo (HALO's affinity grouping), halo+
 
 def scale_value(text):
     """--scale: a number of at least 1, else one line (argparse's usage error)."""
-    from cohort.scale import check_scale
+    from cohort.plan.scale import check_scale
     try:
         return check_scale(text)
     except CohortError as e:

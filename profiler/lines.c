@@ -27,7 +27,7 @@
  * in the D1, or came in during the same visit to the object (consecutive
  * accesses to it: the coordinates read just before, from the same line, are
  * still on their way). Per context and place: the D1 misses and the chases
- * that waited; the planner adds them (cohort/planner.py, line_choice).
+ * that waited; the planner adds them (cohort/plan/planner.py, line_choice).
  * Only these objects' accesses reach these caches (as in layouts.c's): the
  * places are compared with each other, not with the run. */
 #include "profiler.h"

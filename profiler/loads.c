@@ -14,7 +14,7 @@
  *
  * MO records the base register of the load. An instruction with no index
  * register reads base + a constant, so its address strides exactly as the
- * base does; cohort/loads.py decodes the instruction and keeps only those
+ * base does; cohort/measure/loads.py decodes the instruction and keeps only those
  * (and drops rsp- and rbp-based ones), so here the address stands for it.
  *
  * The state of a load lives in a LoadSite made when its instruction is
@@ -131,7 +131,7 @@ VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size) {
 /* ==== output ============================================================== */
 
 /* The whole run's simulated misses, every data access's (the headroom: the
- * tracked objects' share of them, cohort/headroom.py), and those on heap
+ * tracked objects' share of them, cohort/plan/headroom.py), and those on heap
  * memory that no tracked object holds (affinity.c counts them: larger
  * objects, the allocator's own, freed blocks). Written whatever the
  * options: the cache is simulated anyway. */

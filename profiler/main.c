@@ -1,5 +1,5 @@
 /* Cohort's Valgrind tool: registration, options, and the raw profile written
- * at exit. `cohort profile` (cohort/profile.py) runs it and turns the raw
+ * at exit. `cohort profile` (cohort/measure/profile.py) runs it and turns the raw
  * profile into profile.json (docs/profile-format.md). */
 #include "profiler.h"
 #include "pub_tool_libcfile.h"
@@ -84,7 +84,7 @@ static void post_clo_init(void) {
   open_progress();
 }
 
-/* The raw profile: a line-oriented dump that cohort/profile.py reads. */
+/* The raw profile: a line-oriented dump that cohort/measure/profile.py reads. */
 static void fini(Int exitcode) {
   /* %p in the name: a forked child, which also runs this, writes its own. */
   const HChar *path = VG_(expand_file_name)("--cohort-out", ch_clo_out);

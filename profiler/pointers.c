@@ -3,7 +3,7 @@
  * comes here (instrument.c guards the call inline); when the address is in
  * a tracked object and the value points into another (or the same), the
  * edge (the source's context, the field's offset) -> the target's context
- * gains one. The raw dump lists each edge with its count; cohort/profile.py
+ * gains one. The raw dump lists each edge with its count; cohort/measure/profile.py
  * builds the profile's ds_graph from them. */
 #include "profiler.h"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import chosen_names, clean_environment, publish, script_arguments, spread, whole_number  # noqa: E402
+from cohort.measure.bench import chosen_names, clean_environment, publish, script_arguments, spread, whole_number  # noqa: E402
 from cohort.paths import allocator_library  # noqa: E402
 
 EX = ROOT / "build" / "examples" / "pools"

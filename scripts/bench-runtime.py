@@ -30,9 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.handplan import call_sites, write_plan  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, clean_environment, script_arguments, spread  # noqa: E402
-from cohort.runner import environment  # noqa: E402
+from cohort.plan.handplan import call_sites, write_plan  # noqa: E402
+from cohort.measure.bench import CACHEGRIND_GEOMETRY, clean_environment, script_arguments, spread  # noqa: E402
+from cohort.measure.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "allocbench"
 OUT = ROOT / "demo-out"

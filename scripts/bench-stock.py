@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import chosen_names, report_runs, script_arguments  # noqa: E402
+from cohort.measure.bench import chosen_names, report_runs, script_arguments  # noqa: E402
 from stock import programs  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"

@@ -29,10 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.bench import (chosen_names, clean_environment, publish, script_arguments, spread,  # noqa: E402
+from cohort.measure.bench import (chosen_names, clean_environment, publish, script_arguments, spread,  # noqa: E402
                           whole_number, whole_numbers)
 from cohort.paths import allocator_library  # noqa: E402
-from cohort.runner import environment  # noqa: E402
+from cohort.measure.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "prodcons"
 KNOWN_SHAPES = ["ring", "split", "relay", "larson"]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort import workloads  # noqa: E402
-from cohort.bench import POLICIES, report_runs  # noqa: E402
+from cohort.formats import workloads  # noqa: E402
+from cohort.measure.bench import POLICIES, report_runs  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", ROOT / "results"))

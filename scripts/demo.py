@@ -20,15 +20,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cohort import headroom  # noqa: E402
-from cohort.explain import explain  # noqa: E402
+from cohort.plan import headroom  # noqa: E402
+from cohort.present.explain import explain  # noqa: E402
 from cohort.files import write_output  # noqa: E402
-from cohort.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
-from cohort.report import short_walk_share  # noqa: E402
-from cohort.profile import profile, summary  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, whole_number  # noqa: E402
-from cohort.runner import environment  # noqa: E402
-from cohort.workloads import inputs as workload_inputs  # noqa: E402
+from cohort.plan.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
+from cohort.present.report import short_walk_share  # noqa: E402
+from cohort.measure.profile import profile, summary  # noqa: E402
+from cohort.measure.bench import CACHEGRIND_GEOMETRY, whole_number  # noqa: E402
+from cohort.measure.runner import environment  # noqa: E402
+from cohort.formats.workloads import inputs as workload_inputs  # noqa: E402
 
 WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
 BIN = ROOT / "build" / "workloads" / WORKLOAD

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import plan_mutants  # noqa: E402
-from cohort.bench import whole_number  # noqa: E402
+from cohort.measure.bench import whole_number  # noqa: E402
 from cohort.paths import plan_checker, runtime_library  # noqa: E402
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import profile_mutants  # noqa: E402
-from cohort.bench import whole_number  # noqa: E402
+from cohort.measure.bench import whole_number  # noqa: E402
 
 
 def schemas_agree(raw):

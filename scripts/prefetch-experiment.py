@@ -26,11 +26,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.loads import candidate, measure, verdict  # noqa: E402
-from cohort.bench import CACHEGRIND_GEOMETRY, script_arguments, spread  # noqa: E402
-from cohort.prefetchfile import chosen, text  # noqa: E402
-from cohort.runner import environment, with_prefetch  # noqa: E402
-from cohort.workloads import inputs  # noqa: E402
+from cohort.measure.loads import candidate, measure, verdict  # noqa: E402
+from cohort.measure.bench import CACHEGRIND_GEOMETRY, script_arguments, spread  # noqa: E402
+from cohort.formats.prefetchfile import chosen, text  # noqa: E402
+from cohort.measure.runner import environment, with_prefetch  # noqa: E402
+from cohort.formats.workloads import inputs  # noqa: E402
 
 LAYOUTS = {"glibc": None, "mo": "mo"}
 

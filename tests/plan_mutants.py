@@ -120,8 +120,8 @@ def checker_accepts(checker, path, env):
 
 def cli_verdict(path, profile):
     """(accepted, traceback or None): the CLI's reader, then explain with the plan."""
-    from cohort.explain import explain
-    from cohort.planfile import read_plan
+    from cohort.present.explain import explain
+    from cohort.formats.planfile import read_plan
     try:
         read_plan(path)
     except CohortError:

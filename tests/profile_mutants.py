@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from cohort.cli import main
-from cohort.planfile import read_plan
+from cohort.formats.planfile import read_plan
 
 HUGE = "9" * 100_000   # a 100,000-digit number
 
@@ -212,7 +212,7 @@ def schema_verdicts(raw):
     reference implementation's on the same version's definition."""
     import fastjsonschema
     import jsonschema
-    from cohort.profilefile import Corrupt, _decode, _validator
+    from cohort.formats.profilefile import Corrupt, _decode, _validator
     try:
         doc = _decode(raw)
     except Corrupt:

@@ -1,4 +1,4 @@
-"""Automatic Pool Allocation's heuristics as planner policies (cohort/dsgraph.py,
+"""Automatic Pool Allocation's heuristics as planner policies (cohort/apa.py,
 planner.make_plan(policy=...)), halo+ds, and `cohort explain --ds-graph`."""
 
 import json
@@ -6,10 +6,11 @@ import json
 import pytest
 
 from conftest import COHORT, PROGRAMS, cohort_env, run
-from cohort import dsgraph, families
+from cohort.policies import apa
+from cohort.policies import families
 from cohort.errors import CohortError
-from cohort.planner import make_plan, render, report
-from cohort.profile import hot_nodes
+from cohort.plan.planner import make_plan, render, report
+from cohort.measure.profile import hot_nodes
 
 # A program with known shapes. Functions (their start offsets) and the call
 # sites in them; main is 99.
@@ -79,9 +80,9 @@ def shapes_profile(ds=True):
 
 def pools_as_contexts(profile, policy):
     """The policy's pools, each as the sorted contexts it holds."""
-    from cohort.grouping import from_profile
-    g = dsgraph.build(profile, from_profile(profile)[0])
-    return [sorted(c for n in pool for c in g.contexts[n]) for pool in dsgraph.pools(g, policy)]
+    from cohort.policies.halo import from_profile
+    g = apa.build(profile, from_profile(profile)[0])
+    return [sorted(c for n in pool for c in g.contexts[n]) for pool in apa.pools(g, policy)]
 
 
 def test_families_differ_but_recursion_is_one_allocation_site():
@@ -90,18 +91,18 @@ def test_families_differ_but_recursion_is_one_allocation_site():
     p = shapes_profile()
     family = {c: f["id"] for f in p["families"] for c in f["contexts"]}
     assert family[TREE_L] != family[TREE_R]
-    assert dsgraph.recursive_sites(p) == {7, 8}
-    _, members = dsgraph.units(p)
-    site = dsgraph.allocation_sites(p, members)
+    assert apa.recursive_sites(p) == {7, 8}
+    _, members = apa.units(p)
+    site = apa.allocation_sites(p, members)
     assert site[family[TREE_L]] == site[family[TREE_R]] == site[family[ROOT]]
     assert site[family[DATA_L]] == site[family[DATA_R]]
     assert site[family[CELL]] != site[family[CELL2]]
 
 
 def test_ds_nodes_unify_the_targets_of_a_field_and_find_collections():
-    from cohort.grouping import from_profile
+    from cohort.policies.halo import from_profile
     p = shapes_profile()
-    g = dsgraph.build(p, from_profile(p)[0])
+    g = apa.build(p, from_profile(p)[0])
     node = {c: n for n, cs in g.contexts.items() for c in cs}
     # cells from two makers: one list, one node (the field at +0 points to both)
     assert node[CELL] == node[CELL2]
@@ -130,7 +131,7 @@ def test_each_heuristic_makes_the_papers_pools(policy, expected):
 
 
 def agrees_with_runtime(plan, profile, tmp_path):
-    from cohort.planfile import decide, read_plan
+    from cohort.formats.planfile import decide, read_plan
     (tmp_path / "plan").write_text(render(plan, profile))
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
@@ -138,7 +139,7 @@ def agrees_with_runtime(plan, profile, tmp_path):
         assert decide(read, [index.get(s) for s in c["sites"]], size=32) == plan.predicted[c["id"]], c["id"]
 
 
-@pytest.mark.parametrize("policy", dsgraph.APA_POLICIES)
+@pytest.mark.parametrize("policy", apa.APA_POLICIES)
 def test_plans_of_the_heuristics_keep_every_pool_and_place_it(policy, tmp_path):
     """Every pool a heuristic makes is a plan group (none is dropped for
     affinity or cost), its contexts go to it at run time, and the plan says
@@ -159,10 +160,10 @@ def test_halo_plus_ds_adds_traversals_to_the_affinity():
     """halo+ds: each unit's visits (macro accesses) are shared among the
     units pointing to it by their stores; edges to cold units are left out."""
     p = shapes_profile()
-    unit_of, _ = dsgraph.units(p)
-    from cohort.grouping import from_profile
+    unit_of, _ = apa.units(p)
+    from cohort.policies.halo import from_profile
     accesses = from_profile(p)[0]
-    w = dsgraph.traversal_weights(p, unit_of, accesses)
+    w = apa.traversal_weights(p, unit_of, accesses)
     u = unit_of.__getitem__
     # payloads: 10000 visits, all through cells
     assert w[tuple(sorted((u(CELL), u(PAYLOAD))))] == 10000
@@ -186,7 +187,7 @@ def test_no_collection_plans_no_group_and_says_why():
     assert len(make_plan(p, policy="apa-all").groups) == 7
 
 
-@pytest.mark.parametrize("policy", dsgraph.DS_POLICIES)
+@pytest.mark.parametrize("policy", apa.DS_POLICIES)
 def test_a_profile_without_ds_graph_is_refused(policy):
     with pytest.raises(CohortError, match="profile the program again"):
         make_plan(shapes_profile(ds=False), policy=policy)
@@ -239,7 +240,7 @@ def test_explain_draws_the_ds_graph_coloured_by_group(dsprofile, tmp_path):
     assert r.returncode != 0 and "give a plan or --policy" in r.stderr.decode()
 
 
-@pytest.mark.parametrize("policy", dsgraph.DS_POLICIES + ("--ds-graph",))
+@pytest.mark.parametrize("policy", apa.DS_POLICIES + ("--ds-graph",))
 def test_an_older_profile_is_refused_in_one_line_and_nothing_is_lost(dsprofile, policy, tmp_path):
     d, prof = dsprofile
     p = json.loads(prof.read_text())
@@ -264,7 +265,7 @@ def test_an_older_profile_is_refused_in_one_line_and_nothing_is_lost(dsprofile, 
 def test_ds_graph_labels_tell_apart_nodes_that_enter_at_one_site():
     """Two lists whose cells one function makes, called from two places,
     are two DS nodes: their labels go out to the callers that differ."""
-    from cohort.explain import distinct_labels
+    from cohort.present.explain import distinct_labels
     p = shapes_profile()
     labels = distinct_labels(p, {"a": TREE_L, "b": ROOT, "c": CELL})
     assert labels == {"a": "shapes+0x1060 < shapes+0x1070", "b": "shapes+0x1060 < shapes+0x1160",

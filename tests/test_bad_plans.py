@@ -4,7 +4,7 @@ runs exactly as it would without Cohort."""
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
-from cohort.handplan import call_sites, write_plan
+from cohort.plan.handplan import call_sites, write_plan
 
 BINARY = PROGRAMS / "groups_O2"
 
@@ -153,7 +153,7 @@ def test_path_line_needs_version_5(tmp_path):
 def test_unknown_path_line(tmp_path, version, line, message):
     """Version 6's unknown-path line: refused before version 6 and with
     anything but walk or cold, by the runtime and the CLI alike."""
-    from cohort import planfile
+    from cohort.formats import planfile
     from cohort.errors import CohortError
     p = good_plan(tmp_path / "plan")
     p.write_text(p.read_text().replace("cohort-plan 1", f"cohort-plan {version}", 1)
@@ -176,7 +176,7 @@ def test_group_at_option(tmp_path, version, option, message):
     """Version 8's at=K on a group line: refused before version 8 and with
     anything but one of 0, 16, 32, 48, by the runtime and the CLI alike; a
     good one is read."""
-    from cohort import planfile
+    from cohort.formats import planfile
     from cohort.errors import CohortError
     p = good_plan(tmp_path / "plan")
     p.write_text(p.read_text().replace("cohort-plan 1", f"cohort-plan {version}", 1)
@@ -195,7 +195,7 @@ def test_group_at_option(tmp_path, version, option, message):
                                   "path 2 0 cold", "path 0 1 cold\npath 0 1 next",
                                   "path 0 1 cold\npath 0 1 2 next", "path 0 1 2 cold\npath 0 1 next"])
 def test_cli_reader_refuses_the_same_path_lines(tmp_path, path):
-    from cohort import planfile
+    from cohort.formats import planfile
     from cohort.errors import CohortError
     p = good_plan(tmp_path / "plan")
     text = p.read_text().replace("cohort-plan 1", "cohort-plan 5", 1)

@@ -7,8 +7,8 @@ import jsonschema
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, cohort_env, run
-from cohort import workloads
-from cohort.bench import percentile, summarise
+from cohort.formats import workloads
+from cohort.measure.bench import percentile, summarise
 
 TOY = PROGRAMS / "benchtoy"
 SCHEMA = json.loads((ROOT / "docs" / "results.schema.json").read_text())
@@ -460,7 +460,7 @@ def test_the_runtimes_misses_on_the_programs_blocks_are_counted_apart(tmp_path):
     """cgfile: D1 misses on runtime lines marked "[block]" (a freed or handed
     block's link and key) against the rest, the runtime's metadata; unknown
     (None) when a runtime line's source cannot be read."""
-    from cohort.cgfile import runtime_share
+    from cohort.formats.cgfile import runtime_share
     heap = ROOT / "runtime" / "memory" / "heap.c"
     lines = heap.read_text().split("\n")
     marked = next(i for i, t in enumerate(lines, 1) if "[block]" in t)
@@ -482,7 +482,7 @@ def test_report_lists_where_a_plan_loses_beyond_noise():
     above its allocator's 75th (or the rest pool's, in front of the first
     allocator) is named with both bands; overlapping bands are not; D1 misses
     above the allocator's are listed."""
-    from cohort.report import losses_section
+    from cohort.present.report import losses_section
 
     def cfg(p25, p75):
         return {"ok_trials": 5, "wall_p25_s": p25, "wall_median_s": (p25 + p75) / 2, "wall_p75_s": p75}

@@ -1,5 +1,5 @@
 """`cohort optimize --ref 'ARGS'`: the plan confirmed on a larger input under
-cachegrind before it is written (cohort/confirm.py; docs/planner.md,
+cachegrind before it is written (cohort/measure/confirm.py; docs/planner.md,
 "Confirmed on a larger input")."""
 
 from conftest import BUILD, COHORT, PROGRAMS, run
@@ -134,7 +134,7 @@ def test_the_clock_decides_the_rest_pools_shape(tmp_path, monkeypatch):
     glibc, by class 0.966 (docs/planner.md, "The rest pool's shape,
     measured")."""
     from types import SimpleNamespace
-    import cohort.confirm as confirm
+    import cohort.measure.confirm as confirm
 
     written = {}
 

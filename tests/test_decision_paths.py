@@ -10,8 +10,8 @@ import random
 import pytest
 
 from conftest import PROGRAMS, cohort_env, rest_class_name, run
-from cohort import planfile
-from cohort.handplan import call_sites, read_log, write_plan
+from cohort.formats import planfile
+from cohort.plan.handplan import call_sites, read_log, write_plan
 
 STEPS = "abcd"
 
@@ -177,7 +177,7 @@ def test_the_wrapper_benchmark_decides_its_kinds_from_patched_sites(tmp_path):
     # Only red's call a stop site: blue's allocations find nothing live (the
     # last stop record's slot holds blue's return address now) and go to the
     # rest pool's class, decided from the patched entry all the same.
-    from cohort.handplan import call_sites, write_plan
+    from cohort.plan.handplan import call_sites, write_plan
     entry = call_sites(mod.BIN, "xalloc", "malloc")[0]
     red = call_sites(mod.BIN, "make_red", "new_cell")[0]
     half = write_plan(tmp_path / "half.plan", [mod.BIN], [(0, entry, "walk"), (0, red, "stop=0")], ["red", "rest"],

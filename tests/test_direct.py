@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import PROGRAMS, block_size, cohort_env, run
-from cohort.handplan import call_sites, read_log, write_plan
+from cohort.plan.handplan import call_sites, read_log, write_plan
 
 
 def entry_plan(tmp_path, binary, ctor_module=None, caller="make_a", callee="malloc", group="group=0"):

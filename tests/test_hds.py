@@ -8,8 +8,8 @@ import os
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort import heaptrace
-from cohort.profilefile import load_profile
+from cohort.formats import heaptrace
+from cohort.formats.profilefile import load_profile
 
 PATTERNS = PROGRAMS / "patterns_O0"
 

@@ -1,4 +1,4 @@
-"""SEQUITUR (cohort/sequitur.py) and hot data streams (cohort/hotstreams.py),
+"""SEQUITUR (cohort/policies/sequitur.py) and hot data streams (cohort/hds.py),
 the hds comparator's analysis, on sequences with known answers."""
 
 import random
@@ -6,7 +6,9 @@ from array import array
 
 import pytest
 
-from cohort import heaptrace, hotstreams, sequitur
+from cohort.formats import heaptrace
+from cohort.policies import hds
+from cohort.policies import sequitur
 from cohort.errors import CohortError
 
 
@@ -66,7 +68,7 @@ def test_a_repeated_stream_among_noise_is_the_hot_stream():
     trace = []
     for i in range(10):
         trace += [1, 2, 3, 100 + i]
-    streams, threshold, covered = hotstreams.hot_streams(trace, target=0.7)
+    streams, threshold, covered = hds.hot_streams(trace, target=0.7)
     assert streams == [([1, 2, 3], 10)] and covered == 0.75 and threshold == 30
 
 
@@ -81,23 +83,23 @@ def test_minimal_streams_and_the_threshold():
         if i % 3 == 0:
             trace += cold + [1000 + k]
             k += 1
-    streams, _, covered = hotstreams.hot_streams(trace, target=0.6)
+    streams, _, covered = hds.hot_streams(trace, target=0.6)
     assert streams == [(hot, 12)] and covered == pytest.approx(48 / len(trace))
-    streams, _, covered = hotstreams.hot_streams(trace, target=0.8)
+    streams, _, covered = hds.hot_streams(trace, target=0.8)
     assert sorted(streams) == [(hot, 12), (cold, 4)]
     # a stream longer than 20 symbols is no stream; its parts may be
     long = list(range(1, 26))
-    streams, _, _ = hotstreams.hot_streams((long + [999]) * 2 + long, target=0.5)
+    streams, _, _ = hds.hot_streams((long + [999]) * 2 + long, target=0.5)
     assert all(2 <= len(s) <= 20 for s, _ in streams)
 
 
 def test_coallocation_sets_and_packing():
     context = {1: "a", 2: "b", 3: "a", 4: None}
     size = {1: 16, 2: 16, 3: 16, 4: 16}
-    sets = hotstreams.coallocation_sets([([1, 2, 3, 1], 10), ([1, 3], 5), ([4, 1], 7)], context, size)
+    sets = hds.coallocation_sets([([1, 2, 3, 1], 10), ([1, 3], 5), ([4, 1], 7)], context, size)
     # three 16-byte objects: 3 lines apart, 1 together, 10 times; two: 1 saved 5 times
     assert sets == {frozenset("ab"): 20, frozenset("a"): 5}
-    chosen = hotstreams.pack({frozenset("ab"): 10, frozenset("bc"): 8, frozenset("c"): 5,
+    chosen = hds.pack({frozenset("ab"): 10, frozenset("bc"): 8, frozenset("c"): 5,
                               frozenset("de"): 1})
     assert chosen == [(frozenset("ab"), 10), (frozenset("c"), 5), (frozenset("de"), 1)]
 
@@ -106,10 +108,10 @@ def test_a_long_repeated_traversal_spreads_over_many_streams():
     """100 distinct objects walked 5 times: the one rule (100 long) is no
     stream, but its five 20-object pieces are, each 5 times."""
     walk = list(range(100))
-    streams, threshold, covered = hotstreams.hot_streams(walk * 5, target=0.9)
+    streams, threshold, covered = hds.hot_streams(walk * 5, target=0.9)
     assert sorted(streams) == [(walk[i:i + 20], 5) for i in range(0, 100, 20)]
     assert covered == 1.0 and threshold == 100
-    assert hotstreams.pieces(45, 20) == [15, 15, 15] and hotstreams.pieces(0, 20) == []
+    assert hds.pieces(45, 20) == [15, 15, 15] and hds.pieces(0, 20) == []
 
 
 def test_a_hot_rule_inside_a_long_one_splits_its_stretches():
@@ -118,7 +120,7 @@ def test_a_hot_rule_inside_a_long_one_splits_its_stretches():
     pieces."""
     walk = list(range(100, 130)) + [7, 8] + list(range(130, 160))
     trace = walk * 4 + [7, 8] * 40
-    streams, _, _ = hotstreams.hot_streams(trace, target=0.9)
+    streams, _, _ = hds.hot_streams(trace, target=0.9)
     assert ([7, 8], 44) in streams
     assert all(7 not in s or s == [7, 8] for s, _ in streams)
     assert sum(len(s) for s, u in streams if s != [7, 8]) == 60
@@ -127,7 +129,7 @@ def test_a_hot_rule_inside_a_long_one_splits_its_stretches():
 def test_analyse_gives_the_profiles_record():
     trace = heaptrace.Trace(burst=4096, period=2, seen=5000, contexts=array("I", [3, 4, 3]),
                             sizes=array("I", [32, 32, 32]), refs=array("I", [0, 1, 2] * 6))
-    hs = hotstreams.analyse(trace)
+    hs = hds.analyse(trace)
     assert hs["trace"] == {"references": 18, "objects": 3, "macro_accesses": 5000, "burst": 4096,
                            "sampled_one_in": 2}
     assert hs["coverage"] >= 0.9 and hs["sets"][0]["contexts"] == [3, 4]

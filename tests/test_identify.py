@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import PROGRAMS, block_size, cohort_env, rest_class_name, run
-from cohort.handplan import call_sites, read_log, write_plan
+from cohort.plan.handplan import call_sites, read_log, write_plan
 
 SIZES = {"a": 32, "b": 48, "c": 24, "w1": 40, "w2": 40}
 

@@ -8,7 +8,7 @@ mappings; none of it may move an object against another."""
 import pytest
 
 from conftest import NEXT, PROGRAMS, cohort_env, run
-from cohort.handplan import call_sites, write_plan
+from cohort.plan.handplan import call_sites, write_plan
 
 BINARY = PROGRAMS / "addrorder"
 RUNS = 4

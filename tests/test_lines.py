@@ -9,8 +9,8 @@ import copy
 import json
 
 from conftest import COHORT, run
-from cohort import workloads
-from cohort.planner import LINE_AT, choose_line_offsets, make_plan, report
+from cohort.formats import workloads
+from cohort.plan.planner import LINE_AT, choose_line_offsets, make_plan, report
 
 TOUR = workloads.binary("tour")
 

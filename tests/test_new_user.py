@@ -313,7 +313,7 @@ def test_the_graph_has_unambiguous_labels_visible_weights_and_a_legend(inlined):
     labels = re.findall(r">(new_node \[inlined\+0x[0-9a-f]+\])<", svg)
     assert len(labels) == 2 and len(set(labels)) == 2, labels
     profile = json.loads((inlined / "profile.json").read_text())
-    from cohort.graphsvg import compact
+    from cohort.present.graphsvg import compact
     heaviest = max(w for _, _, w in profile["graph"]["edges"])
     assert f">{compact(heaviest)}<" in svg                      # weights are drawn, not only hovered
     assert ">group 0: g0-" in svg and ">group 1: g1-" in svg and ">ungrouped<" in svg
@@ -362,7 +362,7 @@ def test_make_demo_shows_cohort_glibc_and_the_controls(tmp_path):
 def test_peak_rss_is_the_programs_own_not_the_harness(tmp_path):
     """Linux reports a child's peak RSS as at least its parent's at fork; the
     bench starts programs through tools/measure.c so that it is their own."""
-    from cohort.bench import run_once
+    from cohort.measure.bench import run_once
     ballast = bytearray(120 << 20)
     for i in range(0, len(ballast), 4096):
         ballast[i] = 1

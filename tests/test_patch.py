@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
-from cohort.handplan import call_sites, calls, write_plan
+from cohort.plan.handplan import call_sites, calls, write_plan
 
 BINARY = PROGRAMS / "patchsites"
 GROUPS = ["a", "b", "ab", "ping", "pong", "rec"]

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, cohort_env, run
-from cohort.grouping import group, merge_benefit, score
-from cohort.handplan import read_log
-from cohort.identification import identify, member_conjunction
+from cohort.policies.halo import group, merge_benefit, score
+from cohort.plan.handplan import read_log
+from cohort.plan.identification import identify, member_conjunction
 
 # ---- grouping -------------------------------------------------------------
 
@@ -313,7 +313,7 @@ FREE_WALKS = {"rest": "none", "costs": {"walk_ns": 0, "frame_ns": 0, "patched_ns
 def test_entry_verdicts_exact_and_by_purity():
     from functools import partial
 
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     make_plan = partial(make_plan, **FREE_WALKS)
     plan = make_plan(synthetic_profile(980, 20))
     assert plan.groups[0].conjunctions == [(10,)]
@@ -331,8 +331,8 @@ def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
     ungrouped context through 10 joins group 0 within the purity, and the
     plan file, evaluated as the runtime would, decides as the planner
     predicted."""
-    from cohort.planfile import decide, read_plan
-    from cohort.planner import make_plan, render
+    from cohort.formats.planfile import decide, read_plan
+    from cohort.plan.planner import make_plan, render
     site = lambda i: {"id": i, "module": 0, "offset": 0x100 + i, "call": "direct",  # noqa: E731
                       "function": None, "file": None, "line": None}
     ctx = lambda i, sites, allocs, acc: {"id": i, "sites": sites, "allocations": allocs,  # noqa: E731
@@ -380,8 +380,8 @@ def shape_profile(contexts, edges, total_accesses, nsites=100):
 def agrees_with_runtime(plan, profile, tmp_path):
     """The written plan, evaluated as the runtime does, decides every
     profiled context as the planner predicted."""
-    from cohort.planfile import decide, read_plan
-    from cohort.planner import render
+    from cohort.formats.planfile import decide, read_plan
+    from cohort.plan.planner import render
     (tmp_path / "plan").write_text(render(plan, profile))
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
@@ -407,7 +407,7 @@ BUILDER_EDGES = [(3, 3, 300000), (4, 4, 300000), (3, 4, 600000)]
 def test_equal_site_sets_make_one_selector_term():
     """Members whose conjunctions hold the same sites in another order keep
     one of them; neither drops the other (the group is not lost)."""
-    from cohort.identification import minimal
+    from cohort.plan.identification import minimal
     chains = {c: s for c, s, _, _ in BUILDER}
     sel, = identify([[3, 4]], chains, popularity=[1])
     assert sel.conjunctions == [(2, 3)]
@@ -417,7 +417,7 @@ def test_equal_site_sets_make_one_selector_term():
 
 
 def test_recursive_builder_gets_its_group(tmp_path):
-    from cohort.planner import make_plan, report
+    from cohort.plan.planner import make_plan, report
     profile = shape_profile(BUILDER, BUILDER_EDGES, 1_000_000)
     plan = make_plan(profile)
     assert len(plan.groups) == 1 and sorted(plan.groups[0].members) == [3, 4]
@@ -440,7 +440,7 @@ def test_recursive_builder_gets_its_group(tmp_path):
 def test_single_hot_structure_is_a_group_of_one(tmp_path):
     """One hot context with a strong loop (a tree walked many times): a group
     of one, decided at its entry site, everything else in the rest pool."""
-    from cohort.planner import make_plan, render
+    from cohort.plan.planner import make_plan, render
     profile = shape_profile([(0, [1, 4], 100000, 900000), (1, [5, 4], 3000, 1000), (2, [6], 50, 0)],
                             [(0, 0, 800000)], 1_000_000)
     plan = make_plan(profile)
@@ -459,7 +459,7 @@ def test_single_hot_structure_is_a_group_of_one(tmp_path):
 
 
 def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     # context 1's stack holds every site of context 0's: group 0's selector
     # takes it, so a group made of context 1 would never receive an object
     profile = shape_profile([(0, [1, 2], 1000, 600000), (1, [3, 1, 2], 1000, 300000)],
@@ -473,7 +473,7 @@ def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
 # The modest churn shape's arithmetic (its 2 M patched decisions cost 20 ms
 # against the 28 ms its pool can save) at a patched decision of 10 ns, as it
 # was priced when these tests were written: they test the planner's logic,
-# not the runtime's calibration (cohort.planner.COST_DEFAULTS). A decision
+# not the runtime's calibration (cohort.plan.planner.COST_DEFAULTS). A decision
 # or a call through a stop site is priced as through any selector site.
 MODEST_COSTS = {"patched_ns": 10.0, "stop_ns": 10.0, "stop_stub_ns": 3.0, "empty_ns": 10.0}
 
@@ -488,7 +488,7 @@ def churn_profile(affinity, accesses=3_000_000):
 
 
 def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
-    from cohort.planner import make_plan, report, worth_text
+    from cohort.plan.planner import make_plan, report, worth_text
     profile = churn_profile(affinity=100_000)
     plan = make_plan(profile, identify="walk")
     assert plan.groups == [] and plan.rest == 0
@@ -530,7 +530,7 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     only for the allocations it leads to, the stubs cost 3 ms and the group
     stays. A profile that does not count calls prices no stub. Priced at the
     profiled run's own scale (scale=1), where a miss costs L2's price."""
-    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
 
     def with_calls(calls):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)
@@ -583,7 +583,7 @@ def test_strangers(tmp_path):
     count. Planned against the next allocator (--rest none), as HALO does,
     the whole affinity counts. Priced at the profiled run's own scale
     (scale=1), where a miss costs L2's price."""
-    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
 
     def listed(cold_size, one=False):
         p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)],
@@ -626,7 +626,7 @@ def test_measured_strangers_against_size_classes(tmp_path):
     group goes; made in turn with them, half its neighbours are strangers
     and the group pays, priced by that half. In allocation order (one rest
     pool, or glibc's heap) the count stays."""
-    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
 
     def listed(own_beside):
         p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)],
@@ -671,7 +671,7 @@ def test_a_group_of_two_sizes_made_in_turn_is_split_by_size_class():
     inside nor outside. When most of their neighbours in the one-pool model
     were strangers, which the group's pool would not hold, the model says
     nothing of the group's own order, and the group stays whole."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
 
     def pair(one_strangers):
         p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 3, 9], 10_000, 300_000)],
@@ -693,7 +693,7 @@ def test_a_group_of_two_sizes_made_in_turn_is_split_by_size_class():
     assert all(w.outside == 0 for w in split.worth)
     assert any("split by size class into 2 groups" in n for n in split.notes)
     # explain says the same, given what the plan file does not carry
-    from cohort.explain import worth_lines
+    from cohort.present.explain import worth_lines
     names = [g.name for g in split.groups]
     group_of = {c: i for i, g in enumerate(split.groups) for c in g.members}
     apart = {i: set(g.apart) for i, g in enumerate(split.groups)}
@@ -716,8 +716,8 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
     fewer than the affinity here, and grow with the input: the group pays at
     memory's price. A profile without misses (raw version 2) is planned as
     before."""
-    from cohort.planner import make_plan, worth_text
-    from cohort.planner import COST_DEFAULTS
+    from cohort.plan.planner import make_plan, worth_text
+    from cohort.plan.planner import COST_DEFAULTS
 
     def with_misses(d1):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)
@@ -757,7 +757,7 @@ def test_savings_of_a_few_objects_touched_all_the_time_are_bounded_by_their_miss
     The same objects touched rarely among many other accesses, and so
     missing a third of the time, keep that saving (jq's parser:
     docs/planner.md, *Objects touched all the time*)."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
 
     def parser(others, misses=1_000):
         p = shape_profile([(0, [1, 10], 3, 18_000_000), (1, [1, 11], 1_000_000, others)],
@@ -782,7 +782,7 @@ def test_savings_of_a_few_objects_touched_all_the_time_are_bounded_by_their_miss
 
 @pytest.mark.parametrize("nodes", ["empty", "cold"])
 def test_profile_without_hot_contexts_plans_no_group_and_says_why(tmp_path, nodes):
-    from cohort.planner import make_plan, report
+    from cohort.plan.planner import make_plan, report
     edges = [] if nodes == "empty" else [(0, 0, 1)]          # one loop, far under the threshold
     profile = shape_profile([(0, [1], 10, 3), (1, [2], 10, 0)], edges, 1_000_000)
     plan = make_plan(profile)
@@ -797,7 +797,7 @@ def test_profile_without_hot_contexts_plans_no_group_and_says_why(tmp_path, node
 
 
 def test_no_group_because_of_an_allocator_of_its_own_names_it_and_the_remedy():
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     # no small allocation at all
     profile = shape_profile([(0, [1], 10, 3)], [], 1_000)
     for c in profile["contexts"]:
@@ -827,7 +827,7 @@ def test_group_more_affine_outside_than_inside_merges_with_its_partners_or_is_dr
     Where no merge fits (--max-members 1) it is dropped: the shared rest
     allocator keeps the nodes beside their shapes. A group of objects used
     with each other more than with anything else stays either way."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     ctxs = [(0, [1, 9], 10000, 120000), (1, [2, 3, 9], 3333, 90000), (2, [4, 5, 9], 3333, 70000),
             (3, [6, 9], 10000, 1500000)]
     edges = [(0, 0, 100000), (0, 1, 66000), (0, 2, 46000), (1, 2, 30000), (1, 1, 3000), (2, 2, 3000),
@@ -864,7 +864,7 @@ def test_large_objects_are_kept_out_of_the_groups_of_small_ones(tmp_path):
     smaller ones is set aside, with a note: the nodes and their index form
     the group, and the buffers, on their own, stay with the next allocator.
     Large objects used with each other may still form a group."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     ctxs = [(0, [1, 9], 2000, 900000), (1, [2, 9], 2000, 1000000), (2, [3, 9], 2000, 3000000)]
     edges = [(0, 0, 40000), (0, 1, 120000), (0, 2, 150000), (1, 1, 45000), (2, 2, 1000)]
     profile = shape_profile(ctxs, edges, 5_000_000)
@@ -888,7 +888,7 @@ def test_large_objects_are_kept_out_of_the_groups_of_small_ones(tmp_path):
 
 
 def test_max_size_is_kept_within_the_runtime_limits():
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     profile = shape_profile([(0, [1], 10, 3)], [], 1000)
     profile["parameters"]["max_size"] = 1_000_000      # `cohort profile --max-size` takes any
     plan = make_plan(profile)
@@ -901,7 +901,7 @@ def test_large_objects_stay_with_the_next_allocator_and_short_lived_ones_do_not(
     interpreter's temporaries, which die at once, go to the rest pool with
     the long-lived small ones (a pooled pair costs less than glibc's, and a
     `next` verdict would cost every allocation the quick test)."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     profile = shape_profile([(0, [1, 9], 100000, 2000000), (1, [2, 9], 900000, 900000),
                              (2, [3, 9], 500, 40000), (3, [4, 9], 800, 10000), (4, [5, 9], 300, 9000)],
                             [(0, 0, 1500000)], 3_000_000)
@@ -923,7 +923,7 @@ def test_large_objects_stay_with_the_next_allocator_and_short_lived_ones_do_not(
 
 
 def test_plan_with_nothing_to_pool_has_no_pool():
-    from cohort.planner import make_plan, render
+    from cohort.plan.planner import make_plan, render
     profile = shape_profile([(0, [1, 9], 900000, 900000)], [], 1_000_000)
     profile["contexts"][0].update(min_size=8192, max_size=8192)   # over the plan's max-size, 4096
     plan = make_plan(profile)
@@ -936,8 +936,8 @@ def test_run_leaves_the_runtime_out_under_a_plan_that_places_nothing(tmp_path):
     """A plan with no group would only pass every call through, at the cost
     of an interposed jump: `cohort run` runs the program without libcohort
     and says so."""
-    from cohort.planner import make_plan, render
-    from cohort.runner import environment
+    from cohort.plan.planner import make_plan, render
+    from cohort.measure.runner import environment
     profile = shape_profile([(0, [1, 9], 900000, 900000)], [], 1_000_000)
     profile["contexts"][0].update(min_size=8192, max_size=8192)   # over the plan's max-size, 4096
     (tmp_path / "plan").write_text(render(make_plan(profile), profile))
@@ -955,7 +955,7 @@ def test_decision_paths_end_walks_where_the_contexts_agree(tmp_path):
     its profiled company agrees. Site 20 is no stop site (an ungrouped
     context passes it too), so the paths go one frame further there; where a
     stop site decides the same, no path is written."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     profile = shape_profile([(0, [1, 10, 20, 30], 500, 1000), (1, [1, 10, 21, 30], 500, 1000),
                              (2, [1, 11, 22, 30], 100, 0), (3, [1, 10, 20, 31], 300, 0)],
                             [(0, 0, 500), (1, 1, 500)], 2000)
@@ -971,7 +971,7 @@ def test_decision_paths_end_walks_where_the_contexts_agree(tmp_path):
     # group (unknown-path cold, the default with no validation run to show
     # that such walks find groups), unless a stop site is where it leaves;
     # under unknown-path walk it is walked in full
-    from cohort.planfile import decide
+    from cohort.formats.planfile import decide
     assert plan.unknown_path == "cold" and read["unknown_path"] == "cold"
     index = {s: i for i, s in enumerate(plan.sites)}
     assert decide(read, [index[1], index[10], index[21], None, index[30]]) == 1
@@ -987,7 +987,7 @@ def test_consolidation_weighs_what_a_merge_dilutes(link, merged):
     into the tree's pool would spread the tree over a fifth more bytes, which
     costs its walks more than the log's link to it brings, unless that link
     is heavy."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     profile = shape_profile([(0, [1, 10], 32768, 2_700_000), (1, [2, 11], 8192, 340_000)],
                             [(0, 0, 1_576_327), (0, 1, link), (1, 1, 28_725)], 3_100_000)
     plan = make_plan(profile, rest="none")   # tree and log are of one size: HALO's alternative
@@ -1004,7 +1004,7 @@ def test_a_node_used_mostly_with_a_group_joins_it(allocations, joined):
     with itself: HALO's density keeps it out of the group, and on its own it
     is under the threshold, so it went to the rest pool. It joins the group,
     unless its bytes would dilute the group more than its link brings."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     profile = shape_profile([(0, [1, 10], 20_000, 1_500_000), (1, [2, 11], 20_000, 1_500_000),
                              (2, [3, 12], allocations, 400_000)],
                             [(0, 0, 1_000_000), (1, 1, 1_000_000), (0, 1, 1_500_000), (0, 2, 300_000),
@@ -1029,7 +1029,7 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
     more). At 256 bytes or less the objects lie in lines neighbours share
     whole, and the group stays. Priced at the profiled run's own scale
     (scale=1), where a miss costs L2's price."""
-    from cohort.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
 
     def with_size(size):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)
@@ -1058,7 +1058,7 @@ def test_a_validation_run_has_its_say_on_the_rest_pools_shape():
     plan` says over how many runs."""
     import copy
 
-    from cohort.planner import make_plan, rest_text
+    from cohort.plan.planner import make_plan, rest_text
 
     def model(one, classes):
         return {"max_size": 256, "objects": 20_000, "accesses": 501_000,
@@ -1082,8 +1082,8 @@ def test_affinity_with_dropped_contexts_counts_outside():
     """A group's objects used mostly with objects of contexts the graph's
     coverage filter dropped: that affinity, which no edge carries, is outside
     the group (docs/planner.md, "Affinity with the cold contexts")."""
-    from cohort.families import dropped_affinity
-    from cohort.planner import make_plan
+    from cohort.policies.families import dropped_affinity
+    from cohort.plan.planner import make_plan
     builder = BUILDER + [(6, [7], 100000, 5000)]
     profile = shape_profile(builder, BUILDER_EDGES, 1_000_000)
     assert make_plan(profile).groups   # as far as the graph can tell, a group
@@ -1102,7 +1102,7 @@ def test_groups_pay_for_the_entry_decisions_they_put_on_the_rest():
     identification, a plan with groups decides every other allocation at its
     entry site: the quick test where no stub reaches the site. A group that
     saves less than that is dropped (gawk's two interpreter buffers)."""
-    from cohort.planner import make_plan
+    from cohort.plan.planner import make_plan
     builder = [c if c[0] != 5 else (5, [5], 100000, 0) for c in BUILDER]
     profile = shape_profile(builder, BUILDER_EDGES, 1_000_000)
     kept = make_plan(profile)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from cohort.elf import build_id
+from cohort.formats.elf import build_id
 from conftest import COHORT, PROGRAMS, cohort_env, run
 
 ASM = PROGRAMS / "prefetchable"

@@ -7,9 +7,10 @@ import os
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort import headroom, transfer
-from cohort.profile import hot_nodes
-from cohort.profilefile import load_profile
+from cohort.plan import headroom
+from cohort.plan import transfer
+from cohort.measure.profile import hot_nodes
+from cohort.formats.profilefile import load_profile
 
 O0 = PROGRAMS / "patterns_O0"
 O2 = PROGRAMS / "patterns_O2"      # PIE, no frame pointers, stripped
@@ -94,7 +95,7 @@ def test_near_weight_measures_bytes_that_would_share_a_line(tmp_path, alternate)
 
 def test_headroom_counts_the_whole_runs_misses(tmp_path, alternate):
     """The profile counts the run's simulated misses beside the tracked
-    objects' (cohort/headroom.py): the alternate lists take nearly all of
+    objects' (cohort/plan/headroom.py): the alternate lists take nearly all of
     them; a run that walks a global array far more often leaves the heap
     a small share, and the line says to expect no measurable gain."""
     h = headroom.of(alternate)
@@ -113,7 +114,7 @@ def test_explain_predicts_what_the_groups_remove(tmp_path):
     """explain ends the groups with their predicted removal of the profiled
     run's D1 misses, a share of the run's own (docs/planner.md, "Predicted
     against measured")."""
-    from cohort import workloads
+    from cohort.formats import workloads
     profile(tmp_path, workloads.binary("listfrag"), *workloads.inputs("listfrag")["train"])
     r = run([COHORT, "explain", tmp_path / "profile.json", "--graph", "-"])
     text = r.stdout.decode()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, cohort_env, run
-from cohort.handplan import calls, direct_call_sites, write_plan
+from cohort.plan.handplan import calls, direct_call_sites, write_plan
 
 MODES = [{}, {"mode": "off"}, {"mode": "all"}, {"mode": "random:4"}]
 IDS = ["preload", "off", "all", "random"]

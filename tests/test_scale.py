@@ -1,4 +1,4 @@
-"""A group's worth at the scale the plan runs at (cohort/scale.py;
+"""A group's worth at the scale the plan runs at (cohort/plan/scale.py;
 docs/planner.md, "A miss at the run's scale"): users profile a small input
 and run a large one, so the planner prices a group's avoided misses at the
 cache level that serves them there, and its identification at the
@@ -8,8 +8,8 @@ import copy
 import json
 
 from conftest import COHORT, run
-from cohort import scale as scaling
-from cohort.planner import make_plan, report
+from cohort.plan import scale as scaling
+from cohort.plan.planner import make_plan, report
 
 # The machine the tests price for, whatever this one's sysfs says.
 SIZES = {1: 32 << 10, 2: 1 << 20, 3: 32 << 20}
@@ -129,7 +129,7 @@ def test_a_few_objects_whose_number_does_not_grow_keep_their_distance():
     fitted = scaling.fit(train, other, keys)
     assert fitted.contexts[2][2] == 0.0                # its bytes do not grow
     pricing = scaling.Pricing.of(train, {"miss_ns": 3.5}, fitted, SIZES)
-    from cohort.transfer import context_misses, run_accesses
+    from cohort.plan.transfer import context_misses, run_accesses
     misses = context_misses(train["contexts"], [2], run_accesses(train["contexts"]))
     trained = misses[2] * 64
     at = pricing.at(train["contexts"], [2], misses, False)
@@ -175,7 +175,7 @@ def test_the_rest_pool_is_decided_for_the_allocator_underneath(tmp_path):
     profile's model says one pool in allocation order misses less than
     classes by more than its pairs cost over jemalloc's; a profile without
     the model leaves it out. The plan names its allocator."""
-    from cohort.planner import COST_DEFAULTS, render
+    from cohort.plan.planner import COST_DEFAULTS, render
     p = wrapped_kinds(6000, 3)
     glibc = make_plan(p, cache_sizes=SIZES)
     assert glibc.rest is not None and glibc.allocator == "glibc"
@@ -238,7 +238,7 @@ def test_a_plan_without_a_rest_pool_pays_for_the_runtime_it_loads():
     is loaded for the groups alone, and every allocation they do not take is
     handed on at passthrough_ns: the groups pay for it, and say so. With a
     rest pool the runtime is there anyway, and they do not."""
-    from cohort.planner import COST_DEFAULTS, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, worth_text
     p = wrapped_kinds(6000, 3)
     bare = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
     w = bare.worth[0]
@@ -258,7 +258,7 @@ def test_a_group_pays_for_its_pairs_over_an_allocator_of_size_classes():
     their own that saved at most 0.6 ms against 4.9 ms of pairs at ten
     times, and ran 1.145 x jemalloc. From the rest pool, or in front of
     glibc (whose pair costs more than a pool's), a group takes nothing."""
-    from cohort.planner import COST_DEFAULTS, pair_cost, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, pair_cost, worth_text
     p = wrapped_kinds(6000, 3)
     bare = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
     w = bare.worth[0]
@@ -285,7 +285,7 @@ def test_allocations_entered_through_a_system_module_are_walks_the_groups_pay_fo
     `objects`'s one group saved at most 2.5 ms against 5.6 ms of such
     walks, and its plan ran 23% more instructions than its rest pool
     alone."""
-    from cohort.planner import COST_DEFAULTS, entry_decisions, framed_walks, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, entry_decisions, framed_walks, worth_text
 
     def with_strings(m):
         p = wrapped_kinds(6000, 3)
@@ -320,7 +320,7 @@ def test_what_a_group_does_to_other_allocations_grows_as_they_do():
     the remarks did. cppcheck's ValueFlow values, made anew for each file,
     were charged 0.94 ms for the allocations their runtime hands on, not
     grown, against a run 18.7 times the training run's allocations."""
-    from cohort.planner import COST_DEFAULTS, worth_text
+    from cohort.plan.planner import COST_DEFAULTS, worth_text
     small = wrapped_kinds(6000, 3)
     large = wrapped_kinds(6000, 30)
     large["target"]["argv"] = ["/x/kinds", "6000", "30", "remarks"]

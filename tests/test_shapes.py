@@ -1,6 +1,6 @@
 """Program shapes the planner must not lose: recursive builders, whose
 contexts hold the same call sites in many orders, folded into families
-(cohort/families.py), end to end on a stripped-like -O2 PIE."""
+(cohort/policies/families.py), end to end on a stripped-like -O2 PIE."""
 
 import json
 import shutil
@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from conftest import COHORT, PROGRAMS, cohort_env, run
-from cohort.families import families, fold, function_starts, site_functions
-from cohort.handplan import call_sites, read_log
+from cohort.policies.families import families, fold, function_starts, site_functions
+from cohort.plan.handplan import call_sites, read_log
 
 BUILDERS = PROGRAMS / "builders"
 

@@ -1,5 +1,5 @@
 """Plans that transfer between inputs (issue 17): a plan replayed on the
-profile of another run (cohort/transfer.py), the groups that do not pay
+profile of another run (cohort/plan/transfer.py), the groups that do not pay
 there dropped, the unknown-path choice, and the CLI that drives it."""
 
 import pytest
@@ -7,8 +7,8 @@ import pytest
 from conftest import BUILD, COHORT, run
 from test_planner import FREE_WALKS, shape_profile
 
-from cohort import transfer
-from cohort.planner import as_read, make_plan
+from cohort.plan import transfer
+from cohort.plan.planner import as_read, make_plan
 
 XFORM = BUILD / "workloads" / "xform"
 

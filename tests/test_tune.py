@@ -5,7 +5,7 @@ and its refusals."""
 import json
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort.tune import GRID, candidates
+from cohort.measure.tune import GRID, candidates
 
 DSG = PROGRAMS / "dsgraph"
 
@@ -64,7 +64,7 @@ def test_the_allocator_alone_is_a_plan_with_no_group_that_runs_without_the_runti
     """What tune keeps when the allocator alone was fastest: the default
     plan's program, no group; the runtime's own parser takes it, and
     cohort run leaves libcohort out under it."""
-    from cohort.tune import alone_plan
+    from cohort.measure.tune import alone_plan
     opt = tmp_path / "opt"
     r = run([COHORT, "optimize", "-o", opt, "--", DSG, "2000"])
     assert r.returncode == 0, r.stderr.decode()
@@ -76,7 +76,7 @@ def test_the_allocator_alone_is_a_plan_with_no_group_that_runs_without_the_runti
     assert not [ln for ln in text.splitlines() if ln.split()[:1] in (["group"], ["site"], ["rest"], ["path"])]
     r = run([ROOT / "build" / "tools" / "cohort-plan-check", alone])
     assert r.returncode == 0, r.stderr.decode()
-    from cohort.runner import environment
+    from cohort.measure.runner import environment
     env = environment(plan=alone, base={"PATH": "/usr/bin"})
     assert "libcohort" not in env.get("LD_PRELOAD", "") and "COHORT_PLAN" not in env
     r = run([DSG, "2000"], env=env)
@@ -125,7 +125,7 @@ def test_tune_keeps_no_group_when_the_allocator_alone_is_fastest(tmp_path):
     text = (out / "tune.md").read_text()
     assert "Kept **none**: glibc alone was the fastest on the reference input" in text
     assert "| **none** |" in text
-    from cohort.runner import environment
+    from cohort.measure.runner import environment
     assert "libcohort" not in environment(plan=out / "plan", base={"PATH": "/usr/bin"}).get("LD_PRELOAD", "")
 
 

@@ -1,7 +1,7 @@
 /* cohort-sequitur: SEQUITUR (Nevill-Manning and Witten, 1997) for the hds
  * comparator: compresses a heap reference trace into the one grammar that
- * generates it. Python reads the grammar (cohort/sequitur.py) and finds the
- * hot data streams in it (cohort/hotstreams.py); the per-reference work is
+ * generates it. Python reads the grammar (cohort/policies/sequitur.py) and finds the
+ * hot data streams in it (cohort/policies/hds.py); the per-reference work is
  * here because a trace holds a million references.
  *
  * Two properties hold after every symbol appended:
@@ -278,7 +278,7 @@ int main(void) {
   if (ferror(stdin)) die("cannot read the symbols");
 
   /* Number the rules in use: the start rule, then depth first, each rule
-   * at its first use, as cohort/sequitur.py's Grammar.rules() lists them. */
+   * at its first use, as cohort/policies/sequitur.py's Grammar.rules() lists them. */
   uint32_t *number = grow(NULL, (size_t)n_rules * sizeof *number);
   for (uint32_t i = 0; i < n_rules; i++) number[i] = UINT32_MAX;
   uint32_t *order = grow(NULL, (size_t)n_rules * sizeof *order), n_order = 0;

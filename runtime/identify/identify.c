@@ -169,7 +169,7 @@ void ch_identify_init(void) {
     /* The lane packs; a rest pool that places its line-sized blocks into
      * their lines (the plan's at=K) keeps it only for requests whose blocks
      * are smaller than a line: larger ones take the ordinary path, which
-     * places them (cohort/planner.py prices it: LANE_NS). */
+     * places them (cohort/plan/planner.py prices it: LANE_NS). */
     if (rest_only && ch_plan->group_at[rest] >= 0 && lane_max > 64 - CH_GRANULE) lane_max = 64 - CH_GRANULE;
     if (ch_identify_controls) ch_control_limit = lane_max;
     if (ch_opt.mode == CH_MODE_RANDOM) ch_control_spread = ngroups;

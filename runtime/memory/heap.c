@@ -7,7 +7,7 @@
  * pin an otherwise empty chunk. A line that reads or writes such a block
  * (the program's memory, not the heap's) says "[block]" in its comment:
  * cohort bench counts the cache misses of those lines apart from the
- * runtime's own metadata's (cohort/cgfile.py). Only the owning thread touches a chunk's
+ * runtime's own metadata's (cohort/formats/cgfile.py). Only the owning thread touches a chunk's
  * bins and counts; another thread's free sets the block's freed bit
  * atomically and pushes the block onto the owning heap's delayed list (in
  * batches), which the owner drains. Heaps are

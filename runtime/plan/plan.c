@@ -104,7 +104,7 @@ bool ch_parse_module_line(const char *s, const char *end, unsigned expect, unsig
 }
 
 /* Digits only (hex with an optional 0x once), no sign, no spaces: the
- * grammar the CLI reads too (cohort/planfile.py). */
+ * grammar the CLI reads too (cohort/formats/planfile.py). */
 static bool parse_uint(const char *t, int base, unsigned long long max, unsigned long long *out) {
   if (!t || !*t) return false;
   if (base == 16 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t += 2;

@@ -271,7 +271,7 @@ def _absorb(units, edges, adj, split, dilution, max_members, total_accesses, gro
 
 def from_profile(profile):
     """(accesses, edges, total accesses, members) of a profile's filtered
-    graph: over its context families if it has them (cohort/families.py),
+    graph: over its context families if it has them (cohort/policies/families.py),
     else over its contexts; members maps each node to its contexts, the
     hottest first."""
     contexts = profile["contexts"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
-from cohort import elf
-from cohort.planfile import read_plan
+from cohort.formats import elf
+from cohort.formats.planfile import read_plan
 
 
 def exit_words(rc):

@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from cohort import elf
+from cohort.formats import elf
 
 
 def build_id(binary):

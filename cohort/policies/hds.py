@@ -19,7 +19,7 @@ chosen set is a group."""
 
 import math
 
-from cohort import sequitur
+from cohort.policies import sequitur
 
 LINE = 64
 

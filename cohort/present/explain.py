@@ -9,13 +9,18 @@ defaults."""
 import os
 from pathlib import Path
 
-from cohort import dsgraph, grouping, headroom, planfile, planner, transfer
-from cohort import scale as scaling
+from cohort.policies import apa
+from cohort.policies import halo
+from cohort.plan import headroom
+from cohort.formats import planfile
+from cohort.plan import planner
+from cohort.plan import transfer
+from cohort.plan import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
-from cohort.graphsvg import compact, render
-from cohort.planfile import decide, read_plan, walk_length
-from cohort.profilefile import load_profile
+from cohort.present.graphsvg import compact, render
+from cohort.formats.planfile import decide, read_plan, walk_length
+from cohort.formats.profilefile import load_profile
 
 
 LEGEND = [
@@ -121,7 +126,7 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
             for g, other in ((gx, y), (gy, x)):
                 if g is not None and other not in (apart or {}).get(g, ()):
                     outside[g] += w
-    for x, w in grouping.dropped_affinity(profile).items():   # with the contexts the graph dropped
+    for x, w in halo.dropped_affinity(profile).items():   # with the contexts the graph dropped
         if node_group.get(x) is not None:
             outside[node_group[x]] += w
     members = {}
@@ -238,7 +243,7 @@ def ds_picture(profile, g, group_of, names):
     names it), an arrow per pointer edge labelled with its field offsets
     and stores; collections drawn with a double ring, array-like nodes as
     boxes; coloured by the group of each node's hottest context. g: the
-    profile's dsgraph.DSGraph."""
+    profile's apa.DSGraph."""
     touched = {n for e in g.edges for n in e} | g.hot
     hottest = {n: min(g.contexts[n], key=lambda c: (-profile["contexts"][c]["accesses"], c)) for n in touched}
     colls = {n for comp in g.collections() for n in comp}
@@ -290,7 +295,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
     does not carry (the groups split apart by size class)."""
     profile = load_profile(profile_path)
     if ds_graph_path:
-        dsgraph.require(profile, "--ds-graph")
+        apa.require(profile, "--ds-graph")
     validations = planner.load_validations(profile, validate, f"profile {profile_path}")
     if plan_path:
         plan = read_plan(plan_path)
@@ -334,7 +339,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
              f"{profile['parameters']['affinity_distance']} bytes",
              f"  graph: {len(profile['graph']['nodes'])} contexts cover "
              f"{profile['graph']['coverage']:.1%} of accesses; {len(profile['graph']['edges'])} edges"]
-    ds = dsgraph.build(profile, grouping.from_profile(profile)[0]) if profile.get("ds_graph") is not None else None
+    ds = apa.build(profile, halo.from_profile(profile)[0]) if profile.get("ds_graph") is not None else None
     if ds is not None:
         lines.append(f"  DS graph: {profile['ds_graph']['pointer_stores']} pointer stores, "
                      f"{len(ds.edges)} edges between {len({n for e in ds.edges for n in e})} DS nodes, "

@@ -31,14 +31,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from cohort.bench import (PROFILE_SWEEPS, SWEEPS, alone_environment, bench, cachegrind, clean_environment,
+from cohort.measure.bench import (PROFILE_SWEEPS, SWEEPS, alone_environment, bench, cachegrind, clean_environment,
                           sweep_name, sweep_profiles)
 from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, made_dirs, write_output
 from cohort.paths import allocator_library
-from cohort.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
-from cohort.profile import TRACE_BUDGET, profile
-from cohort.runner import check_input, environment, exit_words, resolve_program
+from cohort.plan.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
+from cohort.measure.profile import TRACE_BUDGET, profile
+from cohort.measure.runner import check_input, environment, exit_words, resolve_program
 
 # One parameter changed at a time from the defaults (128, 0.05, 16, 0.98,
 # 256): the rest pool's limit up to the runtime's default max-size.

@@ -5,7 +5,7 @@ The profile's `ds_graph` counts pointer stores between allocation contexts
 (docs/profile-format.md). Here they become APA's DS graph:
 
 - A *unit* is what the planner groups: a context family (recursion folded
-  away, cohort/families.py), else a context.
+  away, cohort/policies/families.py), else a context.
 - A *DS node* is a set of units that APA's analysis would not tell apart.
   Data Structure Analysis has a node per allocation site and calling
   context, with the call graph's cycles merged: units whose chains differ
@@ -27,7 +27,7 @@ The heuristics give pools as lists of nodes; planner.py makes them plans."""
 from dataclasses import dataclass, field
 
 from cohort.errors import CohortError
-from cohort.profile import ARRAY_OFFSETS
+from cohort.measure.profile import ARRAY_OFFSETS
 
 APA_POLICIES = ("apa-all", "apa-collections", "apa-maximal")
 DS_POLICIES = ("halo+ds",) + APA_POLICIES

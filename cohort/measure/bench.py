@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 
 from cohort import __version__
-from cohort.cgfile import runtime_share
+from cohort.formats.cgfile import runtime_share
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, measure_tool, shift_library
-from cohort.planner import MAX_MAX_SIZE, PLAN_POLICIES
-from cohort.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
+from cohort.plan.planner import MAX_MAX_SIZE, PLAN_POLICIES
+from cohort.measure.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
                            shell_words_hint, with_prefetch)
 
 # The policies a bench can compare: HALO's plan; the other plan policies
@@ -758,7 +758,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     if inputs["validate"]:
         stdin_records["validate"] = [input_record(v or os.devnull) for v in inputs["validate"]]
     if prefetch is not None:
-        from cohort.prefetchfile import check
+        from cohort.formats.prefetchfile import check
         prefetch = check(prefetch)
     stats_names = ([f"cohort+{a}" for a in allocators] if "halo" in policies else []) \
         + [p for p in policies if p != "halo"] + swept + [n for n, _ in extra_plans] \
@@ -784,7 +784,7 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
 def confirm_argv(target, confirm, stdin, trials, train, policies):
     """--confirm's run: (argv, standard input or None), or None without it;
     a one-line CohortError for what cannot be confirmed."""
-    from cohort.confirm import confirmation_run
+    from cohort.measure.confirm import confirmation_run
     run = confirmation_run(target[0], confirm, stdin, trials, "--confirm")
     if run is not None and (train is None or "halo" not in policies):
         raise CohortError("--confirm measures the plans bench makes from --train: it needs --train and the "
@@ -798,9 +798,9 @@ def confirm_plans(outdir, run, allocators, validated, trials, log):
     again from what the measurement kept (the first allocator's with its
     explanation, which gains the measurement's lines), over the plans bench
     has just written. {allocator: those lines}."""
-    from cohort.confirm import confirm
-    from cohort.explain import plan_and_explain
-    from cohort.planner import PLAN_DEFAULTS, plan_command
+    from cohort.measure.confirm import confirm
+    from cohort.present.explain import plan_and_explain
+    from cohort.plan.planner import PLAN_DEFAULTS, plan_command
     argv, stdin = run
     said = {}
     for a in allocators:
@@ -832,8 +832,8 @@ def sweep_plans(sweep, outdir, train_argv, train_stdin, force, log):
     """halo's plan for each value of the sweep: [(config name, plan path)].
     A profiler parameter gets a profile per value, from the training run
     again; a planner parameter plans from the one training profile."""
-    from cohort.planner import PLAN_DEFAULTS, plan_command
-    from cohort.profile import profile
+    from cohort.plan.planner import PLAN_DEFAULTS, plan_command
+    from cohort.measure.profile import profile
     param, values = sweep
     keyword = SWEEPS[param][3]
     profiles = sweep_profiles(outdir, sweep)
@@ -888,9 +888,9 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     plans, swept, plans_for = {}, [], {}
     headroom = None   # the training run's (trained_headroom)
     if train is not None:
-        from cohort.explain import plan_and_explain
-        from cohort.planner import PLAN_DEFAULTS, plan_command
-        from cohort.profile import TRACE_BUDGET, profile
+        from cohort.present.explain import plan_and_explain
+        from cohort.plan.planner import PLAN_DEFAULTS, plan_command
+        from cohort.measure.profile import TRACE_BUDGET, profile
         train_argv = [target[0], *shlex.split(train[0])]
         commands["train"] = train_argv
         validate_argv = [[target[0], *shlex.split(t)] for t in train[1:]]
@@ -1081,7 +1081,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     }
     write_output(results_path, json.dumps(results, indent=1) + "\n", "results", force)
     try:
-        from cohort.plots import bench_plots
+        from cohort.present.plots import bench_plots
         drawn = bench_plots(results, outdir, force)
         if drawn:
             log(f"cohort bench: drew {', '.join(str(p) for p in drawn)}")
@@ -1128,9 +1128,9 @@ def layout_lines(results):
 
 
 def trained_headroom(profile):
-    """The training run's headroom (cohort/headroom.py), for the results
+    """The training run's headroom (cohort/plan/headroom.py), for the results
     and the table: {"tracked_d1_share": share or None, "line": text}."""
-    from cohort import headroom
+    from cohort.plan import headroom
     h = headroom.of(profile)
     return {"tracked_d1_share": round(h.tracked, 6) if h else None, "line": headroom.line(profile)}
 

@@ -142,8 +142,8 @@ def measure(target, output, plan=None, policy=None, force=False, stdin=None, win
     """The whole `cohort loads`: run target under the profiler with the
     cache and stride analysis on, in the layout asked for; write loads.json.
     Returns (data, the target's return code)."""
-    from cohort.profile import run_and_read
-    from cohort.runner import check_input, environment
+    from cohort.measure.profile import run_and_read
+    from cohort.measure.runner import check_input, environment
     output = Path(output)
     claim(output, "loads", force)
     if window < 4:

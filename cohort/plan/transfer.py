@@ -24,9 +24,9 @@ A group that does not pay on a validation run is what `cohort plan
 import os
 from dataclasses import dataclass, field
 
-from cohort import grouping
+from cohort.policies import halo
 from cohort.errors import CohortError
-from cohort.planfile import decide, leaves_paths, walk_length
+from cohort.formats.planfile import decide, leaves_paths, walk_length
 
 
 def module_key(module):
@@ -717,7 +717,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
         else:
             for g in {gx, gy} & real:
                 groups[g].outside += w
-    for x, w in grouping.dropped_affinity(run).items():   # with the contexts the graph dropped
+    for x, w in halo.dropped_affinity(run).items():   # with the contexts the graph dropped
         if node_group.get(x) in real:
             groups[node_group[x]].outside += w
     for g in real:

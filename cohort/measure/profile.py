@@ -14,12 +14,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from cohort import __version__, elf, families, heaptrace, hotstreams
+from cohort import __version__
+from cohort.formats import elf
+from cohort.policies import families
+from cohort.formats import heaptrace
+from cohort.policies import hds
 from cohort.errors import CohortError
 from cohort.files import ESCAPE, claim, write_output
 from cohort.paths import profiler_lib
-from cohort.profilefile import FORMAT
-from cohort.runner import check_input, open_input, resolve_program, script_advice
+from cohort.formats.profilefile import FORMAT
+from cohort.measure.runner import check_input, open_input, resolve_program, script_advice
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
 RAW_VERSION = "8"
@@ -203,7 +207,7 @@ def parse_raw(text):
             v = [int(x) for x in rest.split()]
             raw.setdefault("lines", {"contexts": {}})["contexts"][v[0]] = {
                 "chases": v[1], "d1_misses": v[2:7], "chase_waits": v[7:12]}
-        elif kind == "cache":     # the whole run's simulated misses (cohort/headroom.py)
+        elif kind == "cache":     # the whole run's simulated misses (cohort/plan/headroom.py)
             f = rest.split()
             raw["run"] = {f[i].replace("-", "_"): int(f[i + 1]) for i in range(0, len(f), 2)}
         elif kind == "loads":     # --cohort-loads=yes: the cache and its totals
@@ -446,7 +450,7 @@ def hot_streams(trace, budget):
                f"{trace.seen:,}; --trace-budget {budget:,})" if trace.period > 1 else "")
     print(f"cohort: finding hot data streams in {len(trace.refs):,} heap references{sampled}",
           file=sys.stderr)
-    return hotstreams.analyse(trace)
+    return hds.analyse(trace)
 
 
 def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None,

@@ -1,6 +1,6 @@
 """`cohort plan`: from a profile to the runtime's plan (docs/plan-format.md).
 
-Grouping (grouping.py) decides which contexts share a pool; identification
+Grouping (halo.py) decides which contexts share a pool; identification
 (identification.py) derives the selectors that recognise them; this module
 puts both into a plan within the runtime's limits, decides the quick test's
 verdicts for entry sites, and reports what it did."""
@@ -11,8 +11,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort import dsgraph, grouping, hotstreams, identification, planfile, transfer
-from cohort import scale as scaling
+from cohort.policies import apa
+from cohort.policies import halo
+from cohort.policies import hds
+from cohort.plan import identification
+from cohort.formats import planfile
+from cohort.plan import transfer
+from cohort.plan import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -26,7 +31,7 @@ REST_SHAPES = ("auto", "one", "classes")
 # model of the places (auto), or left where the runtime puts them (none).
 LINE_OFFSETS = ("auto", "none")
 
-PLAN_DEFAULTS = dict(grouping.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
+PLAN_DEFAULTS = dict(halo.DEFAULTS, unknown_entry="auto", unknown_path="auto", entry_purity=0.98)
 
 
 @dataclass
@@ -41,14 +46,14 @@ class PlannedGroup:
     conflicts: list
     unidentifiable: list
     nodes: list = field(default_factory=list)   # its nodes in the graph (families or contexts)
-    merged: bool = False   # formed by grouping.consolidate: priced as stack walks (assess)
+    merged: bool = False   # formed by halo.consolidate: priced as stack walks (assess)
     apart: list = field(default_factory=list)   # nodes of the groups split from it by size class
 
 
 @dataclass
 class Plan:
     groups: list                       # PlannedGroup, in selector order
-    rejected: list                     # grouping.Group under the threshold
+    rejected: list                     # halo.Group under the threshold
     sites: list                        # site ids of the profile, in plan order
     verdicts: dict                     # site id -> "cold" | "walk" | "group=G"
     modules: list                      # module ids of the profile, in plan order
@@ -515,7 +520,7 @@ def assess(plan, contexts, edges, costs, identify="patched", direct=None, profil
     everything = transfer.run_accesses(contexts)
     others = pricing.allocations(contexts, [c["id"] for c in contexts if plan.predicted.get(c["id"]) is None]) \
         if pricing else None
-    cold = grouping.dropped_affinity(profile) if profile else {}
+    cold = halo.dropped_affinity(profile) if profile else {}
     for g in plan.groups:
         nodes, apart = set(g.nodes), set(g.apart)
         inside = sum(w for (x, y), w in edges.items() if x in nodes and y in nodes)
@@ -664,10 +669,10 @@ HDS_POLICY = "hds"
 # must beat (as random placement and one pool for everything are the
 # runtime's): `cohort bench --policies halo,rest`, and a `cohort tune` candidate.
 REST_POLICY = "rest"
-PLAN_POLICIES = ("halo",) + dsgraph.DS_POLICIES + (HDS_POLICY, REST_POLICY)
+PLAN_POLICIES = ("halo",) + apa.DS_POLICIES + (HDS_POLICY, REST_POLICY)
 # Policies that keep every group they form, as their papers do: no affinity
 # or cost pruning, and no dropping of groups that do not transfer.
-KEEP_ALL = dsgraph.APA_POLICIES + (HDS_POLICY,)
+KEEP_ALL = apa.APA_POLICIES + (HDS_POLICY,)
 
 
 def require_streams(profile, what):
@@ -688,7 +693,7 @@ def set_aside_large(profile, accesses, edges, members):
     with its 2-4 KiB buffer, docs/planner.md). Large objects may still be
     grouped with each other."""
     contexts = profile["contexts"]
-    nbytes = grouping.node_bytes(profile, members)
+    nbytes = halo.node_bytes(profile, members)
     size = {}
     for n in accesses:
         allocations = sum(contexts[c]["allocations"] for c in members[n])
@@ -768,12 +773,12 @@ def split_by_class(profile, formed, edges, total, members, group_threshold, cost
         if saved * costs["miss_ns"] <= sum(contexts[c]["allocations"] for c in ids) * costs["split_ns"]:
             out.append(g)
             continue
-        parts = sorted(by_class.values(), key=lambda ns: -grouping.internal(edges, ns)[0])
+        parts = sorted(by_class.values(), key=lambda ns: -halo.internal(edges, ns)[0])
         for ns in parts:
-            weight, _ = grouping.internal(edges, ns)
+            weight, _ = halo.internal(edges, ns)
             # A part of a merged group is priced as one (assess: stack walks).
             history = [(ns[0], None)] + [h for h in g.history if h[1] == "merged"]
-            out.append(grouping.Group(members=ns, weight=weight, score=grouping.score(edges, ns),
+            out.append(halo.Group(members=ns, weight=weight, score=halo.score(edges, ns),
                                       kept=weight >= total * group_threshold, history=history,
                                       apart=[n for other in parts if other is not ns for n in other]))
         notes.append(f"group around context {members[g.members[0]][0]} split by size class into "
@@ -788,11 +793,11 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
                 group_threshold, costs=None):
     """HALO's grouping (Figure 6) and our consolidation of it: (formed
     groups, notes)."""
-    formed = grouping.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
+    formed = halo.group(accesses, edges, total, min_weight=min_weight, max_members=max_members,
                             tolerance=tolerance, group_threshold=group_threshold)
-    formed, merges = grouping.consolidate(formed, accesses, edges, total, max_members=max_members,
+    formed, merges = halo.consolidate(formed, accesses, edges, total, max_members=max_members,
                                           group_threshold=group_threshold,
-                                          nbytes=grouping.node_bytes(profile, members))
+                                          nbytes=halo.node_bytes(profile, members))
     formed, split_notes = split_by_class(profile, formed, edges, total, members, group_threshold, costs)
     notes = [f"group around context {members[n][0]} merged with the "
              f"{'group around context' if kept_partner else 'ungrouped context'} {members[p][0]}: its objects are "
@@ -807,16 +812,16 @@ def halo_groups(profile, accesses, edges, total, members, min_weight, max_member
 
 
 def apa_groups(profile, policy, accesses, edges, members):
-    """An APA heuristic's pools (dsgraph.py) as groups of graph units, every
+    """An APA heuristic's pools (apa.py) as groups of graph units, every
     one kept: the paper's heuristics use no affinity and no threshold.
     Returns (formed groups, notes)."""
-    g = dsgraph.build(profile, accesses)
+    g = apa.build(profile, accesses)
     formed = []
-    for pool in dsgraph.pools(g, policy):
+    for pool in apa.pools(g, policy):
         units = [u for n in pool for u in g.units[n]]
-        weight, _ = grouping.internal(edges, units)
-        formed.append(grouping.Group(members=units, weight=weight,
-                                     score=grouping.score(edges, units), history=[(units[0], None)]))
+        weight, _ = halo.internal(edges, units)
+        formed.append(halo.Group(members=units, weight=weight,
+                                     score=halo.score(edges, units), history=[(units[0], None)]))
     notes = []
     for n in g.unified:
         if n in g.hot:
@@ -835,7 +840,7 @@ def apa_groups(profile, policy, accesses, edges, members):
 
 def hds_groups(profile, accesses, edges, members):
     """The hot-data-streams comparator's groups (HALO, section 5): the
-    profile's co-allocation sets of contexts (hotstreams.py) become sets of
+    profile's co-allocation sets of contexts (hds.py) become sets of
     immediate call sites, the allocation's entry site, which is all that
     HALO's replication identified groups by; sets that name the same sites
     add up, and weighted set packing chooses disjoint ones. Each group holds
@@ -853,11 +858,11 @@ def hds_groups(profile, accesses, edges, members):
             by_site.setdefault(c["sites"][0], []).append(c["id"])
     node_of = {c: n for n, cs in members.items() for c in cs}
     formed = []
-    for sites, _saving in hotstreams.pack(sets):
+    for sites, _saving in hds.pack(sets):
         ctxs = sorted((c for s in sites for c in by_site[s]), key=lambda c: (-contexts[c]["accesses"], c))
         nodes = list(dict.fromkeys(node_of[c] for c in ctxs if node_of.get(c) in accesses))
-        weight, _ = grouping.internal(edges, nodes)
-        g = grouping.Group(members=ctxs, weight=weight, score=grouping.score(edges, nodes),
+        weight, _ = halo.internal(edges, nodes)
+        g = halo.Group(members=ctxs, weight=weight, score=halo.score(edges, nodes),
                            history=[(ctxs[0], None)])
         g.nodes = nodes
         formed.append(g)
@@ -877,7 +882,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     """The plan for a profile. policy: halo (HALO's grouping of the
     affinity graph), halo+ds (the same, with the DS graph's pointer edges
     as extra affinity), or one of APA's heuristics on the DS graph
-    (apa-all, apa-collections, apa-maximal; dsgraph.py). Under halo and
+    (apa-all, apa-collections, apa-maximal; apa.py). Under halo and
     halo+ds, groups whose identification costs more than their placement
     can save are dropped, one at a time, the worst first, and the plan made
     again without them; so are groups that do not pay on the profile of
@@ -896,17 +901,17 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         raise CohortError(f"unknown plan policy '{policy}' (choose {', '.join(PLAN_POLICIES)})")
     if line_offsets not in LINE_OFFSETS:
         raise CohortError(f"--line-offsets must be {' or '.join(LINE_OFFSETS)}, not '{line_offsets}'")
-    if policy in dsgraph.DS_POLICIES:
-        dsgraph.require(profile, f"--policy {policy}")
+    if policy in apa.DS_POLICIES:
+        apa.require(profile, f"--policy {policy}")
     if policy == HDS_POLICY:
         require_streams(profile, f"--policy {policy}")
     costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
     direct = direct_sites(profile)
-    accesses, edges, total, members = grouping.from_profile(profile)
+    accesses, edges, total, members = halo.from_profile(profile)
     if policy == "halo+ds":
-        unit_of, _ = dsgraph.units(profile)
-        for key, w in dsgraph.traversal_weights(profile, unit_of, accesses).items():
+        unit_of, _ = apa.units(profile)
+        for key, w in apa.traversal_weights(profile, unit_of, accesses).items():
             edges[key] = edges.get(key, 0) + w
     keep_all = policy in KEEP_ALL
     if policy == REST_POLICY:
@@ -914,7 +919,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     elif policy == HDS_POLICY:    # groups of contexts already, with their nodes
         formed, notes = hds_groups(profile, accesses, edges, members)
     else:
-        if policy in dsgraph.APA_POLICIES:
+        if policy in apa.APA_POLICIES:
             formed, notes = apa_groups(profile, policy, accesses, edges, members)
         else:
             large_notes = set_aside_large(profile, accesses, edges, members)
@@ -1378,7 +1383,7 @@ def add_rest(plan, contexts, shape, limit):
 
 def assemble(profile, kept, params, notes):
     """Identification, sites, predictions, verdicts and stop sites for the
-    groups `kept` (grouping.Group), in the runtime's limits."""
+    groups `kept` (halo.Group), in the runtime's limits."""
     unknown_entry, entry_purity = params["unknown_entry"], params["entry_purity"]
     contexts = profile["contexts"]
     chains = {c["id"]: c["sites"] for c in contexts}
@@ -1542,7 +1547,7 @@ def report(plan, profile):
         hot = f"{len(profile['family_graph']['nodes'])} hot context families"
     else:
         hot = f"{len(profile['graph']['nodes'])} hot contexts"
-    if plan.policy in dsgraph.APA_POLICIES:
+    if plan.policy in apa.APA_POLICIES:
         out = [f"{len(plan.groups)} groups from {hot}, made by APA's heuristic {plan.policy} on the DS graph"]
     elif plan.policy == HDS_POLICY:
         out = [f"{len(plan.groups)} groups from the heap trace's hot data streams (hds), each a set of "
@@ -1672,7 +1677,7 @@ def worth_text(w):
 def load_validations(profile, paths, what="the training profile"):
     """The profiles of validation runs, each checked to be of the same build
     of the same program as `profile`."""
-    from cohort.profilefile import load_profile
+    from cohort.formats.profilefile import load_profile
     out = []
     for p in paths or ():
         v = load_profile(p)
@@ -1682,7 +1687,7 @@ def load_validations(profile, paths, what="the training profile"):
 
 
 def plan_command(profile_path, output, force=False, validate=(), **params):
-    from cohort.profilefile import load_profile
+    from cohort.formats.profilefile import load_profile
     output = Path(output)
     claim(output, "plan", force)
     if params.get("unknown_entry") not in ("walk", "cold", "auto"):

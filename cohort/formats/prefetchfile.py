@@ -6,9 +6,9 @@ the program will run with."""
 
 from pathlib import Path
 
-from cohort.elf import build_id
+from cohort.formats.elf import build_id
 from cohort.errors import CohortError
-from cohort.loads import candidate, verdict
+from cohort.measure.loads import candidate, verdict
 
 HEADER = "cohort-prefetch 1"
 MAX_LOADS = 256      # runtime/policy/mo/mo.h CH_PREFETCH_MAX
@@ -81,8 +81,8 @@ def layout_environment(loads, prefetch=None):
     """The environment of a run in the layout loads was measured under (the
     next allocator, a plan or an online policy), with prefetch injected if
     given."""
-    from cohort.bench import clean_environment
-    from cohort.runner import environment, with_prefetch
+    from cohort.measure.bench import clean_environment
+    from cohort.measure.runner import environment, with_prefetch
     lay = loads["layout"]
     base = clean_environment()
     if lay["kind"] == "plan":
@@ -101,8 +101,8 @@ def pays(target, loads, prefetch, trials, stdin=None, log=print):
     the plain runs' first (the prefetch pays beyond noise). A run that fails,
     or prints what the plain run did not, is a one-line error."""
     import tempfile
-    from cohort.bench import judge, run_once, spread
-    from cohort.runner import exit_words
+    from cohort.measure.bench import judge, run_once, spread
+    from cohort.measure.runner import exit_words
     envs = {"plain": layout_environment(loads), "injected": layout_environment(loads, prefetch)}
     times = {k: [] for k in envs}
     reference = None

@@ -31,14 +31,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort.bench import alone_environment, bench, cachegrind, clean_environment
+from cohort.measure.bench import alone_environment, bench, cachegrind, clean_environment
 from cohort.errors import CohortError
 from cohort.paths import allocator_library
 from cohort.files import write_output
-from cohort.planner import load_validations, make_plan, render
-from cohort.profilefile import load_profile
-from cohort.runner import environment, exit_words
-from cohort.tune import beyond_noise, score
+from cohort.plan.planner import load_validations, make_plan, render
+from cohort.formats.profilefile import load_profile
+from cohort.measure.runner import environment, exit_words
+from cohort.measure.tune import beyond_noise, score
 
 
 def confirmation_run(prog, text, stdin, trials, option):
@@ -47,7 +47,7 @@ def confirmation_run(prog, text, stdin, trials, option):
     (argv, standard input or None), or None without it; a one-line
     CohortError for a bad one."""
     import shlex
-    from cohort.runner import check_input
+    from cohort.measure.runner import check_input
     if trials < 0:
         raise CohortError(f"{option}-trials must be 0 or more, not {trials}")
     if text is None:

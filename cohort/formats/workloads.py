@@ -9,7 +9,8 @@ workload's own binary prints when run with ARGS (a generator mode such as
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from cohort.paths import ROOT
+
 PHASES = ("train", "ref", "cachegrind")
 
 

@@ -1,0 +1,1 @@
+"""What a person reads: explain, report, plots and the graph drawing."""
