@@ -216,7 +216,8 @@ def cmd_loads(args, target):
 def cmd_prefetch(args, target):
     from cohort.files import claim, write_output
     from cohort.measure.loads import read
-    from cohort.formats.prefetchfile import chosen, describe, pays, text
+    from cohort.measure.prefetch import chosen, pays
+    from cohort.formats.prefetchfile import describe, text
     if args.stdin is not None and not args.keep_if_faster:
         raise CohortError("--stdin is the input of the timed runs: it needs --keep-if-faster")
     if target and not args.keep_if_faster:
@@ -367,6 +368,7 @@ def confirm_plan(args, ref, profiles, params):
 
 def cmd_bench(args, target):
     from cohort.measure.bench import bench, console_table, parse_policies, parse_sweep
+    from cohort.measure.confirm import BenchConfirmation
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
                     plan=plan_option(args.plan), train=args.train, cachegrind_args=args.cachegrind_args,
@@ -376,7 +378,7 @@ def cmd_bench(args, target):
                     all_control=not args.no_all, policies=parse_policies(args.policies),
                     sweep=parse_sweep(args.sweep), prefetch=args.prefetch, layout_runs=args.layout_runs,
                     extra_plans=[also_option(a) for a in args.also or ()], ignore_output=args.ignore_output,
-                    confirm=args.confirm, confirm_stdin=args.confirm_stdin, confirm_trials=args.confirm_trials)
+                    confirmation=BenchConfirmation(args.confirm, args.confirm_stdin, args.confirm_trials))
     print(console_table(results))
     print(f"cohort: wrote {Path(args.output) / 'results.json'}", file=sys.stderr)
     return 1 if results["problems"] else 0

@@ -28,7 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.measure.bench import chosen_names, clean_environment, publish, script_arguments, spread, whole_number  # noqa: E402
+from cohort.measure.bench import chosen_names, publish, script_arguments, whole_number  # noqa: E402
+from cohort.measure.runs import clean_environment  # noqa: E402
+from cohort.measure.stats import spread  # noqa: E402
 from cohort.paths import allocator_library  # noqa: E402
 
 EX = ROOT / "build" / "examples" / "pools"

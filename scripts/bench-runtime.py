@@ -31,7 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.plan.handplan import call_sites, write_plan  # noqa: E402
-from cohort.measure.bench import CACHEGRIND_GEOMETRY, clean_environment, script_arguments, spread  # noqa: E402
+from cohort.measure.runs import CACHEGRIND_GEOMETRY, clean_environment  # noqa: E402
+from cohort.measure.bench import script_arguments  # noqa: E402
+from cohort.measure.stats import spread  # noqa: E402
 from cohort.measure.runner import environment  # noqa: E402
 
 BIN = ROOT / "build" / "workloads" / "allocbench"

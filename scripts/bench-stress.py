@@ -29,8 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.measure.bench import (chosen_names, clean_environment, publish, script_arguments, spread,  # noqa: E402
-                          whole_number, whole_numbers)
+from cohort.measure.bench import chosen_names, publish, script_arguments, whole_number, whole_numbers
+from cohort.measure.runs import clean_environment
+from cohort.measure.stats import spread
 from cohort.paths import allocator_library  # noqa: E402
 from cohort.measure.runner import environment  # noqa: E402
 

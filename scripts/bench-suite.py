@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from cohort.formats import workloads  # noqa: E402
+from cohort.measure import workloads  # noqa: E402
 from cohort.measure.bench import POLICIES, report_runs  # noqa: E402
 
 COHORT = ROOT / "bin" / "cohort"

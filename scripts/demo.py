@@ -26,9 +26,10 @@ from cohort.files import write_output  # noqa: E402
 from cohort.plan.planner import PLAN_DEFAULTS, plan_command, report  # noqa: E402
 from cohort.present.report import short_walk_share  # noqa: E402
 from cohort.measure.profile import profile, summary  # noqa: E402
-from cohort.measure.bench import CACHEGRIND_GEOMETRY, whole_number  # noqa: E402
+from cohort.measure.runs import CACHEGRIND_GEOMETRY  # noqa: E402
+from cohort.measure.bench import whole_number  # noqa: E402
 from cohort.measure.runner import environment  # noqa: E402
-from cohort.formats.workloads import inputs as workload_inputs  # noqa: E402
+from cohort.measure.workloads import inputs as workload_inputs  # noqa: E402
 
 WORKLOAD = sys.argv[1] if len(sys.argv) > 1 else "tokens"
 BIN = ROOT / "build" / "workloads" / WORKLOAD

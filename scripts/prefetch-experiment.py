@@ -27,10 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from cohort.measure.loads import candidate, measure, verdict  # noqa: E402
-from cohort.measure.bench import CACHEGRIND_GEOMETRY, script_arguments, spread  # noqa: E402
-from cohort.formats.prefetchfile import chosen, text  # noqa: E402
+from cohort.measure.runs import CACHEGRIND_GEOMETRY  # noqa: E402
+from cohort.measure.bench import script_arguments  # noqa: E402
+from cohort.measure.stats import spread  # noqa: E402
+from cohort.measure.prefetch import chosen  # noqa: E402
+from cohort.formats.prefetchfile import text  # noqa: E402
 from cohort.measure.runner import environment, with_prefetch  # noqa: E402
-from cohort.formats.workloads import inputs  # noqa: E402
+from cohort.measure.workloads import inputs  # noqa: E402
 
 LAYOUTS = {"glibc": None, "mo": "mo"}
 

@@ -3,7 +3,7 @@ agree on each (issue 20). Used by tests/test_plan_fuzz.py (a bounded run in
 `make test`) and scripts/fuzz-plans.py (as many mutants as asked).
 
 Each mutant is judged three ways: the runtime's parser (cohort-plan-check),
-the CLI's reader (planfile.read_plan, then `cohort explain` with it, both in
+the CLI's reader (plans.read_plan, then `cohort explain` with it, both in
 this process) and, for a sample, the runtime itself preloaded into a real
 process. A CLI exception other than CohortError is a traceback; a verdict
 that differs is a disagreement."""
@@ -121,7 +121,7 @@ def checker_accepts(checker, path, env):
 def cli_verdict(path, profile):
     """(accepted, traceback or None): the CLI's reader, then explain with the plan."""
     from cohort.present.explain import explain
-    from cohort.formats.planfile import read_plan
+    from cohort.plans import read_plan
     try:
         read_plan(path)
     except CohortError:

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from cohort.cli import main
-from cohort.formats.planfile import read_plan
+from cohort.plans import read_plan
 
 HUGE = "9" * 100_000   # a 100,000-digit number
 

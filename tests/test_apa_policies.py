@@ -6,8 +6,7 @@ import json
 import pytest
 
 from conftest import COHORT, PROGRAMS, cohort_env, run
-from cohort.policies import apa
-from cohort.policies import families
+from cohort.policies import apa, families
 from cohort.errors import CohortError
 from cohort.plan.planner import make_plan, render, report
 from cohort.measure.profile import hot_nodes
@@ -131,7 +130,8 @@ def test_each_heuristic_makes_the_papers_pools(policy, expected):
 
 
 def agrees_with_runtime(plan, profile, tmp_path):
-    from cohort.formats.planfile import decide, read_plan
+    from cohort.formats.planfile import decide
+    from cohort.plans import read_plan
     (tmp_path / "plan").write_text(render(plan, profile))
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}

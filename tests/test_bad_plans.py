@@ -153,16 +153,16 @@ def test_path_line_needs_version_5(tmp_path):
 def test_unknown_path_line(tmp_path, version, line, message):
     """Version 6's unknown-path line: refused before version 6 and with
     anything but walk or cold, by the runtime and the CLI alike."""
-    from cohort.formats import planfile
+    from cohort import plans
     from cohort.errors import CohortError
     p = good_plan(tmp_path / "plan")
     p.write_text(p.read_text().replace("cohort-plan 1", f"cohort-plan {version}", 1)
                  .replace("end\n", line + "\nend\n"))
     assert message in run_with(p, tmp_path)
     with pytest.raises(CohortError, match=rf"^plan {p} line \d+: "):
-        planfile.read_plan(p)
+        plans.read_plan(p)
     p.write_text(p.read_text().replace(line, "unknown-path cold").replace("cohort-plan 5", "cohort-plan 6"))
-    assert planfile.read_plan(p)["unknown_path"] == "cold"
+    assert plans.read_plan(p)["unknown_path"] == "cold"
 
 
 @pytest.mark.parametrize("version, option, message", [
@@ -176,30 +176,30 @@ def test_group_at_option(tmp_path, version, option, message):
     """Version 8's at=K on a group line: refused before version 8 and with
     anything but one of 0, 16, 32, 48, by the runtime and the CLI alike; a
     good one is read."""
-    from cohort.formats import planfile
+    from cohort import plans
     from cohort.errors import CohortError
     p = good_plan(tmp_path / "plan")
     p.write_text(p.read_text().replace("cohort-plan 1", f"cohort-plan {version}", 1)
                  .replace("group 0 a", f"group 0 a {option}"))
     assert message in run_with(p, tmp_path)
     with pytest.raises(CohortError, match=rf"^plan {p} line \d+: "):
-        planfile.read_plan(p)
+        plans.read_plan(p)
     p.write_text(p.read_text().replace(f"group 0 a {option}", "group 0 a at=16").replace("cohort-plan 7", "cohort-plan 8"))
-    assert planfile.read_plan(p)["group_at"] == {0: 16}
+    assert plans.read_plan(p)["group_at"] == {0: 16}
     # digits only, as every number of the format: leading zeros read as the runtime reads them
     p.write_text(p.read_text().replace("group 0 a at=16", "group 0 a at=0032"))
-    assert planfile.read_plan(p)["group_at"] == {0: 32}
+    assert plans.read_plan(p)["group_at"] == {0: 32}
 
 
 @pytest.mark.parametrize("path", ["path 0 1", "path 0 1 group=5", "path 0 7 cold", "path 0 1 0 cold",
                                   "path 2 0 cold", "path 0 1 cold\npath 0 1 next",
                                   "path 0 1 cold\npath 0 1 2 next", "path 0 1 2 cold\npath 0 1 next"])
 def test_cli_reader_refuses_the_same_path_lines(tmp_path, path):
-    from cohort.formats import planfile
+    from cohort import plans
     from cohort.errors import CohortError
     p = good_plan(tmp_path / "plan")
     text = p.read_text().replace("cohort-plan 1", "cohort-plan 5", 1)
     text = text.replace("group 0 a", "site 1 0 0x20\nsite 2 0 0x30 cold\ngroup 0 a")
     p.write_text(text.replace("end\n", path + "\nend\n"))
     with pytest.raises(CohortError, match=rf"^plan {p} line \d+: "):
-        planfile.read_plan(p)
+        plans.read_plan(p)

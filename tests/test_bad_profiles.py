@@ -18,7 +18,7 @@ import subprocess
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort.formats.planfile import read_plan
+from cohort.plans import read_plan
 from cohort.formats.profilefile import load_profile
 from profile_mutants import HUGE, SCHEMA, check_failure, cli, mutants, put, schema_verdicts, try_mutant
 

@@ -7,8 +7,8 @@ import jsonschema
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, cohort_env, run
-from cohort.formats import workloads
-from cohort.measure.bench import percentile, summarise
+from cohort.measure import workloads
+from cohort.measure.stats import percentile, summarise
 
 TOY = PROGRAMS / "benchtoy"
 SCHEMA = json.loads((ROOT / "docs" / "results.schema.json").read_text())

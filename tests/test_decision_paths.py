@@ -10,6 +10,7 @@ import random
 import pytest
 
 from conftest import PROGRAMS, cohort_env, rest_class_name, run
+from cohort import plans
 from cohort.formats import planfile
 from cohort.plan.handplan import call_sites, read_log, write_plan
 
@@ -95,7 +96,7 @@ def test_runtime_and_decide_agree_on_random_plans(tmp_path, build, patch):
                                [(0, table[k], v) for k, v in spec["sites"]], spec["names"],
                                spec["selects"], version=6, rest=spec["rest"], paths=spec["paths"],
                                unknown_entry=spec["unknown_entry"], unknown_path=spec["unknown_path"])
-        plan = planfile.read_plan(plan_path)
+        plan = plans.read_plan(plan_path)
         stats = tmp_path / f"stats{trial}.json"
         r = run([binary, tmp_path / "paths", tmp_path / "log"],
                 env=cohort_env(plan=plan_path, stats=stats, patch=patch))

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from cohort.formats.workloads import binary as workload_binary, inputs
+from cohort.measure.workloads import binary as workload_binary, inputs
 from conftest import BUILD, cohort_env, run
 
 WORKLOADS = BUILD / "workloads"

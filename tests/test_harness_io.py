@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort.measure.bench import OutputFile
+from cohort.measure.runs import OutputFile
 from cohort.errors import CohortError
 
 PROG = PROGRAMS / "stdinout"

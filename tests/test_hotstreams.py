@@ -7,8 +7,7 @@ from array import array
 import pytest
 
 from cohort.formats import heaptrace
-from cohort.policies import hds
-from cohort.policies import sequitur
+from cohort.policies import hds, sequitur
 from cohort.errors import CohortError
 
 

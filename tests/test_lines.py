@@ -9,7 +9,7 @@ import copy
 import json
 
 from conftest import COHORT, run
-from cohort.formats import workloads
+from cohort.measure import workloads
 from cohort.plan.planner import LINE_AT, choose_line_offsets, make_plan, report
 
 TOUR = workloads.binary("tour")

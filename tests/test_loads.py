@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cohort.measure.loads import advice, distance, heap_form, verdict
-from cohort.formats.workloads import binary as workload_binary, inputs
+from cohort.measure.workloads import binary as workload_binary, inputs
 from conftest import COHORT, ROOT, run
 
 LISTFRAG = workload_binary("listfrag")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cohort.formats.workloads import binary as workload_binary, inputs
+from cohort.measure.workloads import binary as workload_binary, inputs
 from conftest import COHORT, PROGRAMS, block_size, cohort_env, run
 from test_dpa import functions, name_of
 

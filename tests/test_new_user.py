@@ -362,7 +362,7 @@ def test_make_demo_shows_cohort_glibc_and_the_controls(tmp_path):
 def test_peak_rss_is_the_programs_own_not_the_harness(tmp_path):
     """Linux reports a child's peak RSS as at least its parent's at fork; the
     bench starts programs through tools/measure.c so that it is their own."""
-    from cohort.measure.bench import run_once
+    from cohort.measure.runs import run_once
     ballast = bytearray(120 << 20)
     for i in range(0, len(ballast), 4096):
         ballast[i] = 1

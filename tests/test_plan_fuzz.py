@@ -12,7 +12,7 @@ import plan_mutants
 from conftest import ROOT
 from cohort.errors import CohortError
 from cohort.paths import plan_checker, runtime_library
-from cohort.formats.planfile import check_plan, read_plan
+from cohort.plans import check_plan, read_plan
 
 TINY = ROOT / "tests" / "data" / "tiny-profile.json"
 PLAIN = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}

@@ -331,7 +331,8 @@ def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
     ungrouped context through 10 joins group 0 within the purity, and the
     plan file, evaluated as the runtime would, decides as the planner
     predicted."""
-    from cohort.formats.planfile import decide, read_plan
+    from cohort.formats.planfile import decide
+    from cohort.plans import read_plan
     from cohort.plan.planner import make_plan, render
     site = lambda i: {"id": i, "module": 0, "offset": 0x100 + i, "call": "direct",  # noqa: E731
                       "function": None, "file": None, "line": None}
@@ -380,7 +381,8 @@ def shape_profile(contexts, edges, total_accesses, nsites=100):
 def agrees_with_runtime(plan, profile, tmp_path):
     """The written plan, evaluated as the runtime does, decides every
     profiled context as the planner predicted."""
-    from cohort.formats.planfile import decide, read_plan
+    from cohort.formats.planfile import decide
+    from cohort.plans import read_plan
     from cohort.plan.planner import render
     (tmp_path / "plan").write_text(render(plan, profile))
     read = read_plan(tmp_path / "plan")
@@ -716,8 +718,7 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
     fewer than the affinity here, and grow with the input: the group pays at
     memory's price. A profile without misses (raw version 2) is planned as
     before."""
-    from cohort.plan.planner import make_plan, worth_text
-    from cohort.plan.planner import COST_DEFAULTS
+    from cohort.plan.planner import make_plan, worth_text, COST_DEFAULTS
 
     def with_misses(d1):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)

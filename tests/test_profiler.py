@@ -7,8 +7,7 @@ import os
 import pytest
 
 from conftest import COHORT, PROGRAMS, ROOT, run
-from cohort.plan import headroom
-from cohort.plan import transfer
+from cohort.plan import headroom, transfer
 from cohort.measure.profile import hot_nodes
 from cohort.formats.profilefile import load_profile
 
@@ -114,7 +113,7 @@ def test_explain_predicts_what_the_groups_remove(tmp_path):
     """explain ends the groups with their predicted removal of the profiled
     run's D1 misses, a share of the run's own (docs/planner.md, "Predicted
     against measured")."""
-    from cohort.formats import workloads
+    from cohort.measure import workloads
     profile(tmp_path, workloads.binary("listfrag"), *workloads.inputs("listfrag")["train"])
     r = run([COHORT, "explain", tmp_path / "profile.json", "--graph", "-"])
     text = r.stdout.decode()

@@ -3,7 +3,7 @@ treesim, graph, calc, mixed, wrapsim, xform, render), and wrapkinds and wards,
 on small inputs: the checksum must not depend on where objects live (glibc,
 jemalloc, Cohort grouping everything, Cohort's random placement), their
 inputs files must be complete, and the standard-input convention
-(PHASE-stdin lines, cohort.formats.workloads.stdin_file, bench-suite's options) must
+(PHASE-stdin lines, cohort.measure.workloads.stdin_file, bench-suite's options) must
 work. test_bench.py runs every workload's train input through
 cohort optimize."""
 
@@ -14,7 +14,7 @@ import os
 import pytest
 
 from conftest import BUILD, COHORT, JEMALLOC, ROOT, cohort_env, run
-from cohort.formats import workloads
+from cohort.measure import workloads
 from cohort.plan.handplan import call_sites, write_plan
 
 NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render",

@@ -1,6 +1,6 @@
 /* cohort-latency: what one dependent load costs when its line lives in a
  * buffer of a given size, for the planner's price of a miss at the scale a
- * plan runs at (cohort/machine.py, docs/planner.md "A miss at the run's
+ * plan runs at (cohort/plan/scale.py, docs/planner.md "A miss at the run's
  * scale").
  *
  * Each buffer is one pointer per 64-byte line, linked in a random cycle, so

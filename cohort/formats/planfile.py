@@ -1,18 +1,16 @@
 """The plan file (docs/plan-format.md) as the CLI reads it.
 
 Whether a plan is valid is decided by the runtime's own parser
-(runtime/plan/plan.c, run as build/tools/cohort-plan-check), so the CLI and the
-runtime cannot disagree; read_plan then reads the structure the planner and
-`cohort explain` use, tokenising lines exactly as the runtime does (split
-at '\n' only, words separated by spaces and tabs)."""
+(runtime/plan/plan.c, run as build/tools/cohort-plan-check: plans.py), so the
+CLI and the runtime cannot disagree; parse_plan then reads the structure the
+planner and `cohort explain` use, tokenising lines exactly as the runtime
+does (split at '\n' only, words separated by spaces and tabs). Nothing here
+runs a process."""
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 from cohort.errors import CohortError
-from cohort.paths import plan_checker
 
 PLAN_VERSION = 8        # the version written; 1 to 7 are still read
 # The comment that names the allocator a plan was made to run in front of
@@ -55,33 +53,9 @@ def plan_argument(path, what="--plan"):
     return path, None
 
 
-def check_plan(path, env=None):
-    """The plan's format version, if the runtime accepts the plan: its own
-    parser reads it, under the environment the run will have (the chunk
-    size bounds max-size). Otherwise CohortError with the runtime's reason,
-    "plan PATH line N: WHY"."""
-    path = Path(path)
-    if not path.exists():
-        raise CohortError(f"plan {path}: no such file")
-    if path.is_dir():
-        raise CohortError(f"plan {path}: is a directory")
-    env = dict(os.environ if env is None else env)
-    env.pop("LD_PRELOAD", None)
-    try:
-        r = subprocess.run([str(plan_checker()), str(path)], capture_output=True, env=env, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise CohortError(f"cannot check plan {path}: {e}") from None
-    out = r.stdout.decode("utf-8", "replace").strip()
-    if r.returncode == 1 and out:
-        raise CohortError(out)
-    m = re.match(r"ok: version (\d+)", out)
-    if r.returncode or not m:
-        raise CohortError(f"cannot check plan {path}: cohort-plan-check exited {r.returncode}")
-    return int(m.group(1))
-
-
-def read_plan(path, env=None):
-    """The plan's content: {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
+def parse_plan(path, version):
+    """The content of a plan of this format version that the runtime's own
+    parser has accepted (plans.read_plan checks it first): {"modules": [(build_id, path)], "sites": [(module, offset, verdict,
     stop)], "groups": [name], "selects": [(group, [site])], "max_size": n, "unknown_entry": s,
     "unknown_path": s, "rest": group index or None, "rest_max": bytes or None,
     "rest_one": the rest group stays one pool (version 7), "paths": {(site, ...): verdict},
@@ -89,9 +63,7 @@ def read_plan(path, env=None):
     "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
-    Raises CohortError naming the line for anything malformed; env, as for
-    check_plan, is the environment the plan will run under."""
-    version = check_plan(path, env)
+    Raises CohortError naming the line for anything malformed."""
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
             "unknown_entry": "walk", "unknown_path": "walk", "rest": None, "rest_max": None, "rest_one": False,
             "paths": {}, "path_prefixes": set(), "group_at": {}}

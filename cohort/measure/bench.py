@@ -16,27 +16,28 @@ Standard input: every run reads a fresh stream of the file given for it
 output, and hashed after it like stdout; the harness deletes only files its
 own runs wrote (or, with --force, the one there at the start)."""
 
-import hashlib
 import json
 import os
 import platform
-import re
 import shlex
 import stat
-import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from cohort import __version__
-from cohort.formats.cgfile import runtime_share
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
-from cohort.paths import allocator_library, measure_tool, shift_library
+from cohort.paths import allocator_library, shift_library
 from cohort.plan.planner import MAX_MAX_SIZE, PLAN_POLICIES
-from cohort.measure.runner import (check_input, check_plan_fits, environment, exit_words, open_input, resolve_program,
-                           shell_words_hint, with_prefetch)
+from cohort.measure.runner import (check_input, check_plan_fits, environment, exit_words, resolve_program,
+                                   shell_words_hint, with_prefetch)
+from cohort.measure.runs import (GEOMETRY, MAX_LAYOUT_RUNS, OutputFile, alone_environment, cachegrind,
+                                 clean_environment, ignore_pattern, judge, layout_counts, run_once, sha256_file)
+from cohort.formats.results import layout_band
+from cohort.measure.stats import summarise
+from cohort.formats.results import FORMAT, VERSION
 
 # The policies a bench can compare: HALO's plan; the other plan policies
 # (docs/planner.md), planned from the same training profile; and the online
@@ -55,10 +56,6 @@ def allocator_plan(outdir, allocator):
     """Where a bench writes halo's plan made for an allocator after the first."""
     return Path(outdir) / f"plan-for-{allocator}"
 
-FORMAT = "cohort-results"
-VERSION = 1
-GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
-CACHEGRIND_GEOMETRY = [f"--D1={GEOMETRY['D1']}", f"--LL={GEOMETRY['LL']}"]   # cachegrind's options for it
 
 
 def whole_number(text, what, script, least=0):
@@ -80,21 +77,6 @@ def chosen_names(names, known, what, script):
     return names or list(known)
 
 
-def quartiles(values):
-    """(p25, p75) of the values, as statistics.quantiles gives them; both
-    the value itself when there is one."""
-    if len(values) < 2:
-        return values[0], values[0]
-    q = statistics.quantiles(values, n=4)
-    return q[0], q[2]
-
-
-def spread(values):
-    """(p25, median, p75) of the values: what the benchmark scripts report."""
-    lo, hi = quartiles(values)
-    return lo, statistics.median(values), hi
-
-
 def publish(text, path, script):
     """A benchmark script's Markdown table: printed, and written to path."""
     print(text)
@@ -110,13 +92,6 @@ def report_runs(results, names, cohort):
     if dirs:
         subprocess.run([str(cohort), "report", *dirs, "-o", str(Path(results) / "report.md")], check=True)
         print(f"report: {Path(results) / 'report.md'}")
-
-
-def clean_environment(base=None):
-    """os.environ (or base) without the user's own COHORT_* settings and
-    preloads, which would skew every run."""
-    return {k: v for k, v in (os.environ if base is None else base).items()
-            if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
 
 
 def whole_numbers(text, what, script, least=0):
@@ -207,12 +182,6 @@ def parse_policies(text):
     return names
 
 
-def alone_environment(base_env, lib):
-    """A run of the allocator alone: lib (allocator_library's) preloaded,
-    or nothing for glibc's own malloc."""
-    return dict(base_env, LD_PRELOAD=str(lib)) if lib else dict(base_env)
-
-
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
                    policies=("halo",), plans=None, swept=(), prefetch=None, plans_for=None):
     """[(name, kind, allocator, env builder)] in trial order. The env builder
@@ -281,258 +250,10 @@ def configurations(allocators, plan, random_control=True, base_env=None, all_con
 
 # ---- one run ---------------------------------------------------------------
 
-# A run's standard output is kept in memory up to this many bytes, to show
-# where a mismatching run's output first differs from the reference's.
-KEPT_OUTPUT = 1 << 16
-
-
-def output_digest(data, ignore=None):
-    """(SHA-256 of a run's standard output, the output kept to compare):
-    with `ignore` (a compiled pattern, --ignore-output), the lines it
-    matches anywhere are left out of both (a program that prints its own
-    run time or the date)."""
-    if ignore is not None:
-        data = b"".join(line for line in data.splitlines(keepends=True)
-                        if not ignore.search(line.decode(errors="replace")))
-    return hashlib.sha256(data).hexdigest(), data[:KEPT_OUTPUT]
-
-
-def ignore_pattern(text):
-    """--ignore-output's regular expression, compiled; None for none; a
-    one-line CohortError if it does not compile."""
-    if text is None:
-        return None
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise CohortError(f"--ignore-output {text!r} is not a regular expression ({e})") from None
-
-
-def first_difference(mine, theirs):
-    """Where two outputs first differ, in words: the line number and both
-    lines, shortened."""
-    a, b = mine.splitlines(), theirs.splitlines()
-    for i in range(max(len(a), len(b))):
-        x = a[i].decode(errors="replace") if i < len(a) else None
-        y = b[i].decode(errors="replace") if i < len(b) else None
-        if x != y:
-            show = lambda t: "no such line" if t is None else repr(t[:80])  # noqa: E731
-            return f"line {i + 1}: {show(x)}, the reference's {show(y)}"
-    return "beyond the first 64 KiB"
-
-
-def sha256_file(f):
-    h = hashlib.sha256()
-    for block in iter(lambda: f.read(1 << 20), b""):
-        h.update(block)
-    return h.hexdigest()
-
-
-class OutputFile:
-    """The file the target writes (--output-file). clear() before a run
-    removes it, so a stale file cannot pass as that run's output; collect()
-    after the run hashes it. Only a file one of our runs wrote is removed:
-    collect() notes its identity (device, inode, size, mtime), and clear()
-    stops the bench rather than delete a file that is not the one noted.
-    With force, the file found at the start may be removed too. done()
-    removes what the last run left, so the bench leaves no file behind."""
-
-    def __init__(self, path, force=False):
-        self.path = path
-        self.initial_ok = force     # may the file there before any run go?
-        self.noted = None           # identity of the file the last run left
-        self.running = False        # a run started since clear(): the file is its
-
-    @staticmethod
-    def _identity(st):
-        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, stat.S_IFMT(st.st_mode))
-
-    def _ours(self, st):
-        if self.running:
-            return True
-        if self.noted is not None:
-            return self._identity(st) == self.noted
-        return self.initial_ok
-
-    def clear(self):
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            self.running = True
-            return
-        if stat.S_ISDIR(st.st_mode) or not self._ours(st):
-            raise CohortError(f"--output-file {self.path} was replaced by something other than this bench's "
-                              "runs; stopping without deleting it")
-        os.unlink(self.path)
-        self.running = True
-
-    def collect(self):
-        """(digest or None, reason it is None)."""
-        self.running, self.noted, self.initial_ok = False, None, False
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            return None, f"wrote no output file {self.path}"
-        self.noted = self._identity(st)
-        if not stat.S_ISREG(st.st_mode):
-            return None, f"output file {self.path} is not a regular file"
-        try:
-            with open(self.path, "rb") as f:
-                return sha256_file(f), None
-        except OSError as e:
-            return None, f"cannot read output file {self.path} ({e.strerror})"
-
-    def done(self):
-        """Remove the file the last run left, if it is still that file."""
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISDIR(st.st_mode) and (self.running or (self.noted is not None
-                                                              and self._identity(st) == self.noted)):
-            os.unlink(self.path)
-
-
-class Usage:
-    """The part of a struct rusage the bench keeps."""
-
-    def __init__(self, maxrss_kb, utime_s):
-        self.ru_maxrss, self.ru_utime = maxrss_kb, utime_s
-
-
-def run_once(argv, env, workdir, stdin=None, output_file=None, ignore=None):
-    """Wall and user time, peak RSS, exit status, output digest; with an
-    OutputFile, its digest too (None if the run wrote none, with the reason).
-    The target reads a fresh stream of the file stdin, else /dev/null."""
-    if output_file is not None:
-        output_file.clear()
-    source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
-    measure = measure_tool()
-    report_r, report_w = os.pipe() if measure else (None, None)
-    if measure:   # the command's own peak RSS, not Python's (tools/measure.c)
-        env = {k: v for k, v in env.items() if k != "LD_PRELOAD"} | (
-            {"COHORT_MEASURE_PRELOAD": env["LD_PRELOAD"]} if "LD_PRELOAD" in env else {})
-        argv = [str(measure), str(report_w), *argv]
-    try:
-        with tempfile.TemporaryFile(dir=workdir) as out, tempfile.TemporaryFile(dir=workdir) as err:
-            t0 = time.perf_counter()
-            try:
-                proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=source,
-                                        pass_fds=(report_w,) if measure else ())
-            except OSError as e:
-                if measure:
-                    os.close(report_r)
-                raise CohortError(f"cannot run {argv[0]}: {e.strerror}") from e
-            finally:
-                if measure:
-                    os.close(report_w)
-            _, status, usage = os.wait4(proc.pid, 0)
-            wall = time.perf_counter() - t0
-            if measure:
-                with os.fdopen(report_r, "rb") as f:
-                    words = f.read(200).split()
-                if len(words) != 4:
-                    err.seek(0)
-                    raise CohortError(f"cannot run {argv[2]}: "
-                                      f"{err.read(300).decode(errors='replace').strip() or 'no report'}")
-                status = int(words[0])
-                usage = Usage(int(words[1]), float(words[2]))
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            out.seek(0)
-            digest, kept = output_digest(out.read(), ignore)
-            err.seek(0, os.SEEK_END)
-            err.seek(max(err.tell() - 400, 0))
-            tail = err.read().decode(errors="replace")
-    finally:
-        if source is not subprocess.DEVNULL:
-            source.close()
-    r = {"wall_s": round(wall, 6), "user_s": round(usage.ru_utime, 6),
-         "max_rss_kb": usage.ru_maxrss, "exit": proc.returncode, "output_sha256": digest,
-         "stderr_tail": tail, "stdout": kept}
-    if output_file is not None:
-        r["output_file_sha256"], r["output_file_problem"] = output_file.collect()
-    return r
-
-
-def judge(r, reference):
-    """The trial's status and, unless ok, the reason in words. reference:
-    the first successful baseline run's digests, or None (this is it)."""
-    if r["exit"] != 0:
-        return "failed", f"exit {r['exit']}"
-    if r.get("output_file_problem"):
-        return "failed", r["output_file_problem"]
-    if reference is not None:
-        if r["output_sha256"] != reference["output_sha256"]:
-            where = first_difference(r.get("stdout", b""), reference.get("stdout", b""))
-            return "mismatch", f"stdout differs from the reference run's ({where})"
-        if r.get("output_file_sha256") != reference.get("output_file_sha256"):
-            return "mismatch", "output file differs from the reference run's"
-    return "ok", None
-
-
-def percentile(values, q):
-    """Linear interpolation between closest ranks (q in [0, 1])."""
-    v = sorted(values)
-    if not v:
-        return None
-    pos = (len(v) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def summarise(trials, names):
-    out = {}
-    for name in names:
-        ok = [t for t in trials if t["config"] == name and t["status"] == "ok"]
-        walls = [t["wall_s"] for t in ok]
-        out[name] = {
-            "ok_trials": len(ok),
-            "failed_trials": sum(1 for t in trials if t["config"] == name and t["status"] != "ok"),
-            "wall_median_s": percentile(walls, 0.5), "wall_p25_s": percentile(walls, 0.25),
-            "wall_p75_s": percentile(walls, 0.75),
-            "user_median_s": percentile([t["user_s"] for t in ok], 0.5),
-            "max_rss_median_kb": percentile([t["max_rss_kb"] for t in ok], 0.5),
-        }
-    return out
 
 
 # ---- cachegrind ------------------------------------------------------------
 
-def cachegrind(argv, env, stdin=None, output_file=None, ignore=None):
-    """One cachegrind run: its totals, and the share of instructions and D1
-    misses that lie in Cohort's runtime (runtime_Ir, runtime_D1_misses)."""
-    with tempfile.TemporaryDirectory(prefix="cohort-cg-") as tmp:
-        out = Path(tmp) / "cachegrind.out"
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHEGRIND_GEOMETRY,
-               f"--cachegrind-out-file={out}", *argv]
-        if output_file is not None:
-            output_file.clear()
-        source = open_input(stdin) if stdin is not None else subprocess.DEVNULL
-        try:
-            r = subprocess.run(cmd, env=env, capture_output=True, stdin=source)
-        finally:
-            if source is not subprocess.DEVNULL:
-                source.close()
-        split = runtime_share(out) if out.exists() else None
-    err = r.stderr.decode(errors="replace")
-
-    def grab(label):
-        m = re.search(rf"{label}:\s+([\d,]+)", err)
-        return int(m.group(1).replace(",", "")) if m else None
-    result = {"exit": r.returncode, "output_sha256": output_digest(r.stdout, ignore)[0],
-              "D_refs": grab("D   refs"), "D1_misses": grab("D1  misses"), "LLd_misses": grab("LLd misses"),
-              "I_refs": grab("I   refs")}
-    if split is not None:
-        result["runtime_Ir"], result["runtime_D1_misses"] = split["Ir"], split["D1_misses"]
-        if split["D1_block_misses"] is not None:
-            result["runtime_D1_block_misses"] = split["D1_block_misses"]
-    if r.returncode != 0 or result["D1_misses"] is None:
-        result["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {r.returncode}"
-    if output_file is not None:
-        result["output_file_sha256"], problem = output_file.collect()
-        if problem and "error" not in result:
-            result["error"] = problem
-    return result
 
 
 # ---- layout noise -----------------------------------------------------------
@@ -543,48 +264,6 @@ def cachegrind(argv, env, stdin=None, output_file=None, ignore=None):
 # Counts are exact, so a single baseline run hides that; a few runs with the
 # heap and the stack moved show it.
 
-MAX_LAYOUT_RUNS = 16
-
-
-def layouts(n):
-    """n (heap shift, stack pad) pairs in bytes: the heap moved by 16-byte
-    steps and the stack by 64-byte steps across a page, by strides prime to
-    the page so that no two runs share either."""
-    return [(16 * (1 + (37 * k) % 255), 64 * (1 + (23 * k) % 63)) for k in range(1, n + 1)]
-
-
-def layout_counts(argv, env, base, n, stdin, output_file, log, name, ignore=None):
-    """cachegrind runs of one baseline under n moved layouts: [{heap_shift,
-    stack_pad, I_refs, D1_misses, LLd_misses}] of those that ran as the
-    baseline's own run did (same output); one that did not is left out,
-    with a line in the log."""
-    shim = str(shift_library())
-    out = []
-    for heap, pad in layouts(n):
-        e = dict(env)
-        e["LD_PRELOAD"] = f"{shim} {e['LD_PRELOAD']}" if e.get("LD_PRELOAD") else shim
-        e["COHORT_SHIFT_HEAP"] = str(heap)
-        e["COHORT_LAYOUT_PAD"] = "x" * pad   # the environment sits above the stack: this moves it
-        log(f"cohort bench: cachegrind {name}, heap +{heap} B, stack -{pad} B")
-        r = cachegrind(argv, e, stdin=stdin, output_file=output_file, ignore=ignore)
-        if "error" in r or r["output_sha256"] != base["output_sha256"] \
-                or r.get("output_file_sha256") != base.get("output_file_sha256"):
-            log(f"cohort bench: warning: {name} with its layout moved (heap +{heap} B) did not run as before; "
-                "left out of the band")
-            continue
-        out.append({"heap_shift": heap, "stack_pad": pad, "I_refs": r["I_refs"], "D1_misses": r["D1_misses"],
-                    "LLd_misses": r["LLd_misses"]})
-    return out
-
-
-def layout_band(base):
-    """[low, high]: the baseline's D1 misses over its moved layouts and its
-    own run, as ratios to its own run; None without moved layouts."""
-    moved = base.get("layouts") or []
-    if not moved or not base.get("D1_misses"):
-        return None
-    d1 = [base["D1_misses"], *(m["D1_misses"] for m in moved)]
-    return [min(d1) / base["D1_misses"], max(d1) / base["D1_misses"]]
 
 
 # ---- the whole bench -------------------------------------------------------
@@ -659,8 +338,7 @@ def input_record(path):
 def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"), plan=None, train=None,
           cachegrind_args=None, random_control=True, force=False, log=print, stdin=None, train_stdin=None,
           cachegrind_stdin=None, output_file=None, all_control=True, policies=("halo",), sweep=None,
-          extra_plans=(), prefetch=None, layout_runs=0, ignore_output=None, confirm=None, confirm_stdin=None,
-          confirm_trials=5):
+          extra_plans=(), prefetch=None, layout_runs=0, ignore_output=None, confirmation=None):
     """The whole `cohort bench` (see the module's docstring). train: the
     training runs' argument strings (the plan's first, then the validation
     runs'), or None; train_stdin: a file for each, or None. stdin,
@@ -679,11 +357,11 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
     a ratio must leave to be a difference. ignore_output: a regular
     expression; the lines of standard output it matches are left out of the
     digest that every run's output is checked by (timings, dates).
-    confirm: an argument string: halo's plans, each made for its
-    allocator, are measured on that run before anything is timed, as
-    `cohort optimize --ref` measures its plan (confirm.py), and made again
-    from what the measurement kept; confirm_stdin: its standard input;
-    confirm_trials: the rounds of its timing.
+    confirmation: confirm.BenchConfirmation (--confirm), or None: halo's
+    plans, each made for its allocator, are measured on a larger run before
+    anything is timed, as `cohort optimize --ref` measures its plan, and made
+    again from what the measurement kept. It is handed in, not imported:
+    confirm measures through bench.
     Everything is checked before anything runs or is written."""
     outdir = Path(outdir)
     results_path = outdir / "results.json"
@@ -728,7 +406,8 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
         taken.add(n)
     if train_stdin is not None and train is None:
         raise CohortError("--train-stdin is the input of the profiling run: it needs --train")
-    confirm_run = confirm_argv(target, confirm, confirm_stdin, confirm_trials, train, policies)
+    if confirmation is not None:
+        confirmation.check(target, train, policies)
     if cachegrind_stdin is not None and cachegrind_args is None:
         raise CohortError("--cachegrind-stdin is the input of the cachegrind runs: it needs --cachegrind-args")
     for a in allocators:
@@ -775,50 +454,10 @@ def bench(target, outdir, trials=10, warmup=1, allocators=("glibc", "jemalloc"),
             return _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train,
                           cachegrind_args, random_control, log, inputs, stdin_records, output_file,
                           all_control, force, policies, sweep, extra_plans, prefetch, layout_runs, ignore,
-                          confirm_run, confirm_trials)
+                          confirmation)
         finally:
             if output_file is not None:
                 output_file.done()
-
-
-def confirm_argv(target, confirm, stdin, trials, train, policies):
-    """--confirm's run: (argv, standard input or None), or None without it;
-    a one-line CohortError for what cannot be confirmed."""
-    from cohort.measure.confirm import confirmation_run
-    run = confirmation_run(target[0], confirm, stdin, trials, "--confirm")
-    if run is not None and (train is None or "halo" not in policies):
-        raise CohortError("--confirm measures the plans bench makes from --train: it needs --train and the "
-                          "halo policy")
-    return run
-
-
-def confirm_plans(outdir, run, allocators, validated, trials, log):
-    """--confirm: the plan made for each allocator, measured in front of it
-    on the run (argv, stdin) as `cohort optimize --ref` measures, then made
-    again from what the measurement kept (the first allocator's with its
-    explanation, which gains the measurement's lines), over the plans bench
-    has just written. {allocator: those lines}."""
-    from cohort.measure.confirm import confirm
-    from cohort.present.explain import plan_and_explain
-    from cohort.plan.planner import PLAN_DEFAULTS, plan_command
-    argv, stdin = run
-    said = {}
-    for a in allocators:
-        params = dict(PLAN_DEFAULTS, allocator=a)
-        done = confirm(outdir / "profile.json", argv, params, validate=validated, allocator=a, stdin=stdin,
-                       log=log, trials=trials, who="cohort bench")
-        params.update(done.params())
-        if a == allocators[0]:
-            plan_and_explain(outdir, force=True, validate=validated, **params)
-            explained = outdir / "explain.txt"
-            write_output(explained, explained.read_text() + "\n" + "\n".join(done.lines) + "\n", "explain", True)
-        else:
-            plan_command(outdir / "profile.json", allocator_plan(outdir, a), force=True, validate=validated,
-                         **params)
-        for line in done.lines:
-            log(f"cohort bench: {line}")
-        said[a] = done.lines
-    return said
 
 
 def sweep_profiles(outdir, sweep):
@@ -882,9 +521,9 @@ def products(outdir, trained, stats_names, profiled=(), profiles=None, validatio
 def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan, train, cachegrind_args,
            random_control, log, inputs, stdin_records, output_file, all_control=True, force=False,
            policies=("halo",), sweep=None, extra_plans=(), prefetch=None, layout_runs=0, ignore=None,
-           confirm_run=None, confirm_trials=5):
+           confirmation=None):
     commands = {"ref": target}
-    confirmed = None   # {allocator: the confirmation's lines} (confirm_plans)
+    confirmed = None   # {allocator: the confirmation's lines} (BenchConfirmation.plans)
     plans, swept, plans_for = {}, [], {}
     headroom = None   # the training run's (trained_headroom)
     if train is not None:
@@ -938,9 +577,9 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
                 plans_for[a] = allocator_plan(outdir, a).resolve()
                 written.append(allocator_plan(outdir, a))
                 log(f"cohort bench: cohort+{a}: {report_head(made, prof)}")
-            if confirm_run is not None:
-                commands["confirm"] = confirm_run[0]
-                confirmed = confirm_plans(outdir, confirm_run, allocators, validated, confirm_trials, log)
+            if confirmation is not None and confirmation.run is not None:
+                commands["confirm"] = confirmation.run[0]
+                confirmed = confirmation.plans(outdir, allocators, validated, log)
         for p in policies:
             if p in PROFILE_POLICIES:
                 made, prof = plan_command(outdir / "profile.json", policy_plan(outdir, p), force=force,
@@ -1088,26 +727,6 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     except ImportError:
         log("cohort bench: matplotlib is missing; no plots (pip install matplotlib)")
     return results
-
-
-def load_results(path):
-    path = Path(path)
-    if path.is_dir():
-        path = path / "results.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CohortError(f"{path}: no such results file") from None
-    except (OSError, ValueError) as e:
-        raise CohortError(f"{path}: not a results file ({e.__class__.__name__})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CohortError(f"{path}: not a Cohort results file")
-    if data.get("version") != VERSION:
-        raise CohortError(f"{path}: results version {data.get('version')} is not supported")
-    for key in ("workload", "summary", "ratios", "trials", "parameters"):
-        if key not in data:
-            raise CohortError(f"{path}: corrupt results (no '{key}')")
-    return data
 
 
 def layout_lines(results):

@@ -31,14 +31,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort.measure.bench import alone_environment, bench, cachegrind, clean_environment
+from cohort.measure.runs import alone_environment, cachegrind, clean_environment
+from cohort.measure.bench import allocator_plan, bench
 from cohort.errors import CohortError
 from cohort.paths import allocator_library
 from cohort.files import write_output
-from cohort.plan.planner import load_validations, make_plan, render
+from cohort.plan.planner import PLAN_DEFAULTS, load_validations, make_plan, plan_command, render
+from cohort.present.explain import plan_and_explain
 from cohort.formats.profilefile import load_profile
 from cohort.measure.runner import environment, exit_words
-from cohort.measure.tune import beyond_noise, score
+from cohort.measure.stats import beyond_noise, score
 
 
 def confirmation_run(prog, text, stdin, trials, option):
@@ -276,3 +278,49 @@ def timed(out, plan, planned, ref_argv, allocator, stdin, trials, log, tmp, who)
     out.lines.append(f"  the plan with {where} is the fastest: it keeps that shape" if best.startswith("plan-") else
                      f"  {where} alone is the fastest: the plan keeps no group"
                      + (", and that shape" if shape else ""))
+
+
+class BenchConfirmation:
+    """`cohort bench --confirm ARGS`: halo's plans, each made for its
+    allocator, measured in front of it on the run ARGS as `cohort optimize
+    --ref` measures, then made again from what the measurement kept, over
+    the plans bench has just written. bench is handed one (it measures
+    through bench, so bench imports nothing of this module): it calls check
+    among its own checks, before anything runs, and plans once its plans
+    are made."""
+
+    def __init__(self, args, stdin=None, trials=5):
+        self.args, self.stdin, self.trials = args, stdin, trials
+        self.run = None   # (argv, standard input or None), once checked
+
+    def check(self, target, train, policies):
+        """The run, or None without --confirm; a one-line CohortError for
+        what cannot be confirmed."""
+        self.run = confirmation_run(target[0], self.args, self.stdin, self.trials, "--confirm")
+        if self.run is not None and (train is None or "halo" not in policies):
+            raise CohortError("--confirm measures the plans bench makes from --train: it needs --train and the "
+                              "halo policy")
+        return self.run
+
+    def plans(self, outdir, allocators, validated, log):
+        """{allocator: the confirmation's lines} (the first allocator's plan
+        is explained again, with those lines)."""
+        argv, stdin = self.run
+        said = {}
+        for a in allocators:
+            params = dict(PLAN_DEFAULTS, allocator=a)
+            done = confirm(outdir / "profile.json", argv, params, validate=validated, allocator=a, stdin=stdin,
+                           log=log, trials=self.trials, who="cohort bench")
+            params.update(done.params())
+            if a == allocators[0]:
+                plan_and_explain(outdir, force=True, validate=validated, **params)
+                explained = outdir / "explain.txt"
+                write_output(explained, explained.read_text() + "\n" + "\n".join(done.lines) + "\n", "explain",
+                             True)
+            else:
+                plan_command(outdir / "profile.json", allocator_plan(outdir, a), force=True, validate=validated,
+                             **params)
+            for line in done.lines:
+                log(f"cohort bench: {line}")
+            said[a] = done.lines
+        return said

@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 from cohort import __version__
-from cohort.formats import elf
-from cohort.policies import families
-from cohort.formats import heaptrace
-from cohort.policies import hds
+from cohort.formats import elf, heaptrace
+from cohort.policies import families, hds
+from cohort.policies.apa import ARRAY_OFFSETS
 from cohort.errors import CohortError
 from cohort.files import ESCAPE, claim, write_output
 from cohort.paths import profiler_lib
@@ -260,12 +259,6 @@ def hot_nodes(contexts, coverage):
         kept.append(c["id"])
         running += c["accesses"]
     return kept, (running / total if total else 0.0)
-
-
-# A context whose objects hold pointers to one target context at this many
-# distinct offsets or more is array-like (APA's A flag): an array of
-# pointers, or an array of structs that point there.
-ARRAY_OFFSETS = 8
 
 
 def near_weights(raw, edges):

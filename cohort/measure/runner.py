@@ -9,7 +9,7 @@ from pathlib import Path
 from cohort.errors import CohortError
 from cohort.paths import allocator_library, runtime_library
 from cohort.formats import elf
-from cohort.formats.planfile import read_plan
+from cohort.plans import read_plan
 
 
 def exit_words(rc):

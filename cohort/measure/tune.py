@@ -31,8 +31,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from cohort.measure.bench import (PROFILE_SWEEPS, SWEEPS, alone_environment, bench, cachegrind, clean_environment,
-                          sweep_name, sweep_profiles)
+from cohort.measure.bench import PROFILE_SWEEPS, SWEEPS, bench, sweep_name, sweep_profiles
+from cohort.measure.runs import alone_environment, cachegrind, clean_environment
+from cohort.measure.stats import MISS_WEIGHTS, beyond_noise, score
 from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, made_dirs, write_output
 from cohort.paths import allocator_library
@@ -51,14 +52,8 @@ GRID = {
     "rest-shape": ("one", "classes"),   # one of them is the default plan's: its twin is screened out
     "line-offsets": ("none",),          # the same as the default plan where it moved no pool
 }
-MISS_WEIGHTS = {"D1": 10, "LL": 100}   # cycles a miss costs, roughly (cachegrind's manual's model)
 DEFAULT = "halo"
 ALONE = "none"   # the allocator alone: no plan, no runtime
-
-
-def score(cg):
-    """The screening score of a cachegrind result: estimated cycles."""
-    return cg["I_refs"] + MISS_WEIGHTS["D1"] * cg["D1_misses"] + MISS_WEIGHTS["LL"] * cg["LLd_misses"]
 
 
 def plan_body(path):
@@ -214,17 +209,6 @@ def _tune(target, prog, outdir, ref_argv, trials, keep, force, log, stdin=None, 
     mine = summary[config[best]]["wall_median_s"]
     return {"best": best, "plan": outdir / "plan", "report": outdir / "tune.md", "allocator": allocator,
             "vs_default": mine / default if default else None, "vs_allocator": mine / base if base else None}
-
-
-def beyond_noise(timings, base):
-    """Of {name: a bench summary's entry}, the names faster than `base`
-    beyond noise, the lowest median first: each one's quartile band lies
-    wholly below base's. A median a few tenths of a percent lower, bands
-    overlapping, is the machine's noise (patients: apa-collections 1.384 s
-    [1.378-1.422] against the default plan's 1.394 s [1.386-1.504])."""
-    floor = timings[base]["wall_p25_s"]
-    return sorted((n for n, t in timings.items() if n != base and t["wall_p75_s"] < floor),
-                  key=lambda n: (timings[n]["wall_median_s"], n))
 
 
 def pick(timed, summary, config):

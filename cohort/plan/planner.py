@@ -11,13 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort.policies import apa
-from cohort.policies import halo
-from cohort.policies import hds
-from cohort.plan import identification
+from cohort.policies import apa, halo, hds
+from cohort.plan import identification, transfer, scale as scaling
 from cohort.formats import planfile
-from cohort.plan import transfer
-from cohort.plan import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -605,7 +601,7 @@ def growth_of(profile, validations, scale):
 
 
 def as_read(plan, profile):
-    """The plan as planfile.read_plan would read it back from its file, for
+    """The plan as plans.read_plan would read it back from its file, for
     planfile.decide and transfer.evaluate."""
     mod_index = {m: i for i, m in enumerate(plan.modules)}
     site_index = {s: i for i, s in enumerate(plan.sites)}

@@ -17,7 +17,7 @@ The profile's `ds_graph` counts pointer stores between allocation contexts
 - Every node holds heap objects (APA's **H** flag); a node is *hot* if one
   of its units is a node of HALO's filtered graph (the profile's coverage).
 - A node is array-like (**A**) if one of its contexts is, or if its
-  objects point to one target node at `profile.ARRAY_OFFSETS` distinct
+  objects point to one target node at `ARRAY_OFFSETS` distinct
   offsets or more. A *collection* is an **A** node or a node of a
   non-trivial strongly connected component (a cycle, a self-edge
   included): the shapes a traversal can walk.
@@ -27,10 +27,15 @@ The heuristics give pools as lists of nodes; planner.py makes them plans."""
 from dataclasses import dataclass, field
 
 from cohort.errors import CohortError
-from cohort.measure.profile import ARRAY_OFFSETS
 
 APA_POLICIES = ("apa-all", "apa-collections", "apa-maximal")
 DS_POLICIES = ("halo+ds",) + APA_POLICIES
+
+# A context whose objects hold pointers to one target context at this many
+# distinct offsets or more is array-like (APA's A flag): an array of
+# pointers, or an array of structs that point there. The profile records
+# such contexts (measure/profile.py).
+ARRAY_OFFSETS = 8
 
 
 def require(profile, what):

@@ -9,17 +9,14 @@ defaults."""
 import os
 from pathlib import Path
 
-from cohort.policies import apa
-from cohort.policies import halo
-from cohort.plan import headroom
+from cohort.policies import apa, halo
+from cohort.plan import headroom, planner, transfer, scale as scaling
 from cohort.formats import planfile
-from cohort.plan import planner
-from cohort.plan import transfer
-from cohort.plan import scale as scaling
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 from cohort.present.graphsvg import compact, render
-from cohort.formats.planfile import decide, read_plan, walk_length
+from cohort.formats.planfile import decide, walk_length
+from cohort.plans import read_plan
 from cohort.formats.profilefile import load_profile
 
 

@@ -8,7 +8,7 @@ results with a sweep, Figure 12; each figure as PNG and as a table."""
 
 from pathlib import Path
 
-from cohort.measure.bench import load_results
+from cohort.formats.results import load_results
 from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, write_output
 
@@ -113,7 +113,7 @@ def headroom_section(runs, allocs):
 def layout_section(runs, allocs):
     """Where the bench moved its baselines' layouts (--layout-runs): each
     baseline's band of its own D1 misses, and Cohort's ratio against it."""
-    from cohort.measure.bench import layout_band
+    from cohort.formats.results import layout_band
     rows = []
     for r in runs:
         for a in allocs:
@@ -150,7 +150,7 @@ def losses_section(runs, allocs):
     pool alone (which runs in front of that one), and in D1 misses against
     its allocator (cachegrind counts are exact: any rise shows, outside the
     layout band where --layout-runs measured one)."""
-    from cohort.measure.bench import layout_band
+    from cohort.formats.results import layout_band
     lines = ["## Where Cohort loses", "",
              "A plan is slower beyond noise when its 25th percentile of time lies above the other "
              "configuration's 75th, in the same run. D1 is listed where the plan's misses are above its "
