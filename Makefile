@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
 
-.PHONY: all deps build venv test demo bench bench-stock bench-olh clean
+.PHONY: all deps build venv test test-fast demo bench bench-stock bench-olh clean
 
 all: build venv
 
@@ -28,6 +28,11 @@ venv: $(PY)
 
 test: all
 	$(PY) -m pytest -q tests
+
+# The fast tier: the tests that need no build (the package's layout, the
+# runtime's layers, mirrored constants, the scripts' refusals), in seconds.
+test-fast: venv
+	$(PY) -m pytest -q -m nobuild tests
 
 demo: all
 	@scripts/demo.sh

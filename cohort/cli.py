@@ -8,7 +8,8 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.plan.planner import COST_DEFAULTS, LINE_OFFSETS, PLAN_POLICIES, REST_MAX, REST_SHAPES
+from cohort.plan.planner import COST_DEFAULTS, LINE_OFFSETS, REST_MAX, REST_SHAPES
+from cohort.policies import PLAN_POLICIES, needs_trace
 from cohort.plan.scale import DEFAULT_SCALE
 
 
@@ -197,7 +198,7 @@ def cmd_loads(args, target):
     plan = plan_option(args.plan)
     if plan and args.policy:
         raise CohortError("--plan and --policy are two layouts: give one")
-    from cohort.measure.bench import ONLINE_POLICIES
+    from cohort.policies import ONLINE_POLICIES
     if args.policy is not None and args.policy not in ONLINE_POLICIES:
         raise CohortError(f"unknown policy '{args.policy}' (choose {' or '.join(ONLINE_POLICIES)}; a plan is --plan)")
     if plan:
@@ -435,7 +436,7 @@ def trace_budget(args):
     from cohort.measure.profile import TRACE_BUDGET
     if args.trace_budget is not None:
         return args.trace_budget
-    return TRACE_BUDGET if args.trace or getattr(args, "policy", None) == "hds" else None
+    return TRACE_BUDGET if args.trace or needs_trace([getattr(args, "policy", None)]) else None
 
 
 def plan_params(args):

@@ -58,7 +58,10 @@ def run(argv, env=None, timeout=300, **kw):
     return subprocess.run([str(a) for a in argv], env=env, capture_output=True, timeout=timeout, **kw)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def built():
-    if not LIBCOHORT.exists():
-        pytest.exit("build first: make", returncode=2)
+@pytest.hookimpl(trylast=True)   # after -m has deselected
+def pytest_collection_modifyitems(config, items):
+    """Every test needs the build (the runtime, the profiler, the workloads)
+    but those of the fast tier, marked nobuild (`make test-fast`): they read
+    sources, stored profiles and the package alone."""
+    if not LIBCOHORT.exists() and any(i.get_closest_marker("nobuild") is None for i in items):
+        pytest.exit("build first: make (or run the fast tier alone: make test-fast)", returncode=2)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import COHORT, PROGRAMS, cohort_env, run
-from cohort.policies import apa, families
+from cohort.policies import APA_POLICIES, DS_POLICIES, apa, families
 from cohort.errors import CohortError
 from cohort.plan.planner import make_plan, render, report
 from cohort.measure.profile import hot_nodes
@@ -139,7 +139,7 @@ def agrees_with_runtime(plan, profile, tmp_path):
         assert decide(read, [index.get(s) for s in c["sites"]], size=32) == plan.predicted[c["id"]], c["id"]
 
 
-@pytest.mark.parametrize("policy", apa.APA_POLICIES)
+@pytest.mark.parametrize("policy", APA_POLICIES)
 def test_plans_of_the_heuristics_keep_every_pool_and_place_it(policy, tmp_path):
     """Every pool a heuristic makes is a plan group (none is dropped for
     affinity or cost), its contexts go to it at run time, and the plan says
@@ -187,7 +187,7 @@ def test_no_collection_plans_no_group_and_says_why():
     assert len(make_plan(p, policy="apa-all").groups) == 7
 
 
-@pytest.mark.parametrize("policy", apa.DS_POLICIES)
+@pytest.mark.parametrize("policy", DS_POLICIES)
 def test_a_profile_without_ds_graph_is_refused(policy):
     with pytest.raises(CohortError, match="profile the program again"):
         make_plan(shapes_profile(ds=False), policy=policy)
@@ -240,7 +240,7 @@ def test_explain_draws_the_ds_graph_coloured_by_group(dsprofile, tmp_path):
     assert r.returncode != 0 and "give a plan or --policy" in r.stderr.decode()
 
 
-@pytest.mark.parametrize("policy", apa.DS_POLICIES + ("--ds-graph",))
+@pytest.mark.parametrize("policy", DS_POLICIES + ("--ds-graph",))
 def test_an_older_profile_is_refused_in_one_line_and_nothing_is_lost(dsprofile, policy, tmp_path):
     d, prof = dsprofile
     p = json.loads(prof.read_text())

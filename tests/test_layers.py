@@ -7,6 +7,10 @@ Needs no build."""
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.nobuild   # the fast tier
+
 RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

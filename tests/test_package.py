@@ -9,6 +9,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.nobuild   # the fast tier
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cohort"
 
@@ -104,3 +108,17 @@ def test_no_format_module_starts_a_process():
                  for a in n.names} | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not names & {"subprocess", "multiprocessing"}, f"{f.name} imports a way to start a process"
         assert not any(n.startswith("cohort.measure") for n in names if n), f"{f.name} imports measure/"
+
+
+def test_the_cli_checks_every_dependency_before_it_starts():
+    """bin/cohort without the virtualenv says in one line what is missing
+    (cohort/__main__.py); its list is pyproject.toml's dependencies, by the
+    names they are imported under."""
+    line = re.search(r"^dependencies = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    deps = re.findall(r'"([^"]+)"', line)
+    wanted = {re.split(r"[<>=!~ ]", d)[0].lower() for d in deps}
+    imported_as = {"pyelftools": "elftools"}
+    tree = ast.parse((PACKAGE / "__main__.py").read_text())
+    needed = next(ast.literal_eval(n.value) for n in tree.body
+                  if isinstance(n, ast.Assign) and n.targets[0].id == "NEEDED")
+    assert set(needed) == {imported_as.get(d, d) for d in wanted}

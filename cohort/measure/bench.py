@@ -30,7 +30,8 @@ from cohort import __version__
 from cohort.errors import CohortError
 from cohort.files import OPTIMIZE_PRODUCTS, claim, kind_of, made_dirs, write_output
 from cohort.paths import allocator_library, shift_library
-from cohort.plan.planner import MAX_MAX_SIZE, PLAN_POLICIES
+from cohort.plan.planner import MAX_MAX_SIZE
+from cohort.policies import ONLINE_POLICIES, PLAN_POLICIES, needs_trace
 from cohort.measure.runner import (check_input, check_plan_fits, environment, exit_words, resolve_program,
                                    shell_words_hint, with_prefetch)
 from cohort.measure.runs import (GEOMETRY, MAX_LAYOUT_RUNS, OutputFile, alone_environment, cachegrind,
@@ -43,7 +44,6 @@ from cohort.formats.results import FORMAT, VERSION
 # (docs/planner.md), planned from the same training profile; and the online
 # policies, which need no profile (docs/policies.md).
 PROFILE_POLICIES = tuple(p for p in PLAN_POLICIES if p != "halo")
-ONLINE_POLICIES = ("dpa", "mo")
 POLICIES = ("halo",) + PROFILE_POLICIES + ONLINE_POLICIES
 
 
@@ -542,7 +542,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         if output_file is not None:
             output_file.clear()
         _, rc = profile(train_argv, outdir / "profile.json", force=force, stdin=inputs["train"] or os.devnull,
-                        trace_budget=TRACE_BUDGET if "hds" in policies else None)
+                        trace_budget=TRACE_BUDGET if needs_trace(policies) else None)
         if output_file is not None:
             output_file.collect()   # not checked; removed before the next run
         if rc != 0:

@@ -37,7 +37,8 @@ from cohort.measure.stats import MISS_WEIGHTS, beyond_noise, score
 from cohort.errors import CohortError
 from cohort.files import REPORT_MARK, claim, made_dirs, write_output
 from cohort.paths import allocator_library
-from cohort.plan.planner import PLAN_DEFAULTS, PLAN_POLICIES, plan_command
+from cohort.plan.planner import PLAN_DEFAULTS, plan_command
+from cohort.policies import PLAN_POLICIES
 from cohort.measure.profile import TRACE_BUDGET, profile
 from cohort.measure.runner import check_input, environment, exit_words, resolve_program
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cohort.policies import apa, halo, hds
+from cohort.policies import APA_POLICIES, DS_POLICIES, KEEP_ALL, PLAN_POLICIES, apa, halo, hds
 from cohort.plan import identification, transfer, scale as scaling
 from cohort.formats import planfile
 from cohort.errors import CohortError
@@ -660,15 +660,9 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
                           f"where training never entered found a group for {found} of {tried}")
 
 
-HDS_POLICY = "hds"
-# No group: every small object in the rest pool, the control a plan's groups
-# must beat (as random placement and one pool for everything are the
-# runtime's): `cohort bench --policies halo,rest`, and a `cohort tune` candidate.
-REST_POLICY = "rest"
-PLAN_POLICIES = ("halo",) + apa.DS_POLICIES + (HDS_POLICY, REST_POLICY)
-# Policies that keep every group they form, as their papers do: no affinity
-# or cost pruning, and no dropping of groups that do not transfer.
-KEEP_ALL = apa.APA_POLICIES + (HDS_POLICY,)
+# The policies the planner dispatches on by name; which policies there are,
+# and what each needs and keeps, is the registry's (cohort/policies).
+HDS_POLICY, REST_POLICY = "hds", "rest"
 
 
 def require_streams(profile, what):
@@ -897,7 +891,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         raise CohortError(f"unknown plan policy '{policy}' (choose {', '.join(PLAN_POLICIES)})")
     if line_offsets not in LINE_OFFSETS:
         raise CohortError(f"--line-offsets must be {' or '.join(LINE_OFFSETS)}, not '{line_offsets}'")
-    if policy in apa.DS_POLICIES:
+    if policy in DS_POLICIES:
         apa.require(profile, f"--policy {policy}")
     if policy == HDS_POLICY:
         require_streams(profile, f"--policy {policy}")
@@ -915,7 +909,7 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
     elif policy == HDS_POLICY:    # groups of contexts already, with their nodes
         formed, notes = hds_groups(profile, accesses, edges, members)
     else:
-        if policy in apa.APA_POLICIES:
+        if policy in APA_POLICIES:
             formed, notes = apa_groups(profile, policy, accesses, edges, members)
         else:
             large_notes = set_aside_large(profile, accesses, edges, members)
@@ -1543,7 +1537,7 @@ def report(plan, profile):
         hot = f"{len(profile['family_graph']['nodes'])} hot context families"
     else:
         hot = f"{len(profile['graph']['nodes'])} hot contexts"
-    if plan.policy in apa.APA_POLICIES:
+    if plan.policy in APA_POLICIES:
         out = [f"{len(plan.groups)} groups from {hot}, made by APA's heuristic {plan.policy} on the DS graph"]
     elif plan.policy == HDS_POLICY:
         out = [f"{len(plan.groups)} groups from the heap trace's hot data streams (hds), each a set of "

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 
 from cohort.errors import CohortError
 
-APA_POLICIES = ("apa-all", "apa-collections", "apa-maximal")
-DS_POLICIES = ("halo+ds",) + APA_POLICIES
 
 # A context whose objects hold pointers to one target context at this many
 # distinct offsets or more is array-like (APA's A flag): an array of

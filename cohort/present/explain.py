@@ -285,7 +285,7 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
     """Returns the text; writes the picture to graph_path, and that of the
     DS graph to ds_graph_path. validate: profiles of other runs of the
     program, on which the plan's transfer is shown. policy: without a plan,
-    the groups of this policy (planner.PLAN_POLICIES). scale: the
+    the groups of this policy (policies.PLAN_POLICIES). scale: the
     production input's size over the profiled one's, where groups are
     priced (None: the planner's default, scale.py). made: the plan object
     plan_path was written from, when the caller has it, for what its file
