@@ -17,7 +17,7 @@ from cohort.formats import planfile
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
-MAX_SITES = 256   # runtime/context/context.h CH_MAX_SITES
+MAX_SITES = 256   # runtime/plan/plan.h CH_MAX_SITES
 MAX_GROUPS = 63   # runtime/system/system.h CH_PLAN_GROUPS (the last group is the pool API's)
 MIN_MAX_SIZE, MAX_MAX_SIZE = 8, (1 << 20) // 8   # runtime/plan/plan.c: 8 to the default chunk size / 8
 REST_MAX = transfer.REST_MAX    # runtime/memory/heap.c EXACT_MAX: sizes the pools serve from exact bins

@@ -7,7 +7,7 @@
 #ifndef COHORT_CODE_H
 #define COHORT_CODE_H
 
-#include "plan.h"
+#include "bind.h"
 
 /* --------------------------------------------------------------- patch.c */
 struct ch_patch_stats { atomic_ulong patched, unpatched, modules, reseeds, overflows; };

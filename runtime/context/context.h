@@ -5,9 +5,9 @@
 #define COHORT_CONTEXT_H
 
 #include "thread.h"
+#include "plan.h"
 
 /* ------------------------------------------------------------- modules.c */
-#define CH_BUILD_ID_MAX 32   /* bytes of a GNU build id kept (SHA-1 is 20) */
 struct ch_module {
   uintptr_t bias;               /* load bias: run-time address minus file address */
   uintptr_t lo, hi;             /* executable range */
@@ -91,7 +91,6 @@ bool ch_cfi_eval_expr(const uint8_t *e, size_t len, const struct ch_regs *r, uin
 
 /* -------------------------------------------------------------- unwind.c */
 #define CH_MAX_FRAMES 256
-#define CH_MAX_SITES 256
 struct ch_walk {
   uint64_t active[CH_MAX_SITES / 64];   /* plan sites found on the stack */
   bool truncated;                       /* stopped before the outermost frame */
@@ -108,10 +107,8 @@ void cohort_capture_regs(struct ch_regs *r);  /* asm: the caller's state at retu
 /* Walk from the frame of the runtime entry point whose frame address is fp
  * (NULL: from the caller of ch_walk_stack itself). */
 void ch_walk_stack(struct ch_walk *w, const uintptr_t *fp);
-/* The quick test alone, from the entry point's frame: a group, or: */
-#define CH_QUICK_COLD (-1)    /* the innermost application site is cold */
-#define CH_QUICK_WALK (-2)    /* undecided: walk */
-#define CH_QUICK_NEXT (-3)    /* the innermost application site sends it to the next allocator */
+/* The quick test alone, from the entry point's frame: a group, or
+ * CH_QUICK_COLD, CH_QUICK_WALK, CH_QUICK_NEXT (plan.h), or: */
 #define CH_QUICK_UNSEEN (-4)  /* ch_walk_quick only: the caller is not a cached application frame */
 #define CH_QUICK_UNNAMED (-5) /* a site the plan does not name, cold by its unknown-entry verdict: as
                                  CH_QUICK_COLD, but no direct stub is offered (it would look the

@@ -2,7 +2,7 @@
  * warning naming the file and line, and the process runs without grouping.
  * The CLI checks plans with this same parser (tools/plan_check.c), so the
  * two cannot disagree on what a valid plan is; it uses only the system
- * layer for that reason. Binding the sites to modules: plan_bind.c. */
+ * layer for that reason. Binding the sites to modules: bind/plan_bind.c. */
 #define _GNU_SOURCE
 #include "plan.h"
 

@@ -1,12 +1,21 @@
-/* Cohort runtime: the plan layer: a plan file read (plan.c, also built into
- * cohort-plan-check with the system layer alone) and its sites bound to the
- * modules the process loads (plan_bind.c).
+/* Cohort runtime: the plan layer: a plan file read into the plan's data
+ * (plan.c, also built into cohort-plan-check with the system layer alone).
+ * The context layer's walk reads that data; binding its sites to the
+ * modules the process loads is the binding layer's (bind/bind.h).
  * Layers and what each may use: runtime/README.md. */
 #ifndef COHORT_PLAN_H
 #define COHORT_PLAN_H
 
-#include "memory.h"
-#include "context.h"
+#include "system.h"
+
+/* The most call sites a plan names (a conjunction's mask, the walk's set of
+ * sites found, a cached rule's site number). */
+#define CH_MAX_SITES 256
+/* What the quick test answers from an entry site, and what a decision
+ * path's node holds: a group, or one of these (context.h has the rest). */
+#define CH_QUICK_COLD (-1)    /* the innermost application site is cold */
+#define CH_QUICK_WALK (-2)    /* undecided: walk */
+#define CH_QUICK_NEXT (-3)    /* the innermost application site sends it to the next allocator */
 
 /* ---------------------------------------------------------------- plan.c */
 /* What the innermost application site alone says (the quick test). GROUP:
@@ -74,14 +83,5 @@ int ch_plan_load(const char *path);      /* 0 ok; otherwise warned and NULL */
 /* Parse a plan without warning: 0 and the plan, or -1 and why ("plan PATH
  * line N: WHY"). Uses only the system layer (tools/plan_check.c). */
 int ch_plan_read(const char *path, struct ch_plan **out, char *why, size_t whylen);
-
-/* ----------------------------------------------------------- plan_bind.c */
-extern atomic_bool ch_plan_disabled;    /* set when a late module contradicts the plan */
-/* Called, once, when a module loaded late disables the plan. */
-void ch_plan_set_disable_hook(void (*f)(void));
-void ch_plan_bind_module(struct ch_module *m);  /* resolve this module's sites */
-int ch_plan_site_at(uintptr_t addr);     /* site index or -1 */
-int ch_plan_site_entry(uintptr_t addr, int *entry);   /* the same, and its verdict (an ch_entry_verdict) */
-bool ch_plan_check_binary(void);         /* after modules load: build ids agree */
 
 #endif

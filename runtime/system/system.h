@@ -30,6 +30,7 @@
 #define CH_KEEP_FRAME(call) __extension__({ __typeof__(call) r_ = (call); \
                                              __asm__ volatile("" ::: "memory"); r_; })
 
+#define CH_BUILD_ID_MAX 32   /* bytes of a GNU build id kept (SHA-1 is 20): modules and plans */
 #define CH_MAX_GROUPS 64
 /* The last group belongs to the explicit pool API (pool.c): every pool's
  * chunks are that group's, each pool a heap of its own. Plans, the controls

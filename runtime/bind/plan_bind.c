@@ -2,7 +2,7 @@
  * process as they load, and finding the plan site at an address. A module
  * the plan names in another build disables the plan, with one warning. */
 #define _GNU_SOURCE
-#include "plan.h"
+#include "bind.h"
 
 #include <string.h>
 
