@@ -8,7 +8,9 @@ from pathlib import Path
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.paths import ALLOCATORS
-from cohort.plan.planner import COST_DEFAULTS, LINE_OFFSETS, REST_MAX, REST_SHAPES
+from cohort.plan.cost import COST_DEFAULTS
+from cohort.plan.planner import LINE_OFFSETS, REST_MAX
+from cohort.plan.rest import REST_SHAPES
 from cohort.policies import PLAN_POLICIES, needs_trace
 from cohort.plan.scale import DEFAULT_SCALE
 
@@ -450,7 +452,7 @@ def plan_params(args):
     return params
 
 
-# The planner's measured costs (planner.COST_DEFAULTS), each an option of
+# The planner's measured costs (cost.COST_DEFAULTS), each an option of
 # plan, optimize and bench: (option, key, what it prices).
 COST_OPTIONS = (
     ("--walk-cost", "walk_ns", "cost of a stack walk besides its frames, to weigh a group's identification"),

@@ -10,7 +10,8 @@ import json
 
 from conftest import COHORT, run
 from cohort.measure import workloads
-from cohort.plan.planner import LINE_AT, choose_line_offsets, make_plan, report
+from cohort.plan.lines import LINE_AT, choose_line_offsets
+from cohort.plan.planner import make_plan, report
 
 TOUR = workloads.binary("tour")
 

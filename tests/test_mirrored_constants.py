@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (module, its name, C file, C macro, what the Python value is of the C one)
 MIRRORED = [
-    ("cohort.plan.planner", "MAX_SITES", "runtime/plan/plan.h", "CH_MAX_SITES", lambda c: c),
+    ("cohort.plan.paths", "MAX_SITES", "runtime/plan/plan.h", "CH_MAX_SITES", lambda c: c),
     ("cohort.plan.planner", "MAX_GROUPS", "runtime/system/system.h", "CH_PLAN_GROUPS", lambda c: c),
     ("cohort.plan.planner", "REST_MAX", "runtime/system/system.h", "CH_EXACT_MAX", lambda c: c),
     ("cohort.plan.transfer", "REST_MAX", "runtime/system/system.h", "CH_EXACT_MAX", lambda c: c),

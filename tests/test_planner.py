@@ -490,7 +490,8 @@ def churn_profile(affinity, accesses=3_000_000):
 
 
 def test_group_whose_walks_cost_more_than_it_saves_is_dropped(tmp_path):
-    from cohort.plan.planner import make_plan, report, worth_text
+    from cohort.plan.planner import make_plan, report
+    from cohort.plan.cost import worth_text
     profile = churn_profile(affinity=100_000)
     plan = make_plan(profile, identify="walk")
     assert plan.groups == [] and plan.rest == 0
@@ -532,7 +533,8 @@ def test_selector_stubs_are_priced_per_call(tmp_path):
     only for the allocations it leads to, the stubs cost 3 ms and the group
     stays. A profile that does not count calls prices no stub. Priced at the
     profiled run's own scale (scale=1), where a miss costs L2's price."""
-    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, worth_text
+    from cohort.plan.planner import make_plan
 
     def with_calls(calls):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)
@@ -585,7 +587,8 @@ def test_strangers(tmp_path):
     count. Planned against the next allocator (--rest none), as HALO does,
     the whole affinity counts. Priced at the profiled run's own scale
     (scale=1), where a miss costs L2's price."""
-    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, worth_text
+    from cohort.plan.planner import make_plan
 
     def listed(cold_size, one=False):
         p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)],
@@ -628,7 +631,8 @@ def test_measured_strangers_against_size_classes(tmp_path):
     group goes; made in turn with them, half its neighbours are strangers
     and the group pays, priced by that half. In allocation order (one rest
     pool, or glibc's heap) the count stays."""
-    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, worth_text
+    from cohort.plan.planner import make_plan
 
     def listed(own_beside):
         p = shape_profile([(0, [1, 9], 10_000, 500_000), (1, [2, 9], 10_000, 1_000)], [(0, 0, 400_000)],
@@ -718,7 +722,8 @@ def test_savings_of_objects_that_stay_in_the_cache_are_bounded_by_their_misses(t
     fewer than the affinity here, and grow with the input: the group pays at
     memory's price. A profile without misses (raw version 2) is planned as
     before."""
-    from cohort.plan.planner import make_plan, worth_text, COST_DEFAULTS
+    from cohort.plan.planner import make_plan
+    from cohort.plan.cost import worth_text, COST_DEFAULTS
 
     def with_misses(d1):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)
@@ -1030,7 +1035,8 @@ def test_groups_of_large_objects_count_only_the_lines_neighbours_share(tmp_path)
     more). At 256 bytes or less the objects lie in lines neighbours share
     whole, and the group stays. Priced at the profiled run's own scale
     (scale=1), where a miss costs L2's price."""
-    from cohort.plan.planner import COST_DEFAULTS, make_plan, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, worth_text
+    from cohort.plan.planner import make_plan
 
     def with_size(size):
         p = churn_profile(affinity=16_000_000, accesses=18_000_000)
@@ -1059,7 +1065,8 @@ def test_a_validation_run_has_its_say_on_the_rest_pools_shape():
     plan` says over how many runs."""
     import copy
 
-    from cohort.plan.planner import make_plan, rest_text
+    from cohort.plan.planner import make_plan
+    from cohort.plan.rest import rest_text
 
     def model(one, classes):
         return {"max_size": 256, "objects": 20_000, "accesses": 501_000,

@@ -256,7 +256,8 @@ def test_the_split_must_save_more_than_it_costs():
     in the model must be worth more. calc's rest pool, trained: the classes
     saved 23,717 misses in the model for 947,020 allocations, and in one
     pool its ref input ran 4.8% faster."""
-    from cohort.plan.planner import COST_DEFAULTS, shape_verdict
+    from cohort.plan.cost import COST_DEFAULTS
+    from cohort.plan.rest import shape_verdict
 
     one, m = shape_verdict([layouts(583_795, 560_078, 947_020)], COST_DEFAULTS)
     assert one and m["saving_ns"] == 23_717 * COST_DEFAULTS["miss_ns"] and m["runs"] == 1
@@ -272,7 +273,8 @@ def test_a_given_rest_shape_overrides_the_model():
     decided) stands whatever the model says; the model stays for the
     report. A shape that is neither is refused with one line."""
     from cohort.errors import CohortError
-    from cohort.plan.planner import COST_DEFAULTS, shape_verdict
+    from cohort.plan.cost import COST_DEFAULTS
+    from cohort.plan.rest import shape_verdict
 
     one, m = shape_verdict([layouts(583_795, 560_078, 947_020)], COST_DEFAULTS, "classes")
     assert not one and m["given"] == "classes" and m["one"]["d1_misses"] == 583_795
@@ -296,7 +298,8 @@ def test_the_rest_shape_is_decided_over_every_run_profiled():
     training input saved 1.2% of the rest pool's misses by class (one pool
     won), where its larger inputs saved 7.3%. Summed, the larger run's misses
     outweigh the small one's; a run without a model adds nothing."""
-    from cohort.plan.planner import COST_DEFAULTS, shape_verdict
+    from cohort.plan.cost import COST_DEFAULTS
+    from cohort.plan.rest import shape_verdict
 
     train = layouts(401_283, 396_512, 38_445)
     assert shape_verdict([train], COST_DEFAULTS)[0]

@@ -175,7 +175,8 @@ def test_the_rest_pool_is_decided_for_the_allocator_underneath(tmp_path):
     profile's model says one pool in allocation order misses less than
     classes by more than its pairs cost over jemalloc's; a profile without
     the model leaves it out. The plan names its allocator."""
-    from cohort.plan.planner import COST_DEFAULTS, render
+    from cohort.plan.cost import COST_DEFAULTS
+    from cohort.plan.planner import render
     p = wrapped_kinds(6000, 3)
     glibc = make_plan(p, cache_sizes=SIZES)
     assert glibc.rest is not None and glibc.allocator == "glibc"
@@ -238,7 +239,7 @@ def test_a_plan_without_a_rest_pool_pays_for_the_runtime_it_loads():
     is loaded for the groups alone, and every allocation they do not take is
     handed on at passthrough_ns: the groups pay for it, and say so. With a
     rest pool the runtime is there anyway, and they do not."""
-    from cohort.plan.planner import COST_DEFAULTS, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, worth_text
     p = wrapped_kinds(6000, 3)
     bare = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
     w = bare.worth[0]
@@ -258,7 +259,7 @@ def test_a_group_pays_for_its_pairs_over_an_allocator_of_size_classes():
     their own that saved at most 0.6 ms against 4.9 ms of pairs at ten
     times, and ran 1.145 x jemalloc. From the rest pool, or in front of
     glibc (whose pair costs more than a pool's), a group takes nothing."""
-    from cohort.plan.planner import COST_DEFAULTS, pair_cost, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, pair_cost, worth_text
     p = wrapped_kinds(6000, 3)
     bare = make_plan(p, allocator="jemalloc", cache_sizes=SIZES)
     w = bare.worth[0]
@@ -285,7 +286,7 @@ def test_allocations_entered_through_a_system_module_are_walks_the_groups_pay_fo
     `objects`'s one group saved at most 2.5 ms against 5.6 ms of such
     walks, and its plan ran 23% more instructions than its rest pool
     alone."""
-    from cohort.plan.planner import COST_DEFAULTS, entry_decisions, framed_walks, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, entry_decisions, framed_walks, worth_text
 
     def with_strings(m):
         p = wrapped_kinds(6000, 3)
@@ -320,7 +321,7 @@ def test_what_a_group_does_to_other_allocations_grows_as_they_do():
     the remarks did. cppcheck's ValueFlow values, made anew for each file,
     were charged 0.94 ms for the allocations their runtime hands on, not
     grown, against a run 18.7 times the training run's allocations."""
-    from cohort.plan.planner import COST_DEFAULTS, worth_text
+    from cohort.plan.cost import COST_DEFAULTS, worth_text
     small = wrapped_kinds(6000, 3)
     large = wrapped_kinds(6000, 30)
     large["target"]["argv"] = ["/x/kinds", "6000", "30", "remarks"]

@@ -8,7 +8,8 @@ from conftest import BUILD, COHORT, run
 from test_planner import FREE_WALKS, shape_profile
 
 from cohort.plan import transfer
-from cohort.plan.planner import as_read, make_plan
+from cohort.plan.cost import as_read
+from cohort.plan.planner import make_plan
 
 XFORM = BUILD / "workloads" / "xform"
 

@@ -570,7 +570,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
         if "halo" in policies:
             plan = outdir / "plan"
             # cohort+ALLOC runs the plan made for ALLOC: its rest pool is
-            # decided for the allocator underneath (planner.rest_against).
+            # decided for the allocator underneath (rest.rest_against).
             for a in allocators[1:]:
                 made, prof = plan_command(outdir / "profile.json", allocator_plan(outdir, a), force=force,
                                           validate=validated, **dict(PLAN_DEFAULTS, allocator=a))

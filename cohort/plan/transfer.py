@@ -94,7 +94,7 @@ class GroupTransfer:
     outside: int = 0       # affinity of its objects with everything else
     walked: int = 0        # allocations decided past their entry that end in it
     walk_ns: float = 0.0   # what deciding those costs, priced as the planner prices it
-    costs: dict = None     # the planner's prices (planner.COST_DEFAULTS)
+    costs: dict = None     # the planner's prices (cost.COST_DEFAULTS)
     d1_misses: int = None  # misses of its objects' accesses there (None: not measured)
     bytes: int = 0         # bytes its objects took there
     accesses: int = 0      # accesses to its objects there
@@ -524,7 +524,7 @@ def identification_ns(costs, patched, frames, live="bits"):
     from what is live on its stack (`live`: "stop", a stop site, whose
     record decides; "none", no selector or stop site at all, so that the
     empty stack's verdict does; "bits", the activations of other selector
-    sites), else a stack walk of `frames` frames (planner.COST_DEFAULTS)."""
+    sites), else a stack walk of `frames` frames (cost.COST_DEFAULTS)."""
     if patched:
         key = {"stop": "stop_ns", "none": "empty_ns"}.get(live, "patched_ns")
         return costs.get(key, costs["patched_ns"])
@@ -606,7 +606,7 @@ def evaluate(plan, train, run, costs, identify="patched", walked=(), rest_pool=N
     """The plan (as read_plan gives it) made from `train`, replayed on the
     profile `run` of another input. costs: the planner's (COST_DEFAULTS).
     walked: groups the planner prices as stack walks whatever their sites
-    (its merged groups, planner.assess), where the run's profile does not
+    (its merged groups, cost.assess), where the run's profile does not
     count calls; a plan file does not say which. Where it does, each group
     also pays its stubs per call through its patched sites there.
     rest_pool: "classes" or "one", the rest pool the group's saving is

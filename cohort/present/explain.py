@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 
 from cohort.policies import apa, halo
-from cohort.plan import headroom, planner, transfer, scale as scaling
+from cohort.plan import cost, headroom, paths, planner, transfer, scale as scaling
+from cohort.plan.lines import LINE_AT, LINE_START, PACKED, line_totals, place_words
+from cohort.plan.rest import lies_among
 from cohort.formats import planfile
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
@@ -73,23 +75,23 @@ def plan_groups(profile, plan):
 
 def deciding(profile, conj, roles):
     """For worth_lines: (ns, patched) per allocation of a context whose walk
-    looks at `frames` frames, as planner.assess prices it: decided from its
+    looks at `frames` frames, as cost.assess prices it: decided from its
     patched selector and stop sites (what is live on its stack, at a stop
     site's record, the activations' bits, or the empty stack's verdict)
     where the runtime can patch them all, else a stack walk. conj: each
     group's conjunctions of profile sites; roles: {profile site: (entry
     verdict, stop group)}."""
-    costs = planner.COST_DEFAULTS
+    costs = cost.COST_DEFAULTS
     stops = {s for s, (_, stop) in roles.items() if stop is not None}
     selectors = {s for g in conj for c in g for s in c} | stops
-    direct = planner.direct_sites(profile)
+    direct = cost.direct_sites(profile)
     whole = all(s in direct for s in stops)   # else the runtime decides nothing from the stubs
 
-    def cost(c, frames):
+    def priced(c, frames):
         patched = whole and all(s in direct for s in c["sites"] if s in selectors)
         live = transfer.live_kind(c["sites"], selectors, stops)
         return transfer.identification_ns(costs, patched, frames, live), patched
-    return cost
+    return priced
 
 
 def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=False, pricing=None,
@@ -102,10 +104,10 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
     (`pricing`: scale.Pricing; None: over the profiled run), in front of
     `allocator`. apart: {group: the graph's nodes of the groups split from
     it by size class}, whose affinity with it is given up on purpose and
-    not counted outside it, as the planner counts it (planner.assess; a
+    not counted outside it, as the planner counts it (cost.assess; a
     plan file does not say). Returns ({group: text}, {group: the D1 misses
     of the profiled run it can remove at most})."""
-    costs = planner.COST_DEFAULTS
+    costs = cost.COST_DEFAULTS
     if decide is None:
         def decide(c, frames):
             return costs["walk_ns"] + frames * costs["frame_ns"], False
@@ -131,33 +133,33 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         members.setdefault(group_of.get(c["id"]), []).append(c["id"])
     # Each walk entry's decisions shared by the groups that allocate there
     # (the rest pool is none), as the planner charges them.
-    walked = planner.walk_shares(profile["contexts"], walks,
+    walked = cost.walk_shares(profile["contexts"], walks,
                                  lambda cid: None if group_of.get(cid) == rest else group_of.get(cid), decide)
     out, removed = {}, {}
     everything = transfer.run_accesses(profile["contexts"])
     # A plan with no rest pool loads the runtime for its groups alone: they
     # pay for every allocation it hands on, in proportion to their own
-    # (planner.assess).
+    # (cost.assess).
     mine = {g: sum(profile["contexts"][c]["allocations"] for c in members.get(g, [])) for g in range(len(names))}
     passed = sum(c["allocations"] for c in profile["contexts"]) - sum(mine.values())
     # With a rest pool, the groups make every allocation they do not walk
     # for be decided at its entry site, against the rest pool alone: by the
-    # quick test where no stub reaches the site (planner.assess).
-    quick, stubbed = (planner.entry_decisions(profile["contexts"], lambda c: walks(c) is not None,
-                                              planner.direct_sites(profile))
+    # quick test where no stub reaches the site (cost.assess).
+    quick, stubbed = (cost.entry_decisions(profile["contexts"], lambda c: walks(c) is not None,
+                                              cost.direct_sites(profile))
                       if rest is not None and len(names) > 1 else (0, 0))
     real = sum(n for g, n in mine.items() if g != rest)
-    pair_ns = planner.pair_cost(allocator, "pool" if rest is not None else "none", costs)
+    pair_ns = cost.pair_cost(allocator, "pool" if rest is not None else "none", costs)
     # Allocations entered through a system module walk to their entry
     # under a plan with groups, shared as the groups' allocations are
-    # (planner.assess).
-    framed, framed_ns = (planner.framed_walks(profile["contexts"], lambda c: walks(c) is not None, costs)
+    # (cost.assess).
+    framed, framed_ns = (cost.framed_walks(profile["contexts"], lambda c: walks(c) is not None, costs)
                          if real else (0, 0.0))
-    # What the groups do to the other allocations grows as those do (planner.assess).
+    # What the groups do to the other allocations grows as those do (cost.assess).
     ungrouped = members.get(None, []) + (members.get(rest, []) if rest is not None else [])
     others = pricing.allocations(profile["contexts"], ungrouped) if pricing is not None else None
     for g in list(range(len(names))) + [None]:
-        share = walked.get(g, planner.WalkShare())
+        share = walked.get(g, cost.WalkShare())
         n, frames, patched = share.allocations, share.frames, share.patched
         at = None
         if g is not None and g != rest:
@@ -168,24 +170,24 @@ def worth_lines(profile, names, group_of, walks, rest, stubs=None, rest_one=Fals
         grown = at.allocations if at else 1.0
         other = others if at else grown
         ns = share.ns * grown
-        ident = (planner.decided_text(n, patched, frames, ns) if n
+        ident = (cost.decided_text(n, patched, frames, ns) if n
                  else "no stack walk (decided by entry or stop sites)")
         calls, stub_ns = (stubs or {}).get(g, (0, 0.0))
         ident += transfer.stubs_clause(calls, stub_ns * grown)
         handed = passed * mine[g] / sum(mine.values()) if g is not None and sum(mine.values()) else 0
         if rest is None:
-            ident += planner.passed_text(round(handed), handed * costs["passthrough_ns"] * other)
+            ident += cost.passed_text(round(handed), handed * costs["passthrough_ns"] * other)
         if g is not None and g != rest and pair_ns:
-            ident += planner.taken_text(mine[g], mine[g] * pair_ns * grown)
+            ident += cost.taken_text(mine[g], mine[g] * pair_ns * grown)
         part = mine[g] / real if g is not None and g != rest and real else 0
-        ident += planner.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * other,
+        ident += cost.entry_text((quick * costs["quick_ns"] + stubbed * costs["entry_stub_ns"]) * part * other,
                                     round(quick * part))
-        ident += planner.framed_text(round(framed * part), framed_ns * part * other)
+        ident += cost.framed_text(round(framed * part), framed_ns * part * other)
         if g is None or g == rest:
             out[g] = f"identification: {ident}" if n else None
         else:
             mean = transfer.contexts_mean_size(profile["contexts"], members.get(g, []))
-            pool = planner.lies_among(rest is not None, rest_one, allocator)
+            pool = lies_among(rest is not None, rest_one, allocator)
             strangers, beside = transfer.strangers_of(profile, members.get(g, []), pool,
                                                       lambda c: group_of.get(c["id"]) == rest)
             share = transfer.near_share(profile, members.get(g, []))
@@ -272,11 +274,11 @@ def lines_line(profile, members, at, is_rest, rest_one):
     model = [profile["contexts"][c] for c in members if "lines" in profile["contexts"][c]]
     if not model:
         return ""
-    totals = planner.line_totals(model)
-    own = planner.PACKED if is_rest and rest_one else planner.LINE_START
+    totals = line_totals(model)
+    own = PACKED if is_rest and rest_one else LINE_START
     places = ", ".join(f"{'packed' if k is None else k}: {totals['d1_misses'][i]} misses, "
-                       f"{totals['chase_waits'][i]} waits" for i, k in enumerate(planner.LINE_AT))
-    return (f"blocks of whole lines start {planner.place_words(own, at)}; the profile's model of each place "
+                       f"{totals['chase_waits'][i]} waits" for i, k in enumerate(LINE_AT))
+    return (f"blocks of whole lines start {place_words(own, at)}; the profile's model of each place "
             f"({places}; of {totals['chases']} chased pointers)")
 
 
@@ -298,12 +300,12 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         plan = read_plan(plan_path)
         names, group_of, conj, walks, rest, roles = plan_groups(profile, plan)
         source = f"plan {plan_path}"
-        pricing = scaling.Pricing.of(profile, planner.COST_DEFAULTS, planner.growth_of(profile, validations, scale))
-        transfers = [transfer.evaluate(plan, profile, v, planner.COST_DEFAULTS, pricing=pricing)
+        pricing = scaling.Pricing.of(profile, cost.COST_DEFAULTS, planner.growth_of(profile, validations, scale))
+        transfers = [transfer.evaluate(plan, profile, v, cost.COST_DEFAULTS, pricing=pricing)
                      for v in validations]
         to_profile = transfer.plan_site_map(plan, profile)[0]
         stubs = transfer.stub_shares(transfer.patched_sites(plan, to_profile), profile["sites"],
-                                     planner.COST_DEFAULTS, transfer.stop_sites(plan, to_profile))
+                                     cost.COST_DEFAULTS, transfer.stop_sites(plan, to_profile))
     else:
         made = planner.make_plan(profile, validations=validations, policy=policy, scale=scale)
         pricing = made.pricing
@@ -314,11 +316,11 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
         def walks(c):
             if not c["sites"] or (made.verdicts.get(c["sites"][0]) or made.unknown_entry) != "walk":
                 return None
-            return planner.walk_frames(c, made.stops, made.frames)
+            return paths.walk_frames(c, made.stops, made.frames)
         rest = made.rest
         roles = {s: (made.verdicts.get(s), made.stops.get(s)) for s in set(made.verdicts) | set(made.stops)}
         source = "cohort plan's defaults" + (f" with --policy {policy}" if policy != "halo" else "")
-        stubs = planner.stub_costs(made, profile, planner.COST_DEFAULTS)
+        stubs = cost.stub_costs(made, profile, cost.COST_DEFAULTS)
     rest_one = plan["rest_one"] if plan_path else made.rest_one
     line_at = plan.get("group_at", {}) if plan_path else made.line_at
     allocator = (planfile.made_for(plan_path) if plan_path else made.allocator) or "glibc"
