@@ -58,7 +58,15 @@ def test_one_layout_in_every_mode(tmp_path, mode, allocator):
     settings = dict(MODES[mode])
     if settings.pop("plan", False):
         settings["plan"] = plan(tmp_path)
-    seen = outputs(cohort_env(allocator, **settings))
+    env = cohort_env(allocator, **settings)
+    if allocator == "jemalloc":
+        # jemalloc returns dirty pages on a clock: on a loaded machine the
+        # purge lands at another point of the run and its later blocks go
+        # elsewhere, so that jemalloc alone prints several layouts (4 in 12
+        # runs beside two busy loops; one with the clock's purging off).
+        # What is tested is Cohort's placement, not jemalloc's clock.
+        env["MALLOC_CONF"] = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+    seen = outputs(env)
     assert len(seen) == 1, f"{mode} in front of {allocator} printed {len(seen)} layouts in {RUNS} runs"
 
 
