@@ -370,7 +370,8 @@ def confirm_plan(args, ref, profiles, params):
 
 
 def cmd_bench(args, target):
-    from cohort.measure.bench import bench, console_table, parse_policies, parse_sweep
+    from cohort.measure.bench import bench, parse_policies, parse_sweep
+    from cohort.present.table import console_table
     from cohort.measure.confirm import BenchConfirmation
     allocators = [a for a in args.allocators.split(",") if a]
     results = bench(target, args.output, trials=args.trials, warmup=args.warmup, allocators=allocators,
