@@ -7,12 +7,8 @@
  * 64-bit word in a lock-free cache, so a frame costs one hash probe and one
  * load of the return address after the first time. */
 #define _GNU_SOURCE
-#include "context.h"
-/* A break in the layers, the last between the context and decision layers:
- * the walk reads the plan (its sites' verdicts, cached with each frame's
- * rule; its decision paths; its unknown-entry and unknown-path verdicts).
- * runtime/README.md lists it. */
-#include "plan.h"
+#include "context.h"   /* and plan.h, the layer below: the walk reads the plan's
+                          sites, decision paths and unknown verdicts */
 
 #include <string.h>
 
@@ -235,9 +231,8 @@ int ch_walk_quick(const uintptr_t *fp) {
 /* The caller is a system module's frame (libstdc++ making a std::string's
  * buffer for the program): when the rules of the system frames are
  * ordinary ones, a few steps reach the first application frame, whose
- * cached rule says what the walk
- * past system frames would (ch_walk_entry), without the walk's setting up
- * and the calls to it (cppcheck in front of jemalloc under a plan: 525 k
+ * cached rule says what the walk past system frames would (ch_walk_entry),
+ * without the walk's setting up and the calls to it (cppcheck in front of jemalloc under a plan: 525 k
  * such requests, about 280 instructions each before). A cold verdict comes
  * back as CH_QUICK_PAST_COLD, a `walk` verdict as CH_QUICK_PAST_WALK: the
  * call at the return address is the system module's, not the site's, so

@@ -238,11 +238,13 @@ CH_HIDDEN int ch_cold_entry_count(size_t size) {
   return ch_rest_for(size);
 }
 
-/* What a cold stub does with such a request. */
-CH_HIDDEN void *ch_cold_entry_malloc(size_t size) {
-  int g = ch_cold_entry_count(size);
+/* Where a cold stub sends such a request: the rest group g of its size, or
+ * the next allocator (g < 0). */
+CH_HIDDEN void *ch_cold_entry_place(size_t size, int g) {
   return g >= 0 ? ch_group_malloc_or_next((unsigned)g, size) : ch_next.malloc(size);
 }
+
+CH_HIDDEN void *ch_cold_entry_malloc(size_t size) { return ch_cold_entry_place(size, ch_cold_entry_count(size)); }
 
 /* A cold entry site patched to reach the plan's rest group directly
  * (direct.c): requests up to the rest group's limit go there, to their size

@@ -9,9 +9,10 @@
 /* --------------------------------------------------------------- alloc.c */
 /* A remembered cold entry's request (ch_cold_entry): the rest group of its
  * size, else the next allocator, counted as a cold stub's. operator new
- * counts its own and takes the group (or -1) from ch_cold_entry_count. */
+ * counts its own (ch_cold_entry_count) and places it (ch_cold_entry_place). */
 void *ch_cold_entry_malloc(size_t size);
 int ch_cold_entry_count(size_t size);
+void *ch_cold_entry_place(size_t size, int g);
 
 /* ---------------------------------------------------------------- init.c */
 extern atomic_int ch_init_state;   /* 0 none, 1 running, 2 done */

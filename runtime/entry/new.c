@@ -83,7 +83,7 @@ static CH_NOINLINE void *new_controlled(size_t n) {
  * operator new of its own (glibc); a failure takes the framed path, which
  * tries again and then calls the new_handler. */
 static CH_NOINLINE void *new_cold_rest(size_t n, int g) {
-  void *p = g >= 0 ? ch_group_malloc_or_next((unsigned)g, n) : ch_next.malloc(n);
+  void *p = ch_cold_entry_place(n, g);
   return CH_LIKELY(p != NULL) ? p : new_framed(n);
 }
 /* Everything but the fast lane (see malloc). A remembered cold entry with
