@@ -8,8 +8,6 @@ from pathlib import Path
 from cohort.errors import CohortError
 
 FORMAT = "cohort-results"
-
-
 VERSION = 1
 
 

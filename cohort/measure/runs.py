@@ -21,8 +21,6 @@ from cohort.measure.runner import open_input
 
 
 GEOMETRY = {"D1": "32768,8,64", "LL": "1048576,16,64"}
-
-
 CACHEGRIND_GEOMETRY = [f"--D1={GEOMETRY['D1']}", f"--LL={GEOMETRY['LL']}"]   # cachegrind's options for it
 
 

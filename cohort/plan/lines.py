@@ -8,11 +8,7 @@ from cohort.plan.rest import add_rest
 # Where profiler/lines.c models a line-sized block (profile.LINE_OFFSETS):
 # where the rest pool packs it, then 0, 16, 32 and 48 bytes into a line.
 PACKED, LINE_START = 0, 1
-
-
 LINE_AT = [None, 0, 16, 32, 48]
-
-
 # An offset other than a pool's own is kept only when the chases that wait
 # there are fewer by this share of the pool's chases, and its misses no
 # more than this share higher: the model leaves the rest of the run's
@@ -20,8 +16,6 @@ LINE_AT = [None, 0, 16, 32, 48]
 # either way from what the runtime's pools will do (layout noise of that
 # order is common: results-format.md, "Layout noise").
 LINE_MARGIN = 0.05
-
-
 # What a rest pool that places its blocks into lines costs an allocation
 # of more than 48 bytes, in a plan of the rest pool alone: the lane, which
 # packs, serves it no more (runtime/identify/identify.c). `allocbench churn
@@ -29,8 +23,6 @@ LINE_MARGIN = 0.05
 # 2026-11-30: medians 10.70 ns a pair packed, 14.59 at=0, with 87% of the
 # requests over 48 bytes: 4.5 ns each.
 LANE_NS = 4.5
-
-
 LANE_MAX = 48
 
 
