@@ -295,10 +295,22 @@ static inline unsigned bin_for_block_computed(size_t n) {
 #define BIN_TABLE_MAX 4096
 #define BIN_TABLE_GRANULES (BIN_TABLE_MAX / CH_GRANULE)
 static uint8_t bin_of_table[BIN_TABLE_GRANULES + 1], bin_for_table[BIN_TABLE_GRANULES + 1];
+/* Per block size above 256 bytes up to CH_RECENT_SIZE_MAX, in granules: its
+ * recent list when it is a class's size exactly, else NO_RECENT (a block
+ * split or merged to another size serves its class only through a bin). */
+#define NO_RECENT 0xFF
+static uint8_t recent_of_table[CH_RECENT_SIZE_MAX / CH_GRANULE + 1];
+static uint16_t recent_size_table[CH_RECENT_LISTS];   /* the size of each list's blocks */
 static void fill_bin_tables(void) {
   for (size_t g = 1; g <= BIN_TABLE_GRANULES; g++) {
     bin_of_table[g] = (uint8_t)bin_of_computed(g * CH_GRANULE);
     bin_for_table[g] = (uint8_t)bin_for_block_computed(g * CH_GRANULE);
+  }
+  for (size_t g = 1; g <= CH_RECENT_SIZE_MAX / CH_GRANULE; g++) {
+    size_t n = g * CH_GRANULE;
+    unsigned b = g <= NEXACT ? (unsigned)g - 1 : ch_block_size(n) == n ? bin_of_computed(n) : NO_RECENT;
+    recent_of_table[g] = (uint8_t)b;
+    if (b != NO_RECENT) recent_size_table[b] = (uint16_t)n;
   }
 }
 /* n is a whole number of granules (a block's size, or a request's class). */
@@ -359,9 +371,10 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
 
 /* --------------------------------------------------------- recent frees */
 
-/* A heap's frees of blocks up to EXACT_MAX bytes go first to its recent
- * list of their group and size, whatever chunk holds them, and the fast
- * path's allocations of that size take from there first: the block freed
+/* A heap's frees of blocks up to EXACT_MAX bytes, and of a class's size
+ * above it up to CH_RECENT_SIZE_MAX, go first to its recent list of their
+ * group and size, whatever chunk holds them, and the fast path's
+ * allocations of that size take from there first: the block freed
  * last comes back first, wherever it lies, as glibc's thread cache hands it
  * back. Objects freed together and made together again (a record and the
  * cells that point to it) so keep lying together. A chunk's own bins do
@@ -383,8 +396,26 @@ static inline size_t free_bytes(const struct ch_chunk *c) {
  * (a live block holds neither, unless the program planted them). A list
  * holds at most RECENT_MAX blocks, its length in the head's low bits
  * (blocks are 16-aligned), each block's link holding the head as it was
- * before: a free beyond that goes to its chunk's bin. */
+ * before: a free beyond that goes to its chunk's bin.
+ *
+ * The classes' lists (320 bytes to 1 KiB, where larson's requests mostly
+ * fall) hold only blocks of the class's size exactly, freed as they were
+ * made: a block split or merged to another size goes to a mixed bin, whose
+ * blocks may serve any class below theirs. Without them, a class's freed
+ * blocks were reused only from the current chunk's own bin, and every other
+ * request of those sizes took the general path (allocbench sizes 257..319:
+ * 209 instructions a pair, against jemalloc's 101; docs/runtime.md,
+ * "Recent frees of the classes"). */
 #define RECENT_MAX ((uintptr_t)CH_GRANULE - 1)
+_Static_assert(CH_RECENT_LISTS == NEXACT + 8, "eight classes, 320 bytes to 1 KiB, above the exact bins");
+_Static_assert(CH_RECENT_SIZE_MAX / CH_GRANULE <= BIN_TABLE_GRANULES, "the classes' lists come from the bin tables");
+/* The recent list of a block of size bytes (a whole number of granules,
+ * at least one), or NO_RECENT. */
+static inline unsigned recent_of(size_t size) {
+  if (size <= EXACT_MAX) return (unsigned)(size / CH_GRANULE - 1);
+  return size <= CH_RECENT_SIZE_MAX ? recent_of_table[size / CH_GRANULE] : NO_RECENT;
+}
+static inline size_t recent_size(unsigned b) { return recent_size_table[b]; }
 static inline void *recent_block(uintptr_t head) { return (void *)(head & ~RECENT_MAX); }
 /* Does the block at p carry the listed mark, its chunk's address? */
 static inline bool listed_mark(const struct ch_chunk *c, const void *p) {
@@ -393,28 +424,29 @@ static inline bool listed_mark(const struct ch_chunk *c, const void *p) {
 
 /* Is p (a block of size bytes) in h's recent list of group g? */
 static CH_NOINLINE bool in_recent(const struct ch_heap *h, unsigned g, size_t size, const void *p) {
-  if (!h || size > EXACT_MAX || !size) return false;
-  for (void *b = recent_block(h->g[g].recent[size / CH_GRANULE - 1]); b; b = recent_block(*(uintptr_t *)b))
+  unsigned list = size ? recent_of(size) : NO_RECENT;
+  if (!h || list == NO_RECENT) return false;
+  for (void *b = recent_block(h->g[g].recent[list]); b; b = recent_block(*(uintptr_t *)b))
     if (b == p) return true;   /* [block] each listed block's link */
   return false;
 }
 
 /* gh's recent lists go to their chunks' bins (their frees are counted). */
 static void recent_flush(struct ch_group_heap *gh) {
-  for (unsigned b = 0; b < NEXACT; b++) {
+  for (unsigned b = 0; b < CH_RECENT_LISTS; b++) {
     uintptr_t head = gh->recent[b];
     gh->recent[b] = 0;
     for (void *p = recent_block(head), *next; p; p = next) {
       next = recent_block(*(uintptr_t *)p);   /* [block] its link */
       /* [block] the listed mark: its chunk (bin_push writes the key over it) */
-      bin_push((struct ch_chunk *)(uintptr_t)((uint64_t *)p)[1], p, (b + 1) * CH_GRANULE);
+      bin_push((struct ch_chunk *)(uintptr_t)((uint64_t *)p)[1], p, recent_size(b));
     }
   }
 }
 
 /* c's blocks leave gh's recent lists: c empties, to start over or retire. */
 static CH_NOINLINE void recent_drop(struct ch_group_heap *gh, const struct ch_chunk *c) {
-  for (unsigned b = 0; b < NEXACT; b++) {
+  for (unsigned b = 0; b < CH_RECENT_LISTS; b++) {
     uintptr_t head = gh->recent[b], *link = &gh->recent[b];
     void *keep[RECENT_MAX];
     unsigned n = 0;
@@ -1080,12 +1112,18 @@ static inline __attribute__((always_inline)) void *fast_take(struct ch_group_hea
       goto done;
     }
   } else {
-    /* Above 256 bytes: the head of the class's own mixed bin when it is a
+    /* Above 256 bytes: the block of the class the heap freed last, as
+     * above; else the head of the class's own mixed bin when it is a
      * block of exactly the class's size, which is what the general path
-     * would take first and not split (a class's freed blocks, mostly); any
-     * other block in a nearby mixed bin is the general path's: reuse
-     * before bumping. */
+     * would take first and not split; any other block in a nearby mixed
+     * bin is the general path's: reuse before bumping. */
     unsigned b = bin_of(n);
+    if (b < CH_RECENT_LISTS && (p = recent_block(gh->recent[b]))) {
+      gh->recent[b] = *(uintptr_t *)p;   /* [block] its link */
+      c = (struct ch_chunk *)(uintptr_t)((uint64_t *)p)[1];   /* [block] the listed mark: its chunk */
+      ((uint64_t *)p)[1] = 0;      /* [block] no mark in a live block */
+      goto done;
+    }
     if ((p = c->bins[b]) && ((const size_t *)p)[2] == n) {   /* [block] a mixed bin's block's size */
       /* bin_pop, which also tests whether b is a mixed bin: 1.4 instructions a pair */
       void *next = *(void **)p;   /* [block] the popped block's link */
@@ -1396,7 +1434,7 @@ static bool block_free(const struct ch_chunk *c, const void *p, bool owner) {
 static struct ch_heap *heap_resume(void);
 static void heap_take_over(struct ch_heap *h, uint64_t life);
 static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
-                                                             uintptr_t starts_bias, unsigned group, bool recent);
+                                                             uintptr_t starts_bias, uintptr_t group, bool recent);
 static CH_NOINLINE void free_foreign(struct ch_chunk *c, void *p, bool raw) {
   /* A pool's blocks have no redzones (pool.c), and go back to the pool at
    * once: a batch could still hold one when the pool is destroyed. */
@@ -1469,11 +1507,13 @@ static CH_NOINLINE void free_rest(struct ch_heap *h, struct ch_chunk *c, void *p
   release_block(h, c, p, size);
 }
 
-/* The owner's free of a block of an exact bin's size, not in a bin: to the
- * group's recent list (recent: the caller's allocations read it), unless
- * it is full, else to the chunk's bin. */
-static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, struct ch_chunk *c, void *p,
-                                                             size_t b, uint64_t key, unsigned group, bool recent) {
+/* The owner's free of a block on recent list b's size, no double free:
+ * to that list (recent: the caller's allocations read it), unless it is
+ * full; else, of an exact bin's size, to the chunk's bin; else false, for
+ * the caller to bin. Returns whether it was done. */
+static inline __attribute__((always_inline)) bool free_listed(struct ch_heap *h, struct ch_chunk *c, void *p,
+                                                              size_t b, size_t size, uint64_t key, uintptr_t group,
+                                                              bool recent) {
   uint64_t *blk = p;
   if (recent) {
     struct ch_group_heap *gh = &h->g[group];
@@ -1482,14 +1522,34 @@ static inline __attribute__((always_inline)) void free_exact(struct ch_heap *h, 
       blk[0] = head;   /* [block] its link: the list before it, and its length */
       blk[1] = (uint64_t)(uintptr_t)c;   /* [block] the listed mark */
       gh->recent[b] = (uintptr_t)p | ((head & RECENT_MAX) + 1);
-      note_free(h, c, (uint32_t)(b + 1) * CH_GRANULE);
-      return;
+      note_free(h, c, (uint32_t)size);
+      return true;
     }
   }
+  if (b >= NEXACT) return false;
   blk[0] = (uint64_t)(uintptr_t)c->bins[b];   /* [block] its link */
   blk[1] = key;   /* [block] its free key */
   c->bins[b] = p;
-  note_free(h, c, (uint32_t)(b + 1) * CH_GRANULE);
+  note_free(h, c, (uint32_t)size);
+  return true;
+}
+
+/* The owner's free of a block with no later start within the exact bins'
+ * reach: a class's block up to CH_RECENT_SIZE_MAX of the class's size
+ * goes to its recent list as free_listed's do; everything else, and any
+ * block that carries the key or the listed mark, to free_rest. */
+static CH_NOINLINE void free_above(struct ch_heap *h, struct ch_chunk *c, void *p, uint64_t from, uintptr_t group,
+                                   bool recent) {
+  uint64_t later = from >> 1;
+  if (later) {   /* a block below the bump pointer, ending in the 64 granules read */
+    size_t size = (1 + (size_t)__builtin_ctzll(later)) * CH_GRANULE;
+    unsigned b = recent_of_table[size / CH_GRANULE];
+    uint64_t key = c->key, word = ((const uint64_t *)p)[1];   /* [block] a free block's key or listed mark */
+    if (b != NO_RECENT && word != key && word != (uint64_t)(uintptr_t)c &&
+        free_listed(h, c, p, b, size, key, group, recent))
+      return;
+  }
+  free_rest(h, c, p, from);
 }
 /* Stops the program on misuse, as glibc does. Only a pointer at the start of
  * a block handed out passes: start bits exist only for blocks below the bump
@@ -1508,11 +1568,11 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
   if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
   /* The checked mode's own frees (raw) keep out of the recent lists, which
    * its allocations, made apart from the fast path, never read. */
-  owner_free(c, p, h, starts_bias, (unsigned)(owner & CH_OWNER_GROUP), !raw);
+  owner_free(c, p, h, starts_bias, owner & CH_OWNER_GROUP, !raw);
 }
 /* The owner's free (h owns c, of group `group`); recent: as free_exact's. */
 static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
-                                                             uintptr_t starts_bias, unsigned group, bool recent) {
+                                                             uintptr_t starts_bias, uintptr_t group, bool recent) {
   const uint64_t *w = starts_word_biased(starts_bias, p);
   uint64_t starts = load_word(w);
   /* The start bits from p's granule on, 64 of them across two words (the
@@ -1529,7 +1589,11 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
   size_t b = (size_t)__builtin_ctzll((from >> 1) | (uint64_t)1 << NEXACT);
   uint64_t key = c->key;   /* read once: the block's stores below could alias it */
   uint64_t word = ((const uint64_t *)p)[1];   /* [block] a free block's key or listed mark */
-  if (CH_UNLIKELY(b >= NEXACT || word == key)) {
+  if (CH_UNLIKELY(b >= NEXACT)) {
+    free_above(h, c, p, from, group, recent);
+    return;
+  }
+  if (CH_UNLIKELY(word == key)) {
     free_rest(h, c, p, from);
     return;
   }
@@ -1541,7 +1605,7 @@ static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c,
     free_rest(h, c, p, from);
     return;
   }
-  free_exact(h, c, p, b, key, group, recent);
+  free_listed(h, c, p, b, (b + 1) * CH_GRANULE, key, group, recent);
 }
 uint32_t ch_group_chunk_live(const void *p) { return ch_chunk_of(p)->live_bytes; }
 void ch_group_free(void *p) {
@@ -1714,7 +1778,7 @@ void ch_pool_heap_destroy(struct ch_heap *h) {
   struct ch_chunk *c;
   /* The lists' blocks go with the chunks, their marks cleared first
    * (recent_drop says why), before another pool may take a chunk. */
-  for (unsigned b = 0; b < NEXACT; b++) {
+  for (unsigned b = 0; b < CH_RECENT_LISTS; b++) {
     for (void *p = recent_block(gh->recent[b]); p; p = recent_block(*(uintptr_t *)p))   /* [block] its link */
       ((uint64_t *)p)[1] = 0;   /* [block] the listed mark */
     gh->recent[b] = 0;

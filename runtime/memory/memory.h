@@ -168,9 +168,16 @@ void ch_chunks_atfork_child(void);
  * option's): set by the decision layer at start-up; larger blocks are the
  * next allocator's, and no block grows past it in place. */
 extern size_t ch_max_size;
+/* Blocks of an exact bin's size (up to CH_EXACT_MAX) and of a class's size
+ * above it, up to CH_RECENT_SIZE_MAX, have recent lists: one per exact bin,
+ * then one per class (320, 384, 448, 512, 640, 768, 896 and 1,024 bytes),
+ * indexed as their bins are (heap.c, "Recent frees"). 1 KiB is as far as
+ * the free path sees a block's end in the two words of start bits it reads. */
+#define CH_RECENT_SIZE_MAX 1024
+#define CH_RECENT_LISTS (CH_EXACT_MAX / CH_GRANULE + 8)
 /* A thread's state for one group. The first line is touched by every
- * allocation in the group; the recent lists' two lines by the allocations
- * and frees of blocks up to CH_EXACT_MAX bytes. */
+ * allocation in the group; the recent lists' three lines by the allocations
+ * and frees of blocks up to CH_RECENT_SIZE_MAX bytes. */
 struct ch_group_heap {
   struct ch_chunk *current;
   uint64_t allocs, frees;      /* this thread's (and its chunks', reported), summed by stats.c */
@@ -179,10 +186,10 @@ struct ch_group_heap {
   struct ch_chunk *room;       /* chunks set aside with untouched room (heap.c) */
   struct ch_chunk *spill;      /* requests the current chunk has room but no fit for (heap.c) */
   uint64_t pool_word;          /* a pool's line (pool.c): its descriptor word, 0 once destroyed */
-  /* Per exact bin, the blocks this heap freed last, whatever chunk holds
-   * them: the head's address | how many the list holds (heap.c, "Recent
-   * frees"). */
-  uintptr_t recent[CH_EXACT_MAX / CH_GRANULE];
+  /* Per exact bin and per class up to CH_RECENT_SIZE_MAX, the blocks this
+   * heap freed last, whatever chunk holds them: the head's address | how
+   * many the list holds (heap.c, "Recent frees"). */
+  uintptr_t recent[CH_RECENT_LISTS];
 } __attribute__((aligned(64)));
 /* Frees into another thread's chunks, handed over together (heap.c). */
 #define CH_REMOTE_BATCH 32

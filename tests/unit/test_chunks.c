@@ -35,28 +35,37 @@ static void *one_block(void *out) {
   free(p);
   return NULL;
 }
-/* Part 9's thread: 48-byte blocks over two chunks, so that the first is no
- * longer current; one freed in each, the second chunk's first: malloc hands
- * them back newest first, the first chunk's block before the current
- * chunk's. Then 20 of the first chunk's freed in a row: the first 15 (the
- * most a list holds) come back newest first; the 5 after them went to the
- * chunk's bin. */
-static void *recent_thread(void *ok) {
-  enum { N = 2 * CHUNK / 48 + 64 };
-  static char *b[N];
-  for (unsigned i = 0; i < N; i++) b[i] = malloc(48);
+/* Part 9's threads: blocks of one size over two chunks, so that the first
+ * is no longer current; one freed in each, the second chunk's first:
+ * malloc hands them back newest first, the first chunk's block before the
+ * current chunk's. Then 20 of the first chunk's freed in a row: the first
+ * 15 (the most a list holds) come back newest first; the 5 after them went
+ * to the chunk's bin. 48 bytes is an exact bin's size; 300 bytes a
+ * class's (320), whose lists work the same way. */
+static int recent_run(size_t size) {
+  enum { MAX = 2 * CHUNK / 48 + 64 };
+  static char *b[MAX];
+  size_t n = 2 * CHUNK / size + 64;
+  for (size_t i = 0; i < n; i++) b[i] = malloc(size);
   uintptr_t first = (uintptr_t)b[0] & ~(uintptr_t)(CHUNK - 1);
-  uintptr_t last = (uintptr_t)b[N - 1] & ~(uintptr_t)(CHUNK - 1);
+  uintptr_t last = (uintptr_t)b[n - 1] & ~(uintptr_t)(CHUNK - 1);
   int good = first != last;
-  char *old = b[10], *cur = b[N - 10];
+  char *old = b[10], *cur = b[n - 10];
   free(cur);
   free(old);
-  char *again = malloc(48), *again2 = malloc(48);
+  char *again = malloc(size), *again2 = malloc(size);
   good &= again == old && again2 == cur;
   for (unsigned i = 20; i < 40; i++) free(b[i]);
-  for (unsigned i = 34; i >= 20; i--) good &= malloc(48) == b[i];
-  for (unsigned i = 0; i < N; i++) if (i < 35 || i >= 40) free(b[i]);
-  *(int *)ok = good;
+  for (unsigned i = 34; i >= 20; i--) good &= malloc(size) == b[i];
+  for (size_t i = 0; i < n; i++) if (i < 35 || i >= 40) free(b[i]);
+  return good;
+}
+static void *recent_thread(void *ok) {
+  *(int *)ok = recent_run(48);
+  return NULL;
+}
+static void *class_recent_thread(void *ok) {
+  *(int *)ok = recent_run(300);
   return NULL;
 }
 
@@ -254,11 +263,16 @@ int main(int argc, char **argv) {
 
   /* 9. Recent frees: the block of a size freed last comes back first,
    *    whatever chunk holds it, as long as the heap's recent list of the
-   *    size has room; a thread's exit gives what its lists hold back to
+   *    size has room, for an exact bin's size and for a class's above 256
+   *    bytes; a thread's exit gives what its lists hold back to
    *    the chunks, so its emptied chunks retire. */
   int recent_ok = 0;
   run_thread(recent_thread, &recent_ok);
   CHECK(recent_ok);
   CHECK(snap("recent", "live_bytes") == 0);
+  int class_ok = 0;
+  run_thread(class_recent_thread, &class_ok);
+  CHECK(class_ok);
+  CHECK(snap("class-recent", "live_bytes") == 0);
   return check_done("test_chunks");
 }

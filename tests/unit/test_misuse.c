@@ -38,6 +38,14 @@ int main(int argc, char **argv) {
   /* the block just below the bump pointer, and one big enough for a mixed bin */
   else if (!strcmp(what, "double-free-last")) { free(keep); free(keep); }
   else if (!strcmp(what, "double-free-large")) { char *q = malloc(1000); free(q); free(q); }
+  /* a class's block (320 bytes) freed again while it waits second in the
+   * class's recent list */
+  else if (!strcmp(what, "double-free-class-later")) {
+    char *a = malloc(300), *b = malloc(300);
+    free(a);
+    free(b);
+    free(a);
+  }
   /* the pointer where the next block would start: its start bit marks the
    * bump pointer, not a block */
   else if (!strcmp(what, "free-at-bump")) free(keep + 64);
@@ -96,6 +104,18 @@ int main(int argc, char **argv) {
     free(p);
     memcpy(q, p, 16);
     free(q);
+  }
+  /* the same for a class's block, whose copied words are a recent list's
+   * link and mark */
+  else if (!strcmp(what, "copied-class-words")) {
+    char *q = malloc(300), *r = malloc(300);
+    free(r);
+    memcpy(q, r, 16);
+    free(q);
+    q = malloc(300);
+    r = malloc(300);
+    free(q);
+    free(r);
   }
   printf("survived %s\n", what);
   free(keep);
