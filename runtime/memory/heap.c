@@ -1565,10 +1565,14 @@ static CH_NOINLINE void free_above(struct ch_heap *h, struct ch_chunk *c, void *
 static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c, void *p, struct ch_heap *h,
                                                              bool raw, uintptr_t starts_bias) {
   uintptr_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
-  if (CH_UNLIKELY(ch_owner_heap(owner) != h)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
+  /* Heaps are 64-aligned: the owner word XOR h is the group exactly when h
+   * owns the chunk, which tests and extracts it at once (2 instructions a
+   * free fewer than a mask for each). */
+  uintptr_t group = owner ^ (uintptr_t)h;
+  if (CH_UNLIKELY(group > CH_OWNER_GROUP)) { free_foreign(c, p, raw); return; }   /* h may be NULL */
   /* The checked mode's own frees (raw) keep out of the recent lists, which
    * its allocations, made apart from the fast path, never read. */
-  owner_free(c, p, h, starts_bias, owner & CH_OWNER_GROUP, !raw);
+  owner_free(c, p, h, starts_bias, group, !raw);
 }
 /* The owner's free (h owns c, of group `group`); recent: as free_exact's. */
 static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
