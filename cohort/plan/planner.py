@@ -16,7 +16,7 @@ from cohort.plan.cost import (COST_DEFAULTS, as_read, assess, direct_sites, iden
 from cohort.plan.lines import choose_line_offsets, rest_for_lines
 from cohort.plan.paths import MAX_SITES, decision_paths, stop_sites
 from cohort.plan.rest import add_rest, lies_among, rest_against, rest_text, shape_verdict
-from cohort.policies import APA_POLICIES, DS_POLICIES, KEEP_ALL, PLAN_POLICIES, apa, halo, hds
+from cohort.policies import DS, DS_POLICIES, KEEP_ALL, NONE, PLAN_POLICIES, STREAMS, apa, grouping, halo, hds
 from cohort.plan import identification, transfer, scale as scaling
 from cohort.formats import planfile
 from cohort.errors import CohortError
@@ -176,9 +176,6 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
                           f"where training never entered found a group for {found} of {tried}")
 
 
-# The policies the planner dispatches on by name; which policies there are,
-# and what each needs and keeps, is the registry's (cohort/policies).
-HDS_POLICY, REST_POLICY = "hds", "rest"
 
 
 def require_streams(profile, what):
@@ -409,23 +406,24 @@ def make_plan(profile, min_weight=None, max_members=16, tolerance=0.05, group_th
         raise CohortError(f"--line-offsets must be {' or '.join(LINE_OFFSETS)}, not '{line_offsets}'")
     if policy in DS_POLICIES:
         apa.require(profile, f"--policy {policy}")
-    if policy == HDS_POLICY:
+    how = grouping(policy)
+    if how == STREAMS:
         require_streams(profile, f"--policy {policy}")
     costs = dict(COST_DEFAULTS, **(costs or {}))
     contexts = profile["contexts"]
     direct = direct_sites(profile)
     accesses, edges, total, members = halo.from_profile(profile)
-    if policy == "halo+ds":
+    if how != DS and policy in DS_POLICIES:   # halo+ds: the DS graph's traversals join the affinity
         unit_of, _ = apa.units(profile)
         for key, w in apa.traversal_weights(profile, unit_of, accesses).items():
             edges[key] = edges.get(key, 0) + w
     keep_all = policy in KEEP_ALL
-    if policy == REST_POLICY:
+    if how == NONE:
         formed, notes = [], []
-    elif policy == HDS_POLICY:    # groups of contexts already, with their nodes
+    elif how == STREAMS:    # groups of contexts already, with their nodes
         formed, notes = hds_groups(profile, accesses, edges, members)
     else:
-        if policy in APA_POLICIES:
+        if how == DS:
             formed, notes = apa_groups(profile, policy, accesses, edges, members)
         else:
             large_notes = set_aside_large(profile, accesses, edges, members)
@@ -569,8 +567,8 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
     hint = runtime_hint(profile)
     if hint:
         return f"no groups: {hint}"
-    if policy == REST_POLICY:
-        return "no groups: --policy rest keeps every small object in the rest pool alone"
+    if grouping(policy) == NONE:
+        return f"no groups: --policy {policy} keeps every small object in the rest pool alone"
     if small == 0:
         return (f"no groups: the program made no heap allocation of up to {p} bytes "
                 f"({sum(c['allocations'] for c in profile['contexts'])} allocations in all); Cohort "
@@ -585,7 +583,7 @@ def why_no_groups(profile, accesses, formed, kept, group_threshold, policy="halo
         return (f"no groups: too few accesses to small heap objects to place ({t['accesses']} to "
                 f"{small} allocations); profile on an input that runs longer, or give the program "
                 "more work")
-    if policy == HDS_POLICY and not formed:
+    if grouping(policy) == STREAMS and not formed:
         hs = profile["hot_streams"]
         return (f"no groups: the {hs['streams']} hot data streams of the heap trace (covering "
                 f"{hs['coverage']:.0%} of it) project no saving in cache lines, or none of their objects has "
@@ -782,9 +780,9 @@ def report(plan, profile):
         hot = f"{len(profile['family_graph']['nodes'])} hot context families"
     else:
         hot = f"{len(profile['graph']['nodes'])} hot contexts"
-    if plan.policy in APA_POLICIES:
+    if grouping(plan.policy) == DS:
         out = [f"{len(plan.groups)} groups from {hot}, made by APA's heuristic {plan.policy} on the DS graph"]
-    elif plan.policy == HDS_POLICY:
+    elif grouping(plan.policy) == STREAMS:
         out = [f"{len(plan.groups)} groups from the heap trace's hot data streams (hds), each a set of "
                f"immediate call sites"]
     else:

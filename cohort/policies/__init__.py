@@ -8,9 +8,16 @@ context families they group."""
 from dataclasses import dataclass
 
 
+# How a plan policy forms its groups, which the planner dispatches on:
+# HALO's affinity graph, APA's data-structure graph, the heap trace's hot
+# data streams, or no group at all (the rest pool alone).
+AFFINITY, DS, STREAMS, NONE = "affinity", "ds", "streams", "none"
+
+
 @dataclass(frozen=True)
 class Policy:
     name: str
+    grouping: str = AFFINITY   # how it forms groups (above); None for an online policy
     online: bool = False       # decided by the runtime as the program runs (docs/policies.md): no profile, no plan
     keeps_all: bool = False    # keeps every group it forms, as its paper does: no affinity or cost pruning,
                                # and no dropping of groups that do not transfer
@@ -20,18 +27,18 @@ class Policy:
 
 REGISTRY = (
     Policy("halo"),
-    Policy("halo+ds", ds_graph=True),
-    Policy("apa-all", keeps_all=True, ds_graph=True),
-    Policy("apa-collections", keeps_all=True, ds_graph=True),
-    Policy("apa-maximal", keeps_all=True, ds_graph=True),
-    Policy("hds", keeps_all=True, trace=True),
+    Policy("halo+ds", ds_graph=True),   # HALO's affinity, with the DS graph's traversals added to its edges
+    Policy("apa-all", DS, keeps_all=True, ds_graph=True),
+    Policy("apa-collections", DS, keeps_all=True, ds_graph=True),
+    Policy("apa-maximal", DS, keeps_all=True, ds_graph=True),
+    Policy("hds", STREAMS, keeps_all=True, trace=True),
     # No group: every small object in the rest pool, the control a plan's
     # groups must beat (as random placement and one pool for everything are
     # the runtime's): `cohort bench --policies halo,rest`, and a `cohort tune`
     # candidate.
-    Policy("rest"),
-    Policy("dpa", online=True),
-    Policy("mo", online=True),
+    Policy("rest", NONE),
+    Policy("dpa", None, online=True),
+    Policy("mo", None, online=True),
 )
 BY_NAME = {p.name: p for p in REGISTRY}
 
@@ -39,7 +46,14 @@ PLAN_POLICIES = tuple(p.name for p in REGISTRY if not p.online)   # made into a 
 ONLINE_POLICIES = tuple(p.name for p in REGISTRY if p.online)
 KEEP_ALL = tuple(p.name for p in REGISTRY if p.keeps_all)
 DS_POLICIES = tuple(p.name for p in REGISTRY if p.ds_graph)
-APA_POLICIES = tuple(p.name for p in REGISTRY if p.name.startswith("apa-"))
+APA_POLICIES = tuple(p.name for p in REGISTRY if p.grouping == DS)
+
+
+def grouping(name):
+    """How the plan policy `name` forms its groups (AFFINITY, DS, STREAMS or
+    NONE); None for an online policy or a name the registry does not hold."""
+    p = BY_NAME.get(name)
+    return p.grouping if p else None
 
 
 def needs_trace(names):
