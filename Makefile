@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
 
-.PHONY: all deps build venv test test-fast demo bench bench-stock bench-olh clean
+.PHONY: all deps build venv test test-fast test-unit test-integration test-real demo bench bench-stock bench-olh clean
 
 all: build venv
 
@@ -26,13 +26,26 @@ $(PY): pyproject.toml | deps
 
 venv: $(PY)
 
+# Every tier (tests/README.md): fast, unit, integration, real.
 test: all
 	$(PY) -m pytest -q tests
 
 # The fast tier: the tests that need no build (the package's layout, the
 # runtime's layers, mirrored constants, the scripts' refusals), in seconds.
 test-fast: venv
-	$(PY) -m pytest -q -m nobuild tests
+	$(PY) -m pytest -q tests/fast
+
+# The other tiers alone, each after the build: the C unit tests and the
+# built tools on their own; test programs under the preload and the
+# profiler; real programs, the workloads and a new user's round.
+test-unit: all
+	$(PY) -m pytest -q tests/unit
+
+test-integration: all
+	$(PY) -m pytest -q tests/integration
+
+test-real: all
+	$(PY) -m pytest -q tests/real
 
 demo: all
 	@scripts/demo.sh

@@ -1,4 +1,5 @@
-"""Shared fixtures: where the build products are, and how to run under the runtime."""
+"""Shared by the four tiers (tests/README.md): where the sources, the stored
+profiles and the build products are, and how to run under the runtime."""
 
 import os
 import subprocess
@@ -6,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FAST = TESTS / "fast"      # the tier that needs no build
+DATA = TESTS / "data"      # stored profiles
 BUILD = ROOT / "build"
 LIBCOHORT = BUILD / "runtime" / "libcohort.so"
 UNIT = BUILD / "tests" / "unit"
@@ -58,10 +62,10 @@ def run(argv, env=None, timeout=300, **kw):
     return subprocess.run([str(a) for a in argv], env=env, capture_output=True, timeout=timeout, **kw)
 
 
-@pytest.hookimpl(trylast=True)   # after -m has deselected
+@pytest.hookimpl(trylast=True)   # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
     """Every test needs the build (the runtime, the profiler, the workloads)
-    but those of the fast tier, marked nobuild (`make test-fast`): they read
-    sources, stored profiles and the package alone."""
-    if not LIBCOHORT.exists() and any(i.get_closest_marker("nobuild") is None for i in items):
+    but those of the fast tier, tests/fast (`make test-fast`): they read
+    sources, stored files and the package alone."""
+    if not LIBCOHORT.exists() and any(FAST not in i.path.resolve().parents for i in items):
         pytest.exit("build first: make (or run the fast tier alone: make test-fast)", returncode=2)

@@ -1,5 +1,5 @@
 """Mutated plans, and the differential check that the CLI and the runtime
-agree on each (issue 20). Used by tests/test_plan_fuzz.py (a bounded run in
+agree on each (issue 20). Used by tests/integration/test_plan_fuzz.py (a bounded run in
 `make test`) and scripts/fuzz-plans.py (as many mutants as asked).
 
 Each mutant is judged three ways: the runtime's parser (cohort-plan-check),

@@ -1,6 +1,6 @@
 """Mutated profiles, and what `cohort plan` and `cohort explain` must do
 with each: succeed, or refuse in one line, never with a traceback and never
-leaving a file behind (issues 11 and 20). Used by tests/test_bad_profiles.py
+leaving a file behind (issues 11 and 20). Used by tests/integration/test_bad_profiles.py
 (a bounded run in `make test`) and scripts/fuzz-profiles.py (as many
 mutants as asked). Mutants come from a fixed-seed PRNG."""
 

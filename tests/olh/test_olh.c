@@ -1,5 +1,5 @@
 /* Object-Local Heaps: behaviour tests. Built twice, as test_olh and (with
- * -DOLH_DEBUG) test_olh_debug; tests/test_olh.py runs both. With no
+ * -DOLH_DEBUG) test_olh_debug; tests/unit/test_olh.py runs both. With no
  * argument every test runs and "test_olh: ok" ends the output; with the
  * name of a misuse it commits it (the library should abort and say so). */
 #include <assert.h>

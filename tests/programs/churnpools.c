@@ -1,4 +1,4 @@
-/* Two groups of one object size for DPA's churn test (tests/test_dpa.py):
+/* Two groups of one object size for DPA's churn test (tests/integration/test_dpa.py):
  * temp() makes a 32-byte object, uses it and frees it, so no more than one
  * of its objects is ever live; build() makes list nodes that stay live to
  * the end. The two alternate, four temporaries to a node.

@@ -1,4 +1,4 @@
-/* Groups that neither call of their chain tells alone (tests/test_dpa.py):
+/* Groups that neither call of their chain tells alone (tests/integration/test_dpa.py):
  * build() calls the constructor make() at three places, and make() calls
  * the allocator's wrapper xalloc() at two, one per kind, so each of the six
  * groups is a (make's call, build's call) pair. Each call of build's ends

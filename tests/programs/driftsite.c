@@ -1,4 +1,4 @@
-/* One allocation call site whose size drifts, for MO (tests/test_mo.py):
+/* One allocation call site whose size drifts, for MO (tests/integration/test_mo.py):
  * xmalloc makes its first 200 requests all of 48 bytes (a parser's nodes),
  * enough for MO's monitor to find the site valid when it turns hot, then
  * N requests of eight sizes in turn, one in eight of them 48 bytes (an

@@ -1,5 +1,5 @@
 /* A heap whose data-structure graph is known, for the profiler's DS edges
- * (tests/test_profiler.py): a binary tree of nodes (left at offset 0, right
+ * (tests/integration/test_profiler.py): a binary tree of nodes (left at offset 0, right
  * at 8) each pointing to a payload (offset 16); a table of 32 list heads
  * (an array of pointers: array-like), and list cells linked at offset 0.
  * Usage: dsgraph N; prints a checksum. */

@@ -1,5 +1,5 @@
 /* Many call chains through one wrapper, allocated from several threads at
- * once, for DPA's compound table (runtime/policy/dpa/chain_trie.c; tests/test_dpa.py).
+ * once, for DPA's compound table (runtime/policy/dpa/chain_trie.c; tests/integration/test_dpa.py).
  * 256 functions each call wrap() from a call site of their own and store
  * the object in a slot, so each makes a chain of two frames: wrap's call
  * of malloc, then the function's call of wrap. Every chain shares its first

@@ -1,4 +1,4 @@
-/* More hot allocation sites than Cohort has groups, for MO (tests/test_mo.py).
+/* More hot allocation sites than Cohort has groups, for MO (tests/integration/test_mo.py).
  * Sites 0..69 each allocate 32-byte objects; sites 70..79 allocate 48, 64,
  * ... bytes, one size each. Under MO the first 64 valid sites get pools of
  * their own; later 32-byte sites share a 32-byte pool, and later sites of a

@@ -1,5 +1,5 @@
 /* Misuse suite: one heap mistake per run, for comparing what each allocator
- * catches (scripts/misuse-report.py, tests/test_misuse_suite.py).
+ * catches (scripts/misuse-report.py, tests/integration/test_misuse_suite.py).
  *
  *   misuse_suite MISTAKE SIZE
  *

@@ -3,7 +3,7 @@
 // them (deep enough to overflow the activation stack when two stop sites
 // alternate), and threads. Every object is logged as "label group", where
 // the label says which selector call sites were on the stack when it was
-// made; tests/test_patch.py knows each label's group under its plan and
+// made; tests/integration/test_patch.py knows each label's group under its plan and
 // checks both the walked and the patched runtime against it.
 #include <dlfcn.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 // A list walk in a function with a landing pad (a guard's destructor runs
 // when the call after the walk throws), for injected prefetches
-// (tests/test_prefetch.py): the load of the walk may move only if the
+// (tests/integration/test_prefetch.py): the load of the walk may move only if the
 // function's exception table is read, and exceptions must pass through it
 // as before. Prints the sum, the exceptions caught and the destructors run.
 //

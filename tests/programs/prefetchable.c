@@ -1,4 +1,4 @@
-/* Loads for injected prefetches (runtime/policy/mo/prefetch.c, tests/test_prefetch.py):
+/* Loads for injected prefetches (runtime/policy/mo/prefetch.c, tests/integration/test_prefetch.py):
  * list walks written in assembly, so that the bytes around each load are
  * known. walk_load may move; branchy_load has a branch landing inside the
  * bytes that would move, table_load a jump through a register in its

@@ -1,5 +1,5 @@
 /* A recursive builder whose recursion the wrapper analysis cannot see
- * (tests/test_dpa.py). step() first recurses into its node's children,
+ * (tests/integration/test_dpa.py). step() first recurses into its node's children,
  * through a pointer as an interpreter's dispatch would, then makes an entry
  * with new_entry() and links it into its node, which its caller gave it:
  * so step is a wrapper (it hands the entry back through an argument), and

@@ -1,5 +1,5 @@
 /* A recursive evaluator's allocation, whose group its caller's call tells
- * (tests/test_dpa.py). eval() makes its node through make() and xalloc(),
+ * (tests/integration/test_dpa.py). eval() makes its node through make() and xalloc(),
  * after its two recursive calls have returned, and returns it: the chain
  * runs through eval's call of make() to the call of eval that asked. The
  * first recursive call's node is kept in its parent; the second's is freed

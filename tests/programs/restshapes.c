@@ -1,5 +1,5 @@
 /* The rest pool's two shapes, each the better one for one access pattern
- * (tests/test_rest_classes.py; profiler/layouts.c models both).
+ * (tests/integration/test_rest_classes.py; profiler/layouts.c models both).
  *   restshapes walk   a list of 32-byte nodes, each allocated beside a
  *                     208-byte payload that is written once and never read
  *                     again, walked 20 times: by size class the nodes pack

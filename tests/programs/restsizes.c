@@ -1,4 +1,4 @@
-/* The rest pool by size class (tests/test_rest_classes.py): one loop makes,
+/* The rest pool by size class (tests/integration/test_rest_classes.py): one loop makes,
  * in turn, one object of each size given after the thread count
  * (argv[3...]), 2000 rounds, through one call site (make), so that a plan
  * can leave them all to its rest pool, and a second (make_hot) makes a

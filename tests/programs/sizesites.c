@@ -1,5 +1,5 @@
 /* Allocation call sites with known size behaviour, for MO's monitors
- * (tests/test_mo.py). Each site is its own function, so the test can name
+ * (tests/integration/test_mo.py). Each site is its own function, so the test can name
  * it from the symbol table:
  *   node_site   one size, hot: a list of N nodes
  *   text_site   a new size each time, hot: N strings

@@ -1,5 +1,5 @@
 /* A tiny program for the harness's stdin and output-file tests
- * (tests/test_harness_io.py). It reads its standard input to the end, keeps
+ * (tests/integration/test_harness_io.py). It reads its standard input to the end, keeps
  * one malloc'd node per line (so a profile's allocation count follows the
  * input), walks them, and prints the line and byte counts and an FNV-1a
  * digest of everything it read. Usage: stdinout OUT [MODE]: with OUT other

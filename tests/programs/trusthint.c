@@ -1,4 +1,4 @@
-/* A hint that holds, then stops holding (tests/test_dpa.py). main's call of
+/* A hint that holds, then stops holding (tests/integration/test_dpa.py). main's call of
  * make_a() ends group A's chain, and main allocates the B objects itself.
  * main's call is indirect, so no hint can name B's group. In the first phase every call of make_a allocates, so A's hint (on that
  * call) is checked and comes to be trusted. In the second, make_a allocates

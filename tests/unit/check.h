@@ -1,5 +1,5 @@
 /* A minimal check harness for the runtime's unit tests. Each test program
- * runs under LD_PRELOAD=libcohort.so (tests/test_unit.py starts it) and
+ * runs under LD_PRELOAD=libcohort.so (tests/unit/test_unit.py starts it) and
  * queries the runtime through its public interface with dlsym. */
 #ifndef COHORT_CHECK_H
 #define COHORT_CHECK_H

@@ -1,7 +1,7 @@
 /* The pool API (runtime/include/cohort/pool.h), linked with -lcohort as a
  * program using it would be. With no argument, every promise of the header
  * is checked; with one, the program makes that mistake, which must stop it
- * (tests/test_pools.py reads the message). An optional statistics path
+ * (tests/unit/test_pools.py reads the message). An optional statistics path
  * after no mistake ("stats PATH") is written at the end. */
 #define _GNU_SOURCE
 #include <cohort.h>

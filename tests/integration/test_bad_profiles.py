@@ -17,12 +17,12 @@ import subprocess
 
 import pytest
 
-from conftest import COHORT, PROGRAMS, ROOT, run
+from conftest import COHORT, DATA, PROGRAMS, run
 from cohort.plans import read_plan
 from cohort.formats.profilefile import load_profile
 from profile_mutants import HUGE, SCHEMA, check_failure, cli, mutants, put, schema_verdicts, try_mutant
 
-TINY = ROOT / "tests" / "data" / "tiny-profile.json"
+TINY = DATA / "tiny-profile.json"
 SEED = 11
 MUTANTS = 300          # per base profile
 

@@ -8,8 +8,6 @@ import pytest
 
 from conftest import ROOT, run
 
-pytestmark = pytest.mark.nobuild   # the fast tier: the scripts refuse before they need a build
-
 SCRIPTS = ROOT / "scripts"
 CASES = [
     (["bench-stress.py", "lots"], {}, "bench-stress.py: TRIALS must be a number, not 'lots'"),

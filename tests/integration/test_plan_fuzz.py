@@ -9,12 +9,12 @@ import os
 import pytest
 
 import plan_mutants
-from conftest import ROOT
+from conftest import DATA
 from cohort.errors import CohortError
 from cohort.paths import plan_checker, runtime_library
 from cohort.plans import check_plan, read_plan
 
-TINY = ROOT / "tests" / "data" / "tiny-profile.json"
+TINY = DATA / "tiny-profile.json"
 PLAIN = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") and k != "LD_PRELOAD"}
 
 

@@ -4,7 +4,7 @@ on small inputs: the checksum must not depend on where objects live (glibc,
 jemalloc, Cohort grouping everything, Cohort's random placement), their
 inputs files must be complete, and the standard-input convention
 (PHASE-stdin lines, cohort.measure.workloads.stdin_file, bench-suite's options) must
-work. test_bench.py runs every workload's train input through
+work. tests/integration/test_bench.py runs every workload's train input through
 cohort optimize."""
 
 import importlib.util

@@ -7,13 +7,9 @@ prefetchfile)."""
 
 import ast
 import re
-from pathlib import Path
 
-import pytest
+from conftest import ROOT
 
-pytestmark = pytest.mark.nobuild   # the fast tier
-
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cohort"
 
 

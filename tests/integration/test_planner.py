@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import COHORT, PROGRAMS, ROOT, cohort_env, run
+from conftest import COHORT, DATA, PROGRAMS, ROOT, cohort_env, run
 from cohort.policies.halo import group, merge_benefit, score
 from cohort.plan.handplan import read_log
 from cohort.plan.identification import identify, member_conjunction
@@ -265,7 +265,7 @@ def test_run_refuses_a_plan_for_another_program(pipeline, tmp_path):
     out, _ = pipeline
     r = run([COHORT, "run", "--plan", out / "plan", "--", "/bin/true"])
     assert r.returncode != 0 and b"not true" in r.stderr
-    r = run([COHORT, "explain", ROOT / "tests" / "data" / "tiny-profile.json", out / "plan", "--graph", "-"])
+    r = run([COHORT, "explain", DATA / "tiny-profile.json", out / "plan", "--graph", "-"])
     assert r.returncode != 0 and b"another program" in r.stderr
 
 

@@ -7,11 +7,9 @@ Needs no build."""
 import re
 from pathlib import Path
 
-import pytest
+from conftest import ROOT
 
-pytestmark = pytest.mark.nobuild   # the fast tier
-
-RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
+RUNTIME = ROOT / "runtime"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

@@ -6,13 +6,10 @@ cites names a macro that FILE still defines."""
 import ast
 import importlib
 import re
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.nobuild   # the fast tier
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 # (module, its name, C file, C macro, what the Python value is of the C one)
 MIRRORED = [

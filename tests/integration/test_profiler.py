@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import COHORT, PROGRAMS, ROOT, run
+from conftest import COHORT, DATA, PROGRAMS, run
 from cohort.plan import headroom, transfer
 from cohort.measure.profile import hot_nodes
 from cohort.formats.profilefile import load_profile
@@ -307,7 +307,7 @@ def test_crashing_target_still_gives_a_profile(tmp_path):
 
 def test_corrupt_profiles_are_refused(tmp_path):
     from cohort.errors import CohortError
-    good = json.loads((ROOT / "tests" / "data" / "tiny-profile.json").read_text())
+    good = json.loads((DATA / "tiny-profile.json").read_text())
     cases = {"garbage": "{not json", "other": json.dumps({"format": "x"}),
              "version": json.dumps(dict(good, version=99)),
              "dangling": json.dumps(dict(good, graph={"nodes": [7], "edges": [], "coverage": 1}))}
