@@ -1551,9 +1551,13 @@ static CH_NOINLINE void free_above(struct ch_heap *h, struct ch_chunk *c, void *
   size_t size = (1 + (size_t)__builtin_ctzll(later)) * CH_GRANULE;
   size_t b = recent_of_table[size / CH_GRANULE];
   uint64_t *blk = p, word = blk[1];   /* [block] a free block's key or listed mark */
+  if (b == NO_RECENT || word == c->key || word == (uint64_t)(uintptr_t)c) {
+    free_rest(h, c, p, from);
+    return;
+  }
   struct ch_group_heap *gh = &h->g[group];
   uintptr_t head = gh->recent[b];
-  if (b == NO_RECENT || word == c->key || word == (uint64_t)(uintptr_t)c || (head & RECENT_MAX) == RECENT_MAX) {
+  if ((head & RECENT_MAX) == RECENT_MAX) {
     free_rest(h, c, p, from);
     return;
   }
