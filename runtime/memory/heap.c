@@ -1539,16 +1539,23 @@ static inline __attribute__((always_inline)) bool free_listed(struct ch_heap *h,
 /* The owner's free of a block with no later start within the exact bins'
  * reach: a class's block up to CH_RECENT_SIZE_MAX of the class's size goes
  * to its recent list as free_listed's do; everything else (a full list, a
- * block of another size, one beyond the 64 start bits read, the bump
- * pointer's mark) and any block that carries the key or the listed mark, to
- * free_rest. Calls only in tail position, so that it needs no frame (the
+ * block of another size, one larger than 1 KiB, the bump pointer's mark)
+ * and any block that carries the key or the listed mark, to free_rest. Calls only in tail position, so that it needs no frame (the
  * list's push written out again: through free_listed, whose answer it had
  * to test, it took one). */
 static CH_NOINLINE void free_above(struct ch_heap *h, struct ch_chunk *c, void *p, uint64_t from, uintptr_t group,
                                    bool recent) {
   uint64_t later = from >> 1;
-  if (!later || !recent) { free_rest(h, c, p, from); return; }   /* !later: beyond 1 KiB, or the mark */
-  size_t size = (1 + (size_t)__builtin_ctzll(later)) * CH_GRANULE;
+  if (!recent) { free_rest(h, c, p, from); return; }
+  size_t size = (1 + (size_t)__builtin_ctzll(later | (uint64_t)1 << 63)) * CH_GRANULE;
+  /* No later start among the 63 granules from reaches (1,008 bytes): a
+   * block of exactly 64 granules, the 1 KiB class's, ends where the next
+   * word's bit for p's place is set (the word owner_free read); else it
+   * is larger, or p is the bump pointer's mark, for free_rest to tell. */
+  if (!later && !((load_word(starts_word_biased(c->starts_bias, p) + 1) >> ((uintptr_t)p / CH_GRANULE % 64)) & 1)) {
+    free_rest(h, c, p, from);
+    return;
+  }
   size_t b = recent_of_table[size / CH_GRANULE];
   uint64_t *blk = p, word = blk[1];   /* [block] a free block's key or listed mark */
   if (b == NO_RECENT || word == c->key || word == (uint64_t)(uintptr_t)c) {
@@ -1589,7 +1596,7 @@ static inline __attribute__((always_inline)) void group_free(struct ch_chunk *c,
    * its allocations, made apart from the fast path, never read. */
   owner_free(c, p, h, starts_bias, group, !raw);
 }
-/* The owner's free (h owns c, of group `group`); recent: as free_exact's. */
+/* The owner's free (h owns c, of group `group`); recent: as free_listed's. */
 static inline __attribute__((always_inline)) void owner_free(struct ch_chunk *c, void *p, struct ch_heap *h,
                                                              uintptr_t starts_bias, uintptr_t group, bool recent) {
   const uint64_t *w = starts_word_biased(starts_bias, p);

@@ -21,7 +21,9 @@ struct ch_heap;
  * cost"). */
 struct ch_chunk {
   /* Line 0: read or written by every allocation and free. */
-  _Atomic uintptr_t owner;            /* owning heap | group; the group alone when orphaned */
+  _Atomic uintptr_t owner;            /* owning heap | group; orphan_mark | group when orphaned
+                                         (heap.c): never a value whose bits above the group's
+                                         are 0, which the free's owner test relies on */
   char *bump;                         /* next unallocated byte */
   char *hwm;                          /* page boundary above every byte ever handed out:
                                          below it pages may be resident and dirty, above
@@ -172,7 +174,8 @@ extern size_t ch_max_size;
  * above it, up to CH_RECENT_SIZE_MAX, have recent lists: one per exact bin,
  * then one per class (320, 384, 448, 512, 640, 768, 896 and 1,024 bytes),
  * indexed as their bins are (heap.c, "Recent frees"). 1 KiB is as far as
- * the free path sees a block's end in the two words of start bits it reads. */
+ * the free path sees a block's end in the two words of start bits it reads
+ * (the first 63 granules' starts, then the 64th's bit of the second word). */
 #define CH_RECENT_SIZE_MAX 1024
 #define CH_RECENT_LISTS (CH_EXACT_MAX / CH_GRANULE + 8)
 /* A thread's state for one group. The first line is touched by every

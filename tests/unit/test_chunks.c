@@ -40,8 +40,8 @@ static void *one_block(void *out) {
  * malloc hands them back newest first, the first chunk's block before the
  * current chunk's. Then 20 of the first chunk's freed in a row: the first
  * 15 (the most a list holds) come back newest first; the 5 after them went
- * to the chunk's bin. 48 bytes is an exact bin's size; 300 bytes a
- * class's (320), whose lists work the same way. */
+ * to the chunk's bin. 48 bytes is an exact bin's size; 300 and 1,000
+ * bytes are classes' (320 and 1,024), whose lists work the same way. */
 static int recent_run(size_t size) {
   enum { MAX = 2 * CHUNK / 48 + 64 };
   static char *b[MAX];
@@ -65,7 +65,9 @@ static void *recent_thread(void *ok) {
   return NULL;
 }
 static void *class_recent_thread(void *ok) {
-  *(int *)ok = recent_run(300);
+  /* 320 bytes, and 1 KiB: the largest class with a list, whose block ends
+   * just past the 63 granules of start bits the free reads first */
+  *(int *)ok = recent_run(300) && recent_run(1000);
   return NULL;
 }
 
