@@ -194,22 +194,6 @@ def test_the_rest_pool_is_decided_for_the_allocator_underneath(tmp_path):
     assert make_plan(p, allocator="jemalloc", rest="pool", cache_sizes=SIZES).rest is not None
 
 
-def test_a_plan_run_in_front_of_another_allocator_is_warned_about(tmp_path):
-    """cohort run names the allocator a plan was made for when it runs in
-    front of another, and goes on."""
-    from conftest import PROGRAMS
-    toy = PROGRAMS / "benchtoy"
-    r = run([COHORT, "optimize", "-o", tmp_path / "opt", "--allocator", "jemalloc", "--rest", "pool", "--", toy],
-            text=True)
-    assert r.returncode == 0, r.stderr
-    assert "# made for allocator jemalloc" in (tmp_path / "opt" / "plan").read_text()
-    r = run([COHORT, "run", "--plan", tmp_path / "opt", "--", toy], text=True)
-    assert r.returncode == 0, r.stderr
-    assert "was made for jemalloc, and runs in front of glibc" in r.stderr
-    r = run([COHORT, "run", "--plan", tmp_path / "opt", "--allocator", "jemalloc", "--", toy], text=True)
-    assert r.returncode == 0 and "was made for" not in r.stderr
-
-
 def test_a_group_whose_use_does_not_grow_with_the_input_is_dropped():
     """A gawk report's shape: objects made and used together while the
     input is read, then left alone. Trained on one run, the group is priced
