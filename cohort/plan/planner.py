@@ -176,8 +176,6 @@ def choose_unknowns(plan, profile, validations, unknown_entry, unknown_path):
                           f"where training never entered found a group for {found} of {tried}")
 
 
-
-
 def require_streams(profile, what):
     """The one-line refusal for a profile without hot data streams."""
     if profile.get("hot_streams") is None:
