@@ -129,8 +129,8 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   }
   Obj *u = ch_obj(id);
   ch_tracked_accesses++;
-  ch_layouts_touch(u, a, size);
-  ch_lines_touch(u, id, a, size, chase);
+  if (ch_clo_layouts) ch_layouts_touch(u, a, size);
+  if (ch_clo_lines) ch_lines_touch(u, id, a, size, chase);
   CtxStats *cs = ch_ctx_stats(u->ctx);
   cs->accesses++;
   if (ch_cache_last) {   /* loads.c's cache saw this access just before */

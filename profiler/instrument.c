@@ -175,13 +175,15 @@ IRSB *ch_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
         add_call_count(out, after);
       }
       add_access(out, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(env, data)), NULL, NULL);
-      if (typeOfIRExpr(env, data) == Ity_I64 && !pending_ra) add_pointer_store(out, st->Ist.Store.addr, data, NULL);
+      if (ch_clo_pointers && typeOfIRExpr(env, data) == Ity_I64 && !pending_ra)
+        add_pointer_store(out, st->Ist.Store.addr, data, NULL);
       break;
     }
     case Ist_StoreG: {
       IRStoreG *sg = st->Ist.StoreG.details;
       add_access(out, sg->addr, sizeofIRType(typeOfIRExpr(env, sg->data)), sg->guard, NULL);
-      if (typeOfIRExpr(env, sg->data) == Ity_I64) add_pointer_store(out, sg->addr, sg->data, sg->guard);
+      if (ch_clo_pointers && typeOfIRExpr(env, sg->data) == Ity_I64)
+        add_pointer_store(out, sg->addr, sg->data, sg->guard);
       break;
     }
     case Ist_LoadG: {

@@ -12,6 +12,7 @@ const HChar *ch_clo_main = NULL;
 const HChar *ch_clo_progress = NULL;
 Long ch_clo_affinity = 128;
 Long ch_clo_max_size = 4096;
+Bool ch_clo_layouts = True, ch_clo_lines = True, ch_clo_pointers = True;
 
 static Bool process_option(const HChar *arg) {
   if VG_STR_CLO(arg, "--cohort-out", ch_clo_out) {}
@@ -23,6 +24,9 @@ static Bool process_option(const HChar *arg) {
   else if VG_BINT_CLO(arg, "--trace-budget", ch_clo_trace_budget, 1, 1 << 30) {}
   else if VG_BOOL_CLO(arg, "--cohort-loads", ch_clo_loads) {}
   else if VG_BINT_CLO(arg, "--stride-window", ch_clo_stride_window, 4, 1 << 20) {}
+  else if VG_BOOL_CLO(arg, "--cohort-layouts", ch_clo_layouts) {}
+  else if VG_BOOL_CLO(arg, "--cohort-lines", ch_clo_lines) {}
+  else if VG_BOOL_CLO(arg, "--cohort-pointers", ch_clo_pointers) {}
   else return False;
   return True;
 }
@@ -37,7 +41,10 @@ static void print_usage(void) {
     "    --cohort-trace=FILE        write the heap reference trace to FILE, %%p is the pid\n"
     "    --trace-budget=N           references the trace holds; beyond, it samples bursts [1000000]\n"
     "    --cohort-loads=yes|no      simulate the cache and find strided, missing loads [no]\n"
-    "    --stride-window=N          executions of a load per stride window (MO's t) [64]\n");
+    "    --stride-window=N          executions of a load per stride window (MO's t) [64]\n"
+    "    --cohort-layouts=yes|no    model the rest pool's two shapes (layouts.c) [yes]\n"
+    "    --cohort-lines=yes|no      model where in its line a block starts (lines.c; needs the layouts) [yes]\n"
+    "    --cohort-pointers=yes|no   count the stores that link two objects (APA's DS graph) [yes]\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -78,6 +85,7 @@ static void start_client_code(ThreadId tid, ULong blocks) {
 }
 
 static void post_clo_init(void) {
+  if (!ch_clo_layouts) ch_clo_lines = False;   /* its packed place is the layouts' one pool */
   ch_contexts_init();
   ch_affinity_init();
   ch_trace_init();
@@ -99,13 +107,13 @@ static void fini(Int exitcode) {
                ch_clo_max_size);
   VG_(fprintf)(f, "exit %d\n", exitcode);
   ch_objects_write(f);
-  ch_layouts_write(f);
-  ch_lines_write(f);
+  if (ch_clo_layouts) ch_layouts_write(f);
+  if (ch_clo_lines) ch_lines_write(f);
   ch_cache_write(f);
   ch_loads_write(f);     /* before the modules: it may name new ones */
   ch_contexts_write(f);
   ch_affinity_write(f);
-  ch_pointers_write(f);
+  if (ch_clo_pointers) ch_pointers_write(f);
   ch_trace_write(f);
   VG_(fprintf)(f, "end\n");
   VG_(fclose)(f);

@@ -126,8 +126,8 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
 
   if (tracked(size)) {
     shadow_fill((Addr)p, size, id);
-    ch_layouts_alloc(o);
-    ch_lines_alloc(o);
+    if (ch_clo_layouts) ch_layouts_alloc(o);
+    if (ch_clo_lines) ch_lines_alloc(o);
     Addr lo = (Addr)p, hi = (Addr)p + size;
     if (lo < ch_heap_lo) ch_heap_lo = lo;
     if (hi > heap_hi) heap_hi = hi;
@@ -161,8 +161,8 @@ static void track_free(UInt id) {
   o->live = False;
   if (tracked(o->size)) {
     shadow_fill(o->start, o->size, 0);
-    ch_layouts_free(o);
-    ch_lines_free(o);
+    if (ch_clo_layouts) ch_layouts_free(o);
+    if (ch_clo_lines) ch_lines_free(o);
   } else {
     Big *b = VG_(HT_remove)(bigs, (UWord)o->start);
     if (b) VG_(free)(b);

@@ -26,6 +26,12 @@
 extern const HChar *ch_clo_out;      /* raw profile path (--cohort-out) */
 extern Long ch_clo_affinity;         /* affinity distance A in bytes */
 extern Long ch_clo_max_size;         /* largest object whose accesses count */
+/* The analyses that can be switched off, to measure what each costs
+ * (README.md): layouts.c's, lines.c's (only with layouts.c's, whose one
+ * pool is its packed place) and pointers.c's. Off, one costs nothing and
+ * writes nothing, and the profile lacks what it gives (an older profile's
+ * shape: the planner then decides without it). */
+extern Bool ch_clo_layouts, ch_clo_lines, ch_clo_pointers;
 extern const HChar *ch_clo_main;     /* resolved path of the main executable */
 
 /* ---- contexts (contexts.c) ----------------------------------------------- */

@@ -155,7 +155,7 @@ def parse_raw(text):
     if lines[-1] != "end":
         raise ValueError("raw profile is truncated (the tool did not finish)")
     raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "near": None, "loads": [],
-           "pointers": [], "pointer_stores": 0}
+           "pointers": None, "pointer_stores": 0}
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
         if kind == "param":
@@ -230,8 +230,9 @@ def parse_raw(text):
                     raw["near"] = {}
                 if v[3]:
                     raw["near"][(v[0], v[1])] = v[3]
-        elif kind == "pointers":
+        elif kind == "pointers":  # absent when the tool ran with --cohort-pointers=no
             raw["pointer_stores"] = int(rest.split()[1])
+            raw["pointers"] = []
         elif kind == "pointer":
             src, off, dst, n = (int(t) for t in rest.split())
             raw["pointers"].append((src, off, dst, n))
@@ -345,7 +346,7 @@ def build_profile(raw, target, params, returncode):
                   "dropped_contexts": len(contexts) - len(kept),
                   "dropped_affinity": families.dropped_affinity(raw["edges"], keep, lambda c: c)},
         "families": fams,
-        "ds_graph": ds_graph(raw["pointers"], raw["pointer_stores"]),
+        **({"ds_graph": ds_graph(raw["pointers"], raw["pointer_stores"])} if raw["pointers"] is not None else {}),
         "family_graph": family_graph,
         "totals": {
             "allocations": raw["objects"]["allocations"],

@@ -372,3 +372,27 @@ def test_allocations_entered_through_a_system_module_are_counted(tmp_path):
                            through[c]["frames"] >= through[c]["allocations"] for c in strings)
     shapes = the(ctx_made_by(p, "Shape* Maker<Circle>::make<long>(long)"))
     assert through[shapes] == {"allocations": 0, "frames": 0}
+
+
+def test_each_analysis_that_can_be_switched_off_leaves_its_part_out(tmp_path):
+    """profiler/README.md measures what each analysis costs by switching it
+    off: the tool then writes nothing of it, the profile lacks what it gives
+    (as an older profile does: no DS graph rather than an empty one), and
+    the rest of the profile is the run's own."""
+    from cohort.measure.profile import build_profile, run_and_read
+    from cohort.plan.planner import make_plan
+    argv = [str(O0), "alternate"]
+    params = {"affinity_distance": 128, "max_size": 4096, "coverage": 0.9}
+    made = {}
+    for name, switches in (("all", ()), ("none", ("--cohort-layouts=no", "--cohort-pointers=no")),
+                           ("lines", ("--cohort-lines=no",))):
+        rc, raw = run_and_read(argv, "profile", 128, 4096, tool_args=switches)
+        assert rc == 0
+        made[name] = build_profile(raw, argv, params, rc)
+    full, bare, unlined = made["all"], made["none"], made["lines"]
+    assert {"rest_layouts", "line_offsets", "ds_graph"} <= set(full)
+    assert not {"rest_layouts", "line_offsets", "ds_graph"} & set(bare)   # no layouts: no lines either
+    assert "rest_layouts" in unlined and "line_offsets" not in unlined
+    assert [c["accesses"] for c in bare["contexts"]] == [c["accesses"] for c in full["contexts"]]
+    assert bare["graph"]["edges"] == full["graph"]["edges"]
+    assert make_plan(bare).rest_layouts is None   # decided without the model, as for an older profile
