@@ -168,16 +168,18 @@ def test_a_call_to_another_entry_point_is_left_alone(tmp_path):
     assert st["groups"][0]["allocations"] == 1 and st["identification"]["direct"] == 0
 
 
-@pytest.mark.parametrize("threads", [0, 4])
-def test_walk_site_decided_by_activations(tmp_path, threads):
-    """A `walk` entry site (the shared wrapper's malloc) whose allocations the
-    patched selector sites' activations decide is patched to skip the quick
-    test: objects through via_wrap_1 land in the group, those through
-    via_wrap_2 do not, as before."""
+def run_wrapper_walk(tmp_path, threads, selects):
+    """groups_O2 (with `threads` threads, 0: none) under a plan whose group
+    takes the objects made through via_wrap_1, the shared wrapper's malloc a
+    `walk` entry site and `selects` the group's select list (0:
+    via_wrap_1's call, 1: the wrapper's malloc). Checks that the output is
+    the plain run's and that via_wrap_1's objects, and no others, land in
+    the group: (the run's statistics, how many objects of a kind it made, the
+    run's arguments, the plan), so that a test can run it again."""
     binary = PROGRAMS / "groups_O2"
     sites = [(0, call_sites(binary, "build", "via_wrap_1")[0], None),
              (0, call_sites(binary, "wrap", "malloc")[0], "walk")]
-    plan = write_plan(tmp_path / "plan", [binary], sites, ["wrapped"], [(0, [0])], version=2)
+    plan = write_plan(tmp_path / "plan", [binary], sites, ["wrapped"], [(0, selects)], version=2)
     argv = [binary, tmp_path / "log"] + ([threads] if threads else [])
     r, st = run_stats(tmp_path, argv, plan)
     assert r.stdout == plain_checksum([binary, "/dev/null"] + ([threads] if threads else []))
@@ -185,6 +187,16 @@ def test_walk_site_decided_by_activations(tmp_path, threads):
     n = 2000 * max(threads, 1)
     assert len(objs["w1"]) == n and {g for _, g, _ in objs["w1"]} == {0}
     assert {g for _, g, _ in objs["w2"]} == {-1}
+    return st, n, argv, plan
+
+
+@pytest.mark.parametrize("threads", [0, 4])
+def test_walk_site_decided_by_activations(tmp_path, threads):
+    """A `walk` entry site (the shared wrapper's malloc) whose allocations the
+    patched selector sites' activations decide is patched to skip the quick
+    test: objects through via_wrap_1 land in the group, those through
+    via_wrap_2 do not, as before."""
+    st, n, _, _ = run_wrapper_walk(tmp_path, threads, [0])
     assert st["patch"]["sites_patched"] == 1 and st["patch"]["direct_sites"] == 1
     assert st["groups"][0]["allocations"] == n
     # all but the allocations before the patch are decided from the bits
@@ -199,17 +211,7 @@ def test_walk_site_that_is_also_a_selector(tmp_path, threads):
     variants that record the activation and then enter the activations'
     entry, and the first allocation through it sends the call to the one
     of its kind. The objects land as the walk would put them."""
-    binary = PROGRAMS / "groups_O2"
-    sites = [(0, call_sites(binary, "build", "via_wrap_1")[0], None),
-             (0, call_sites(binary, "wrap", "malloc")[0], "walk")]
-    plan = write_plan(tmp_path / "plan", [binary], sites, ["wrapped"], [(0, [0, 1])], version=2)
-    argv = [binary, tmp_path / "log"] + ([threads] if threads else [])
-    r, st = run_stats(tmp_path, argv, plan)
-    assert r.stdout == plain_checksum([binary, "/dev/null"] + ([threads] if threads else []))
-    objs = read_log(tmp_path / "log")
-    n = 2000 * max(threads, 1)
-    assert len(objs["w1"]) == n and {g for _, g, _ in objs["w1"]} == {0}
-    assert {g for _, g, _ in objs["w2"]} == {-1}
+    st, n, argv, plan = run_wrapper_walk(tmp_path, threads, [0, 1])
     assert st["patch"]["sites_patched"] == 2 and st["patch"]["direct_sites"] == 1
     assert st["patch"]["direct_left"] == 0
     assert st["groups"][0]["allocations"] == n

@@ -31,6 +31,18 @@ def groups_plan(tmp_path, binary, ctor_module=None):
                       [(0, [0]), (0, [1]), (1, [2])])
 
 
+def run_beside_plain(tmp_path, binary, plan, **env):
+    """binary's run under plan, checked to exit cleanly, say nothing on
+    stderr and print what it prints without Cohort: (the objects' log it
+    wrote, its statistics file)."""
+    base = run([binary, tmp_path / "base.log"], env=cohort_env())
+    stats = tmp_path / "stats.json"
+    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, **env))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout == base.stdout
+    return read_log(tmp_path / "log"), stats
+
+
 def check_layout(objs, threads=1):
     for kind in ("a", "b", "w1"):
         assert all(g == (1 if kind == "w1" else 0) for _, g, _ in objs[kind]), kind
@@ -57,13 +69,8 @@ def test_plan_groups_named_objects(tmp_path, build, patch):
     decide, no walk) or walked (COHORT_PATCH=0)."""
     binary = PROGRAMS / build
     plan = groups_plan(tmp_path, binary)
-    base = run([binary, tmp_path / "base.log"], env=cohort_env())
-    stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats, patch=patch))
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == b""
-    assert r.stdout == base.stdout
-    check_layout(read_log(tmp_path / "log"))
+    objs, stats = run_beside_plain(tmp_path, binary, plan, patch=patch)
+    check_layout(objs)
     st = json.loads(stats.read_text())
     assert st["plan_active"] is True
     assert [g["name"] for g in st["groups"]] == ["hot", "wrapped"]
@@ -107,12 +114,7 @@ def test_rest_group_takes_what_nothing_else_claims(tmp_path, selects):
     else:
         plan = write_plan(tmp_path / "plan", [binary], sites[3:], ["rest"], [], version=4,
                           rest="0 max=32" if selects == "rest-max" else 0)
-    base = run([binary, tmp_path / "base.log"], env=cohort_env())
-    stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
-    assert r.returncode == 0 and r.stderr == b"", r.stderr
-    assert r.stdout == base.stdout
-    objs = read_log(tmp_path / "log")
+    objs, stats = run_beside_plain(tmp_path, binary, plan)
     rest = 2 if selects in (True, "next") else 0
     expect = {"a": 0, "b": 0, "w1": 1} if rest else {}
     if selects == "next":
@@ -284,12 +286,7 @@ def test_line_sized_blocks_start_on_lines_in_groups_only(tmp_path):
     ]
     plan = write_plan(tmp_path / "plan", [binary], sites, ["hot", "rest"], [(0, [0]), (0, [1])],
                       version=4, rest=1)
-    base = run([binary, tmp_path / "base.log"], env=cohort_env())
-    stats = tmp_path / "stats.json"
-    r = run([binary, tmp_path / "log"], env=cohort_env(plan=plan, stats=stats))
-    assert r.returncode == 0 and r.stderr == b"", r.stderr
-    assert r.stdout == base.stdout
-    objs = read_log(tmp_path / "log")
+    objs, stats = run_beside_plain(tmp_path, binary, plan)
     names = {g["id"]: g["name"] for g in json.loads(stats.read_text())["groups"]}
     assert all(g == 0 for _, g, _ in objs["node"] + objs["leaf"])
     assert all(names[g] == "rest/128" for _, g, _ in objs["record"])
