@@ -4,14 +4,12 @@ Every trial round runs every configuration once (glibc, cohort+glibc,
 jemalloc, cohort+jemalloc, random control, ...), so drifts on a noisy
 machine hit all of them alike; a warm-up round is discarded. Each round
 starts one configuration later than the round before, so that no
-configuration always runs right after the same one: on this machine a
-run that follows another timed apart from its twin (objects' plan, whose
-file differs from the rest pool's only in a comment, ran 1.49 s
-[1.48-1.61] right after glibc against 1.21 s [1.04-1.32] later in the
-round, and 1.87 s [1.79-1.96] against 1.72 s [1.66-1.79] in a second
-run). A trial that
-fails or whose output differs from the first glibc baseline is kept in
-results.json, flagged, and never enters a median. Cache misses come from
+configuration always runs right after the same one: on this machine a run
+that always followed glibc timed apart from its twin (objects' plan, whose
+file differs from the rest pool's only in a comment: 1.49 s [1.48-1.61]
+against 1.21 s [1.04-1.32]). A trial that fails or whose output differs
+from the first glibc baseline is kept in results.json, flagged, and never
+enters a median. Cache misses come from
 cachegrind on a separate (smaller) input with a fixed, recorded geometry.
 The schema is docs/results-format.md.
 
