@@ -31,7 +31,8 @@ test: all
 	$(PY) -m pytest -q tests
 
 # The fast tier: the tests that need no build (the package's layout, the
-# runtime's layers, mirrored constants, the scripts' refusals), in seconds.
+# runtime's layers, mirrored constants, the planner's rules on synthetic
+# profiles, bad profiles and the scripts' refusals), in seconds.
 test-fast: venv
 	$(PY) -m pytest -q tests/fast
 

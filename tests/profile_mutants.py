@@ -229,3 +229,70 @@ def schema_verdicts(raw):
            "definitions": schema["definitions"]}
     err = next(jsonschema.Draft4Validator(sub).iter_errors(doc), None)
     return ours, None if err is None else err.message
+
+
+# Named defects of the bundled tiny profile and the line each must give,
+# shared by the fast tier (tests/fast/test_profile_refusals.py) and the
+# subprocess runs of tests/integration/test_bad_profiles.py.
+TINY = Path(__file__).resolve().parent / "data" / "tiny-profile.json"
+
+
+SEED = 11
+
+
+def edit(doc, change):
+    doc = json.loads(json.dumps(doc))
+    change(doc)
+    return doc
+
+
+CASES = [   # (name, change to the tiny profile, or raw text; what the message must say)
+    ("huge number", lambda d: put(d, ("sites", 0, "offset"), "@HUGE@"), "more than 4300 digits"),
+    ("NaN", lambda d: put(d, ("graph", "coverage"), float("nan")), "NaN, which JSON does not allow"),
+    ("Infinity", lambda d: put(d, ("contexts", 0, "accesses"), float("inf")), "Infinity"),
+    ("float id", lambda d: put(d, ("contexts", 0, "sites", 0), 1.0), "contexts[0].sites[0]: 1.0, not an id"),
+    ("float count", lambda d: put(d, ("contexts", 1, "allocations"), 1.5), "contexts[1].allocations: 1.5"),
+    ("bool count", lambda d: put(d, ("totals", "accesses"), True), "totals.accesses: true"),
+    ("string for int", lambda d: put(d, ("parameters", "max_size"), "4096"), "parameters.max_size: '4096'"),
+    ("negative module", lambda d: put(d, ("sites", 3, "module"), -1), "sites[3].module: -1"),
+    ("module out of range", lambda d: put(d, ("sites", 3, "module"), 3), "sites[3].module: 3 is no module id (the profile has 3 modules)"),
+    ("site out of range", lambda d: put(d, ("contexts", 2, "sites", 1), 15), "the profile has 15 sites"),
+    ("node out of range", lambda d: put(d, ("graph", "nodes", 1), 3), "graph.nodes[1]: 3 is no context id"),
+    ("edge to no node", lambda d: put(d, ("graph", "edges", 0, 1), 2), "not one of the graph's nodes"),
+    ("edge out of order", lambda d: put(d, ("graph", "edges", 0), [1, 0, 5]), "not in order"),
+    ("zero weight", lambda d: put(d, ("graph", "edges", 0, 2), 0), "graph.edges[0][2]: 0, not a weight"),
+    ("node twice", lambda d: put(d, ("graph", "nodes"), [0, 0]), "listed twice"),
+    ("near weights miscounted", lambda d: put(d, ("graph", "near"), [0, 0, 0, 0, 0]), "graph.near: 5 weights"),
+    ("near weight too high", lambda d: put(d, ("graph", "near"), [10 ** 12] * len(d["graph"]["edges"])),
+     "graph.near[0]"),
+    ("negative near weight", lambda d: put(d, ("graph", "near"), [-1] * len(d["graph"]["edges"])), "graph.near[0]"),
+    ("id out of order", lambda d: put(d, ("contexts", 1, "id"), 2), "contexts[1].id: 2"),
+    ("offset too big", lambda d: put(d, ("sites", 1, "offset"), 2 ** 64), "sites[1].offset"),
+    ("lone surrogate", lambda d: put(d, ("sites", 1, "function"), "new_\udc80"), "lone surrogate"),
+    ("surrogate in argv", lambda d: put(d, ("target", "argv", 0), "\ud800"), "target.argv[0]"),
+    ("newline in a name", lambda d: put(d, ("sites", 1, "file"), "a.c\nend"), "line break"),
+    ("control in a path", lambda d: put(d, ("modules", 1, "path"), "/x\x1b[2J"), "modules[1].path"),
+    ("build id not hex", lambda d: put(d, ("modules", 1, "build_id"), "xyz"), "not hex digits"),
+    ("unknown call kind", lambda d: put(d, ("sites", 1, "call"), "jump"), "sites[1].call: 'jump'"),
+    ("no totals", lambda d: d.pop("totals"), "profile: no 'totals'"),
+    ("no argv", lambda d: put(d, ("target", "argv"), []), "target.argv: [], not a non-empty list"),
+    ("version true", lambda d: put(d, ("version",), True), "profile version true is not supported"),
+    ("version 1.0", lambda d: put(d, ("version",), 1.0), "profile version 1.0 is not supported"),
+    ("list", "[1, 2]", "not a Cohort profile"),
+    ("truncated", None, "bad JSON at line"),
+    ("not UTF-8", b'{"format": "\xff"}', "not UTF-8 text"),
+    ("deep", "[" * 100_000 + "]" * 100_000, "not a profile"),
+]
+
+
+def write_case(path, change):
+    good = json.loads(TINY.read_text())
+    if change is None:
+        data = TINY.read_bytes()[:len(TINY.read_bytes()) // 2]
+    elif isinstance(change, bytes):
+        data = change
+    elif isinstance(change, str):
+        data = change.encode()
+    else:
+        data = json.dumps(edit(good, change), indent=1).replace('"@HUGE@"', HUGE).encode()
+    path.write_bytes(data)

@@ -6,24 +6,23 @@ closed pipe ends quietly; valid but empty profiles are planned and explained.
 The fuzz part is deterministic: mutants come from a fixed-seed PRNG, from the
 bundled tiny profile (format 1) and from a profile the profiler makes of the
 recursive builders (format 2, with context families). They run in-process
-through the CLI's main(); a few also run as real processes."""
+through the CLI's main(); a few also run as real processes. The named
+defects and the schema's verdicts, which need no build, are in
+tests/fast/test_profile_refusals.py."""
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
 
 import pytest
 
-from conftest import COHORT, DATA, PROGRAMS, run
+from conftest import COHORT, PROGRAMS, run
 from cohort.plans import read_plan
 from cohort.formats.profilefile import load_profile
-from profile_mutants import HUGE, SCHEMA, check_failure, cli, mutants, put, schema_verdicts, try_mutant
+from profile_mutants import CASES, SCHEMA, SEED, TINY, cli, edit, mutants, put, try_mutant, write_case
 
-TINY = DATA / "tiny-profile.json"
-SEED = 11
 MUTANTS = 300          # per base profile
 
 
@@ -35,11 +34,6 @@ def builders(tmp_path_factory):
     assert r.returncode == 0, r.stderr.decode()
     assert json.loads(out.read_text())["version"] == 3
     return out
-
-
-def test_mutants_are_deterministic():
-    text = TINY.read_text()
-    assert list(mutants(text, 40, SEED)) == list(mutants(text, 40, SEED))
 
 
 # ---- the fuzz test ---------------------------------------------------------
@@ -70,75 +64,6 @@ def test_fuzz_profiled_builders(builders, tmp_path):
 
 
 # ---- named defects: the message says what and where -------------------------
-
-def edit(doc, change):
-    doc = json.loads(json.dumps(doc))
-    change(doc)
-    return doc
-
-
-CASES = [   # (name, change to the tiny profile, or raw text; what the message must say)
-    ("huge number", lambda d: put(d, ("sites", 0, "offset"), "@HUGE@"), "more than 4300 digits"),
-    ("NaN", lambda d: put(d, ("graph", "coverage"), float("nan")), "NaN, which JSON does not allow"),
-    ("Infinity", lambda d: put(d, ("contexts", 0, "accesses"), float("inf")), "Infinity"),
-    ("float id", lambda d: put(d, ("contexts", 0, "sites", 0), 1.0), "contexts[0].sites[0]: 1.0, not an id"),
-    ("float count", lambda d: put(d, ("contexts", 1, "allocations"), 1.5), "contexts[1].allocations: 1.5"),
-    ("bool count", lambda d: put(d, ("totals", "accesses"), True), "totals.accesses: true"),
-    ("string for int", lambda d: put(d, ("parameters", "max_size"), "4096"), "parameters.max_size: '4096'"),
-    ("negative module", lambda d: put(d, ("sites", 3, "module"), -1), "sites[3].module: -1"),
-    ("module out of range", lambda d: put(d, ("sites", 3, "module"), 3), "sites[3].module: 3 is no module id (the profile has 3 modules)"),
-    ("site out of range", lambda d: put(d, ("contexts", 2, "sites", 1), 15), "the profile has 15 sites"),
-    ("node out of range", lambda d: put(d, ("graph", "nodes", 1), 3), "graph.nodes[1]: 3 is no context id"),
-    ("edge to no node", lambda d: put(d, ("graph", "edges", 0, 1), 2), "not one of the graph's nodes"),
-    ("edge out of order", lambda d: put(d, ("graph", "edges", 0), [1, 0, 5]), "not in order"),
-    ("zero weight", lambda d: put(d, ("graph", "edges", 0, 2), 0), "graph.edges[0][2]: 0, not a weight"),
-    ("node twice", lambda d: put(d, ("graph", "nodes"), [0, 0]), "listed twice"),
-    ("near weights miscounted", lambda d: put(d, ("graph", "near"), [0, 0, 0, 0, 0]), "graph.near: 5 weights"),
-    ("near weight too high", lambda d: put(d, ("graph", "near"), [10 ** 12] * len(d["graph"]["edges"])),
-     "graph.near[0]"),
-    ("negative near weight", lambda d: put(d, ("graph", "near"), [-1] * len(d["graph"]["edges"])), "graph.near[0]"),
-    ("id out of order", lambda d: put(d, ("contexts", 1, "id"), 2), "contexts[1].id: 2"),
-    ("offset too big", lambda d: put(d, ("sites", 1, "offset"), 2 ** 64), "sites[1].offset"),
-    ("lone surrogate", lambda d: put(d, ("sites", 1, "function"), "new_\udc80"), "lone surrogate"),
-    ("surrogate in argv", lambda d: put(d, ("target", "argv", 0), "\ud800"), "target.argv[0]"),
-    ("newline in a name", lambda d: put(d, ("sites", 1, "file"), "a.c\nend"), "line break"),
-    ("control in a path", lambda d: put(d, ("modules", 1, "path"), "/x\x1b[2J"), "modules[1].path"),
-    ("build id not hex", lambda d: put(d, ("modules", 1, "build_id"), "xyz"), "not hex digits"),
-    ("unknown call kind", lambda d: put(d, ("sites", 1, "call"), "jump"), "sites[1].call: 'jump'"),
-    ("no totals", lambda d: d.pop("totals"), "profile: no 'totals'"),
-    ("no argv", lambda d: put(d, ("target", "argv"), []), "target.argv: [], not a non-empty list"),
-    ("version true", lambda d: put(d, ("version",), True), "profile version true is not supported"),
-    ("version 1.0", lambda d: put(d, ("version",), 1.0), "profile version 1.0 is not supported"),
-    ("list", "[1, 2]", "not a Cohort profile"),
-    ("truncated", None, "bad JSON at line"),
-    ("not UTF-8", b'{"format": "\xff"}', "not UTF-8 text"),
-    ("deep", "[" * 100_000 + "]" * 100_000, "not a profile"),
-]
-
-
-def write_case(path, change):
-    good = json.loads(TINY.read_text())
-    if change is None:
-        data = TINY.read_bytes()[:len(TINY.read_bytes()) // 2]
-    elif isinstance(change, bytes):
-        data = change
-    elif isinstance(change, str):
-        data = change.encode()
-    else:
-        data = json.dumps(edit(good, change), indent=1).replace('"@HUGE@"', HUGE).encode()
-    path.write_bytes(data)
-
-
-@pytest.mark.parametrize("name,change,message", CASES, ids=[c[0] for c in CASES])
-def test_named_defects(tmp_path, name, change, message):
-    prof = tmp_path / "p.json"
-    write_case(prof, change)
-    for argv in (["plan", prof, "-o", tmp_path / "plan"], ["explain", prof, "--graph", tmp_path / "g.svg"]):
-        status, out, err = cli(*argv)
-        assert status == 2 and out == "", (name, err)
-        assert err.startswith(f"cohort: {prof}: ") and err.count("\n") == 1, err
-        assert message in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
 
 
 def test_families_must_partition_the_contexts(builders, tmp_path):
@@ -196,25 +121,6 @@ def test_mutant_in_a_subprocess(tmp_path):
             assert not (tmp_path / f"m{n}.plan").exists()
 
 
-def test_load_profile_takes_a_large_profile(tmp_path):
-    """20,000 contexts of 20 sites each load whole. How fast is a benchmark's
-    question, not a test's: this test once bounded the time and failed on a
-    loaded machine (3.2 s against 3)."""
-    doc = json.loads(TINY.read_text())
-    rnd = random.Random(SEED)
-    n = 20_000
-    ctx = doc["contexts"][0]
-    doc["contexts"] = [dict(ctx, id=i, sites=[rnd.randrange(len(doc["sites"])) for _ in range(20)])
-                       for i in range(n)]
-    doc["graph"] = {"nodes": list(range(0, n, 2)), "edges": [[i, i + 2, 5] for i in range(0, n - 2, 2)],
-                    "coverage": 0.9, "dropped_contexts": n // 2}
-    prof = tmp_path / "big.json"
-    prof.write_text(json.dumps(doc))
-    loaded = load_profile(prof)
-    assert [c["id"] for c in loaded["contexts"]] == list(range(n))
-    assert [len(c["sites"]) for c in loaded["contexts"]] == [20] * n
-
-
 # ---- the schema: standard JSON Schema, and the reference validator agrees ----
 
 def test_schema_is_draft4_and_holds_real_profiles(builders):
@@ -223,22 +129,6 @@ def test_schema_is_draft4_and_holds_real_profiles(builders):
     jsonschema.Draft4Validator.check_schema(schema)
     for prof in (TINY, builders):
         jsonschema.Draft4Validator(schema).validate(json.loads(prof.read_text()))
-
-
-def test_schema_verdicts_agree_with_jsonschema():
-    """Over mutants that decode as JSON: the validator Cohort runs
-    (fastjsonschema, compiled from the schema) refuses exactly what
-    jsonschema refuses."""
-    checked = refused = 0
-    for n, (what, raw) in enumerate(mutants(TINY.read_text(), 400, SEED + 7)):
-        verdicts = schema_verdicts(raw)
-        if verdicts is None:
-            continue
-        ours, theirs = verdicts
-        assert (ours is None) == (theirs is None), (n, what, ours, theirs)
-        checked += 1
-        refused += ours is not None
-    assert checked > 200 and 0 < refused < checked
 
 
 def test_non_utf8_arguments_make_a_readable_profile(tmp_path):
@@ -359,8 +249,3 @@ def test_programs_cohort_runs_do_not_inherit_an_ignored_sigpipe():
     assert not ignored & (1 << (signal.SIGXFSZ - 1)), hex(ignored)
 
 
-def test_a_file_cohort_cannot_write_is_one_line(tmp_path):
-    (tmp_path / "plan").mkdir()
-    status, out, err = cli("plan", TINY, "-o", tmp_path / "plan", "--force")
-    assert status == 2 and err == f"cohort: {tmp_path / 'plan'} is a directory (name a file to write)\n", err
-    assert [p.name for p in tmp_path.iterdir()] == ["plan"]   # no temporary file left
