@@ -228,31 +228,6 @@ int ch_walk_quick(const uintptr_t *fp) {
   return entry_verdict(v);
 }
 
-/* The caller is a system module's frame (libstdc++ making a std::string's
- * buffer for the program): when the rules of the system frames are
- * ordinary ones, a few steps reach the first application frame, whose
- * cached rule says what the walk past system frames would (ch_walk_entry),
- * without the walk's setting up and the calls to it (cppcheck in front of jemalloc under a plan: 525 k
- * such requests, about 280 instructions each before). A cold verdict comes
- * back as CH_QUICK_PAST_COLD, a `walk` verdict as CH_QUICK_PAST_WALK: the
- * call at the return address is the system module's, not the site's, so
- * nothing is patched there. Anything not cached is the slow path's. */
-#define QUICK_SYSTEM_FRAMES 4
-static CH_NOINLINE int quick_past_system(const uintptr_t *fp, uint64_t v, uintptr_t tag) {
-  uintptr_t sp = (uintptr_t)(fp + 2);
-  for (unsigned depth = 0; v & F_SYSTEM; depth++) {
-    /* Only the return address is needed, not %rbp: a CFA at a constant
-     * from %rsp will do, whatever the rule says of %rbp. */
-    if (depth == QUICK_SYSTEM_FRAMES || F_KIND(v) != K_RSP) return CH_QUICK_UNSEEN;
-    sp += (intptr_t)F_CFAOFF(v);
-    uintptr_t pc = *(const uintptr_t *)(sp - 8);
-    if (CH_UNLIKELY(pc - 1 >= ((uintptr_t)1 << PC_BITS) - 1) || !cache_get(pc, tag, &v)) return CH_QUICK_UNSEEN;
-  }
-  int e = entry_verdict(v);
-  if (e == CH_QUICK_COLD || e == CH_QUICK_UNNAMED) return CH_QUICK_PAST_COLD;
-  return e == CH_QUICK_WALK ? CH_QUICK_PAST_WALK : e;
-}
-
 /* Any frame but an ordinary one (F_SLOW): 1 stepped, 0 the stack ends
  * here, -1 cannot go on. The registers go in and come out as copies, so
  * that the walk can keep its own in registers. *slot is where the caller's
@@ -321,6 +296,47 @@ static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *trun
    * user space cannot be looked up. */
   if (CH_UNLIKELY(r->pc - 1 >= ((uintptr_t)1 << PC_BITS) - 1)) { *truncated = r->pc != 0; return false; }
   return true;
+}
+
+/* ------------------------------------------------- past system frames */
+
+/* From the entry point's caller (r, its rule *v) past a system module's
+ * frames (libstdc++ making a std::string's buffer for the program) to the
+ * first application frame, whose rule *v then holds and which decides as
+ * the entry would: the one way both the quick test and ch_walk_entry pass
+ * them. cached: only rules already in the cache and at most
+ * QUICK_SYSTEM_FRAMES frames, so that no rule is worked out and no lock
+ * taken (the quick test; anything else is the slow path's); else every
+ * rule, up to CH_MAX_FRAMES. *depth: the frames passed. false: the walk
+ * cannot get there. */
+#define QUICK_SYSTEM_FRAMES 4
+static inline __attribute__((always_inline)) bool past_system(struct ch_regs *r, uint64_t *v, uintptr_t tag,
+                                                              bool cached, unsigned *depth) {
+  uintptr_t sp0 = r->sp, slot;
+  bool truncated = false;
+  for (*depth = 0; *v & F_SYSTEM; ++*depth) {
+    if (*depth == (cached ? QUICK_SYSTEM_FRAMES : CH_MAX_FRAMES - 1)) return false;
+    if (!step(r, *v, sp0, &truncated, &slot)) return false;
+    if (!cached) *v = rule_for(r->pc, tag);
+    else if (!cache_get(r->pc, tag, v)) return false;
+  }
+  return true;
+}
+
+/* The caller is a system module's frame: the first application frame past
+ * it decides as the walk past system frames would (ch_walk_entry), without
+ * the walk's setting up and the calls to it (cppcheck in front of jemalloc
+ * under a plan: 525 k such requests, about 280 instructions each before).
+ * A cold verdict comes back as CH_QUICK_PAST_COLD, a `walk` verdict as
+ * CH_QUICK_PAST_WALK: the call at the return address is the system
+ * module's, not the site's, so nothing is patched there. */
+static CH_NOINLINE int quick_past_system(const uintptr_t *fp, uint64_t v, uintptr_t tag) {
+  struct ch_regs r = {.rbp = fp[0], .pc = fp[1], .sp = (uintptr_t)(fp + 2)};
+  unsigned depth;
+  if (!past_system(&r, &v, tag, true, &depth)) return CH_QUICK_UNSEEN;
+  int e = entry_verdict(v);
+  if (e == CH_QUICK_COLD || e == CH_QUICK_UNNAMED) return CH_QUICK_PAST_COLD;
+  return e == CH_QUICK_WALK ? CH_QUICK_PAST_WALK : e;
 }
 
 /* ------------------------------------------------------ the suffix memo */
@@ -460,15 +476,12 @@ static inline __attribute__((always_inline)) bool walk_start(struct ch_regs *r, 
 int ch_walk_entry(const uintptr_t *fp, bool *at_caller) {
   struct ch_regs r;
   if (!walk_start(&r, fp)) return CH_QUICK_UNSEEN;
-  uintptr_t tag = tag_now(), sp0 = r.sp, slot;
-  bool truncated = false;
-  for (unsigned depth = 0; depth < CH_MAX_FRAMES; depth++) {
-    uint64_t v = rule_for(r.pc, tag);
-    *at_caller = depth == 0;
-    if (!(v & F_SYSTEM)) return entry_verdict(v);
-    if (!step(&r, v, sp0, &truncated, &slot)) break;
-  }
-  return CH_QUICK_UNSEEN;
+  uintptr_t tag = tag_now();
+  uint64_t v = rule_for(r.pc, tag);
+  unsigned depth;
+  if (!past_system(&r, &v, tag, false, &depth)) return CH_QUICK_UNSEEN;
+  *at_caller = depth == 0;
+  return entry_verdict(v);
 }
 
 /* Frames one at a time, for the online policies' call chains (dpa.c). */
