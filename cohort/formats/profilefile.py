@@ -72,15 +72,39 @@ TYPE_NAMES = {"object": "an object", "array": "a list", "string": "a string", "i
               "number": "a number", "boolean": "true or false", "null": "null"}
 
 
+def _inlined(node, definitions, within=()):
+    """A schema node with every `$ref` to a definition replaced by the
+    definition itself (draft 4: a `$ref`'s siblings are ignored), except
+    one that refers back to a definition it is inside. fastjsonschema calls
+    a referenced definition as a function, building the name of the value it
+    checks before each call (`"...contexts[{i}].allocations".format(**locals())`),
+    for every element of every list: on cppcheck's profile (93 MB, 2.4 M
+    counts) validating took 22.1 s with the references and 3.2 s inlined.
+    The verdicts are the same, and so are the paths and descriptions that
+    _schema_error words them with."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/definitions/"):
+            name = ref[len("#/definitions/"):]
+            if name in within or name not in definitions:
+                return node
+            return _inlined(definitions[name], definitions, (*within, name))
+        return {k: _inlined(v, definitions, within) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inlined(v, definitions, within) for v in node]
+    return node
+
+
 def _validator(version):
     """The schema's definition for this version ("v1", "v2"), compiled once."""
     if version not in _validators:
         path = profile_schema()
         try:
             schema = json.loads(path.read_text())
+            definitions = schema["definitions"]
             _validators[version] = fastjsonschema.compile({
-                "$schema": schema["$schema"], "$ref": f"#/definitions/v{version}",
-                "definitions": schema["definitions"]})
+                "$schema": schema["$schema"], "definitions": definitions,
+                **_inlined({"$ref": f"#/definitions/v{version}"}, definitions)})
         except (OSError, ValueError, KeyError, fastjsonschema.JsonSchemaDefinitionException) as e:
             raise CohortError(f"{path}: Cohort's profile schema is unusable ({e}); reinstall Cohort") from None
     return _validators[version]

@@ -26,27 +26,47 @@ class Selector:
     unidentifiable: list = field(default_factory=list)  # members with no application frame
 
 
-def matches(conjunction, chain_set):
-    return all(s in chain_set for s in conjunction)
+def holding(chains):
+    """{site: the set of contexts whose chain holds it}: what the greedy loop
+    counts its conflicts in."""
+    index = {}
+    for c, chain in chains.items():
+        for s in chain:
+            index.setdefault(s, set()).add(c)
+    return index
 
 
-def member_conjunction(chain, candidates, chains):
+def matching(conjunction, index, everything):
+    """The contexts whose chains hold every site of `conjunction` (index:
+    holding(chains); everything: all their ids, which an empty conjunction
+    matches)."""
+    if not conjunction:
+        return set(everything)
+    sets = sorted((index.get(s, set()) for s in conjunction), key=len)
+    return sets[0].intersection(*sets[1:])
+
+
+def member_conjunction(chain, candidates, chains, index=None):
     """The greedy loop of Figure 10 for one member: add the site of `chain`
-    that leaves the fewest conflicting chains, until nothing improves."""
-    expr, conflicts, pool = [], None, candidates
+    that leaves the fewest conflicting chains, until nothing improves. The
+    conflicts left by a site are the pool's contexts that hold it, counted
+    as an intersection with `index` (holding(chains)): cppcheck's 40,000
+    contexts and stacks of 30 sites took 17 s counted one by one."""
+    index = holding(chains) if index is None else index
+    expr, conflicts, pool = [], None, set(candidates)
     while conflicts != 0:
-        pool = [c for c in pool if matches(expr, chains[c])]
         best = None
-        for depth, site in enumerate(chain):
+        for site in chain:
             if site in expr:
                 continue
-            m = sum(1 for c in pool if site in chains[c])
+            m = len(pool & index.get(site, set()))
             if best is None or m < best[0]:  # strict: an innermost site wins ties
                 best = (m, site)
         if best is None or (conflicts is not None and best[0] >= conflicts):
             break
         expr.append(best[1])
         conflicts = best[0]
+        pool &= index.get(best[1], set())
     order = {s: i for i, s in enumerate(chain)}
     return tuple(sorted(expr, key=order.get))
 
@@ -69,6 +89,7 @@ def identify(groups, contexts, popularity):
     """groups: [[context id]]; contexts: {context id: [site] innermost first};
     popularity: [number per group]. Returns Selectors, most popular first."""
     chains = {c: frozenset(s) for c, s in contexts.items()}
+    index = holding(chains)
     group_of = {c: g for g, members in enumerate(groups) for c in members}
     order = sorted(range(len(groups)), key=lambda g: (-popularity[g], g))
     ignore, selectors = set(), []
@@ -81,9 +102,10 @@ def identify(groups, contexts, popularity):
             if not chain:
                 unidentifiable.append(member)
                 continue
-            conjunctions.append(member_conjunction(chain, candidates, chains))
+            conjunctions.append(member_conjunction(chain, candidates, chains, index))
         conjunctions = minimal(conjunctions)
-        conflicts = [c for c in candidates if any(matches(conj, chains[c]) for conj in conjunctions)]
+        matched = set().union(*(matching(conj, index, chains) for conj in conjunctions))
+        conflicts = [c for c in candidates if c in matched]
         selectors.append(Selector(group=g, conjunctions=conjunctions, conflicts=conflicts,
                                   unidentifiable=unidentifiable))
     return selectors

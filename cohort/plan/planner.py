@@ -646,14 +646,18 @@ def assemble(profile, kept, params, notes):
             unidentifiable=sel.unidentifiable, nodes=getattr(g, "nodes", g.members),
             merged=any(h[1] == "merged" for h in g.history), apart=g.apart))
 
-    # What the runtime will decide for every profiled context (first match).
+    # What the runtime will decide for every profiled context (first match):
+    # each group's contexts found through the sites' index, the later groups
+    # first, so that an earlier group's overwrite them.
+    index = identification.holding({c["id"]: c["sites"] for c in contexts})
+    ids = [c["id"] for c in contexts]
+
     def first_match():
-        out = {}
-        for c in contexts:
-            chain = frozenset(c["sites"])
-            out[c["id"]] = next((i for i, g in enumerate(planned)
-                                 if any(identification.matches(conj, chain) for conj in g.conjunctions)),
-                                None)
+        out = dict.fromkeys(ids)
+        for i in reversed(range(len(planned))):
+            for conj in planned[i].conjunctions:
+                for c in identification.matching(conj, index, ids):
+                    out[c] = i
         return out
     predicted = first_match()
 
