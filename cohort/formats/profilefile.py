@@ -241,6 +241,23 @@ def check_profile(data):
     _references(data)
 
 
+def dumps(data):
+    """profile.json's text: its top level and its sections a key per line,
+    and each record of a section's lists (a context, a site, a graph edge)
+    on a line of its own. json.dumps(indent=...) writes the same value in
+    Python's own encoder, the C one being for compact output only: 8.8 s
+    for cppcheck's 93 MB profile, where this takes about 1 s."""
+    def lines(value, depth):
+        pad = " " * (depth + 1)
+        if isinstance(value, dict) and value and depth <= 1:
+            items = (f"{pad}{json.dumps(k)}: {lines(v, depth + 1)}" for k, v in value.items())
+            return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+        if isinstance(value, list) and value and depth <= 2 and isinstance(value[0], (dict, list)):
+            return "[\n" + ",\n".join(pad + lines(v, depth + 1) for v in value) + "\n" + " " * depth + "]"
+        return json.dumps(value, separators=(", ", ": "))
+    return lines(data, 0) + "\n"
+
+
 def load_profile(path):
     """A profile.json, checked (check_profile). Raises CohortError with one
     line `PATH: what is wrong`."""

@@ -5,7 +5,6 @@ The tool (profiler/) does all per-access work and writes a raw, line-oriented
 dump at exit; this module runs it, reads the dump, adds what C cannot easily
 know (build ids, the 90% node filter), and writes the versioned JSON."""
 
-import json
 import os
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 from cohort import __version__
-from cohort.formats import elf, heaptrace
+from cohort.formats import elf, heaptrace, profilefile
 from cohort.policies import families, hds
 from cohort.policies.apa import ARRAY_OFFSETS
 from cohort.errors import CohortError
@@ -468,7 +467,7 @@ def profile(target, output, force=False, affinity_distance=128, max_size=4096, c
     data = build_profile(raw, target, params, rc)
     if raw.get("trace", {}).get("data") is not None:
         data["hot_streams"] = hot_streams(raw["trace"]["data"], trace_budget)
-    write_output(output, json.dumps(data, indent=1) + "\n", "profile", force)
+    write_output(output, profilefile.dumps(data), "profile", force)
     return data, rc
 
 

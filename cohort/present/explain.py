@@ -283,7 +283,7 @@ def lines_line(profile, members, at, is_rest, rest_one):
 
 
 def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, validate=(), policy="halo",
-            ds_graph_path=None, scale=None, made=None):
+            ds_graph_path=None, scale=None, made=None, profile=None):
     """Returns the text; writes the picture to graph_path, and that of the
     DS graph to ds_graph_path. validate: profiles of other runs of the
     program, on which the plan's transfer is shown. policy: without a plan,
@@ -291,8 +291,10 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
     production input's size over the profiled one's, where groups are
     priced (None: the planner's default, scale.py). made: the plan object
     plan_path was written from, when the caller has it, for what its file
-    does not carry (the groups split apart by size class)."""
-    profile = load_profile(profile_path)
+    does not carry (the groups split apart by size class). profile: the
+    profile at profile_path, when the caller has loaded it already (the
+    planner leaves it as it was: cppcheck's takes 6 s to load and check)."""
+    profile = load_profile(profile_path) if profile is None else profile
     if ds_graph_path:
         apa.require(profile, "--ds-graph")
     validations = planner.load_validations(profile, validate, f"profile {profile_path}")
@@ -434,6 +436,6 @@ def plan_and_explain(outdir, force=False, profile_path=None, validate=(), **para
     profile_path = Path(profile_path or outdir / "profile.json")
     made = planner.plan_command(profile_path, outdir / "plan", force=force, validate=validate, **params)
     text = explain(profile_path, outdir / "plan", graph_path=outdir / "graph.svg", force=force,
-                   validate=validate, scale=params.get("scale"), made=made[0])
+                   validate=validate, scale=params.get("scale"), made=made[0], profile=made[1])
     write_output(outdir / "explain.txt", text, "explain", force)
     return made
