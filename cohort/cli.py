@@ -156,6 +156,30 @@ def cmd_plan(args, target):
     return 0
 
 
+def cmd_merge(args, target):
+    from cohort.measure.merge import merge_command
+    merged = merge_command(args.profiles, args.output, weights=parse_weights(args.weights, len(args.profiles)),
+                           force=args.force)
+    print(f"cohort: merged {len(args.profiles)} profiles: {len(merged['contexts'])} contexts, "
+          f"{merged['totals']['allocations']} allocations, {merged['totals']['accesses']} accesses to tracked "
+          f"objects; graph of {len(merged['graph']['nodes'])} contexts", file=sys.stderr)
+    note(f"wrote {args.output}")
+    return 0
+
+
+def parse_weights(text, n):
+    """--weights W,W,...: one positive number per profile (None: all 1)."""
+    if text is None:
+        return [1.0] * n
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        weights = []
+    if len(weights) != n or any(not 0 < w < float("inf") for w in weights):
+        raise CohortError(f"--weights needs {n} positive numbers, one per profile, separated by commas")
+    return weights
+
+
 def cmd_explain(args, target):
     from cohort.present.explain import explain
     if args.prefetch:
@@ -303,7 +327,7 @@ def cmd_optimize(args, target):
         raise CohortError(f"{out} exists and is not a directory")
     products = [out / n for n in OPTIMIZE_PRODUCTS]
     profiles = [products[0]] + [out / f"profile-{k}.json" for k in range(2, len(runs) + 1)]
-    for p in products + profiles[1:]:
+    for p in products + profiles[1:] + ([out / "profile-merged.json"] if args.merge else []):
         if os.path.lexists(p):
             claim(p, OPTIMIZE_PRODUCTS.get(p.name, "profile"), args.force)
     done, codes = [], []   # the profiles of the runs that count; every run's exit status
@@ -329,6 +353,15 @@ def cmd_optimize(args, target):
             return status
         done = [profiles[0]]
     params = plan_params(args)
+    merged_from = None
+    if args.merge and len(done) > 1:
+        from cohort.measure.merge import merge_command
+        merged = out / "profile-merged.json"
+        merge_command(done, merged, force=args.force)
+        profiles.append(merged)
+        merged_from, done = len(done), [merged]
+    elif args.merge:
+        note("WARNING: --merge has one training run to merge; the plan is made from it")
     plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:], **params)
     print(headroom.line(prof))
     if ref is not None:
@@ -342,7 +375,8 @@ def cmd_optimize(args, target):
             print(text, end="")
     print(report(plan, prof))
     note(f"wrote {', '.join(str(p) for p in products + profiles[1:])}"
-         + (f"; planned on {done[0]}, validated on {', '.join(map(str, done[1:]))}" if len(done) > 1 else ""))
+         + (f"; planned on {done[0]}, validated on {', '.join(map(str, done[1:]))}" if len(done) > 1 else "")
+         + (f"; planned on {done[0]}, the {merged_from} training runs merged" if merged_from else ""))
     return 0
 
 
@@ -617,6 +651,20 @@ def build_parser():
     add_plan_options(pl)
     pl.set_defaults(func=cmd_plan)
 
+    me = sub.add_parser("merge", help="merge the profiles of several runs of one build into one",
+                        usage="%(prog)s [options] PROFILE PROFILE... -o merged.json",
+                        description="The profiles of several runs (inputs, machines) of one build of a program "
+                                    "as one profile, for a plan made from all of them: contexts matched by their "
+                                    "call sites, every count each run's times its weight "
+                                    "(docs/profile-format.md, \"Merged profiles\").")
+    me.add_argument("profiles", nargs="+", metavar="PROFILE", help="profile.json files of one build")
+    me.add_argument("-o", "--output", required=True, help="merged profile to write")
+    me.add_argument("--weights", metavar="W,W,...",
+                    help="one positive number per profile, in order: its counts are multiplied by it "
+                         "(default: 1 each)")
+    me.add_argument("--force", action="store_true", help="overwrite a file that is not a Cohort profile")
+    me.set_defaults(func=cmd_merge)
+
     ex = sub.add_parser("explain", help="show a profile (and plan) for people, and draw the graph",
                         usage="%(prog)s [options] profile.json [plan]",
                         description="Print the hottest contexts with their call stacks and the groups "
@@ -664,6 +712,9 @@ def build_parser():
                          "too (DIR/profile-2.json, ...), and the plan, made from the first run, is "
                          "validated on it: groups that do not transfer are dropped. Arguments, not a "
                          "shell command line: a run's standard input is --train-stdin")
+    op.add_argument("--merge", action="store_true",
+                    help="with --train: plan from the merged profile of every training run "
+                         "(DIR/profile-merged.json) instead of from the first (cohort merge)")
     op.add_argument("--train-stdin", action="append", metavar="FILE",
                     help="standard input of the --train runs, one per --train in order")
     op.add_argument("--ref", metavar="'ARGS'",

@@ -51,7 +51,8 @@ def plan_site_map(plan, profile):
     return to_profile, {v: k for k, v in to_profile.items() if v is not None}
 
 
-def same_program(a, b, what_a="the training profile", what_b="the validation profile"):
+def same_program(a, b, what_a="the training profile", what_b="the validation profile",
+                 advice="validate a plan with runs of the program it was made for"):
     """CohortError unless two profiles are of one build of one program: the
     same executable file name with the same build id (or both without one)."""
     def main_module(p):
@@ -60,8 +61,7 @@ def same_program(a, b, what_a="the training profile", what_b="the validation pro
         return exe, (mods[0]["build_id"] if mods else None)
     (ea, ba), (eb, bb) = main_module(a), main_module(b)
     if ea != eb:
-        raise CohortError(f"{what_b} is of another program ({eb}) than {what_a} ({ea}): "
-                          "validate a plan with runs of the program it was made for")
+        raise CohortError(f"{what_b} is of another program ({eb}) than {what_a} ({ea}): {advice}")
     if ba != bb:
         raise CohortError(f"{what_b} is of another build of {ea} than {what_a} (build id {bb or 'none'}, "
                           f"not {ba or 'none'}): profile both with one build")

@@ -332,6 +332,10 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
 
     t = profile["totals"]
     target = " ".join(profile["target"]["argv"])
+    runs = profile.get("merged")
+    if runs:   # cohort merge: every run, with its weight
+        target = f"{len(runs)} runs merged: " + "; ".join(
+            " ".join(r["argv"]) + (f" (weight {r['weight']:g})" if r["weight"] != 1 else "") for r in runs)
     lines = [headroom.line(profile), "",
              f"Profile of: {target}",
              f"  {t['allocations']} allocations in {len(profile['contexts'])} contexts; "

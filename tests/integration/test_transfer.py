@@ -3,6 +3,8 @@ several training runs, plans from the first and validates on the others.
 The replay itself, on synthetic profiles, is in
 tests/fast/test_validation_runs.py."""
 
+import json
+
 from conftest import BUILD, COHORT, run
 
 
@@ -37,3 +39,19 @@ def test_optimize_with_training_runs(tmp_path):
     r = run([COHORT, "optimize", "-o", tmp_path / "q", "--train", "1 1 1 1", "--train-stdin", "/dev/null",
              "--train-stdin", "/dev/null", "--", XFORM, "600", "3", "1", "1"])
     assert r.returncode != 0 and b"--train-stdin given 2 times for 1 --train runs" in r.stderr
+
+
+def test_optimize_merges_its_training_runs(tmp_path):
+    """cohort optimize --train ... --merge: the plan is made from the merged
+    profile of every run (profile-merged.json), which explain names."""
+    out = tmp_path / "o"
+    r = run([COHORT, "optimize", "-o", out, "--train", "900 3 2 5", "--merge", "--", XFORM, "600", "3", "1", "1"])
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode()
+    assert "the 2 training runs merged" in err and str(out / "profile-merged.json") in err
+    assert "Profile of: 2 runs merged: " in (out / "explain.txt").read_text()
+    merged = json.loads((out / "profile-merged.json").read_text())
+    runs = [json.loads((out / n).read_text()) for n in ("profile.json", "profile-2.json")]
+    assert merged["totals"]["allocations"] == sum(p["totals"]["allocations"] for p in runs)
+    assert [m["argv"][1:] for m in merged["merged"]] == [["600", "3", "1", "1"], ["900", "3", "2", "5"]]
+    assert (out / "plan").read_text().startswith("cohort-plan 8\n")

@@ -1,0 +1,313 @@
+"""`cohort merge`: the profiles of several runs of one build of a program,
+each weighted, as one profile (docs/profile-format.md, "Merged profiles").
+
+A plan made from one input is tuned to it; one made from several sees what
+the runs have in common, as `llvm-profdata merge` does for PGO. Sites are
+matched by module (build id, else path) and offset, contexts by their sites
+and whether their walk was truncated, so that ids mean the same in every
+run; every count is each run's times its weight, summed, and rounded. What
+the profiles do not hold cannot be merged: an edge between two contexts
+that one run's coverage filter dropped is not in that run's profile (its
+weight is in the run's `dropped_affinity` instead, which the merged profile
+keeps as such), and heap traces (`hot_streams`) are left out."""
+
+import os
+
+from cohort import __version__
+from cohort.errors import CohortError
+from cohort.files import claim, write_output
+from cohort.formats import profilefile
+from cohort.measure.profile import LINE_OFFSETS, RAW_VERSION, ds_graph, hot_nodes
+from cohort.plan.transfer import same_program
+from cohort.policies import families
+
+FORMAT = "cohort-profile"
+COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_misses", "ll_misses")
+TOTALS = ("allocations", "accesses", "macro_accesses", "unknown_frees", "run_accesses", "run_d1_misses",
+          "run_ll_misses", "heap_other_d1_misses", "heap_other_ll_misses", "weight_before_filter")
+TOTALS_MAX = ("peak_live_objects", "peak_live_bytes", "threads")
+
+
+def module_key(m):
+    return m["build_id"] or m["path"]
+
+
+class Merged:
+    """The merged ids: modules, sites and contexts in order of first sight."""
+
+    def __init__(self):
+        self.modules, self.module_ids = [], {}
+        self.sites, self.site_ids = [], {}
+        self.contexts, self.context_ids = [], {}
+
+    def module(self, m):
+        key = module_key(m)
+        if key not in self.module_ids:
+            self.module_ids[key] = len(self.modules)
+            self.modules.append({**m, "id": len(self.modules)})
+        return self.module_ids[key]
+
+    def site(self, profile, s, weight):
+        key = (module_key(profile["modules"][s["module"]]), s["offset"])
+        if key not in self.site_ids:
+            self.site_ids[key] = len(self.sites)
+            self.sites.append({**s, "id": len(self.sites), "module": self.module(profile["modules"][s["module"]]),
+                               "calls": 0})
+        site = self.sites[self.site_ids[key]]
+        site["calls"] += weight * s.get("calls", 0)
+        return site["id"]
+
+
+def weighted(n, w):
+    return int(round(n * w))
+
+
+def add_context(into, c, w):
+    """Adds context c of one run, weighted w, to the merged context into."""
+    for k in COUNTS:
+        into[k] += w * c.get(k, 0)
+    into["min_size"] = min(into["min_size"], c["min_size"])
+    into["max_size"] = max(into["max_size"], c["max_size"])
+    life = c["lifetime"]
+    if c["frees"] and life["mean"] is not None:
+        into["_life_sum"] += w * c["frees"] * life["mean"]
+        into["_life_max"] = life["max"] if into["_life_max"] is None else max(into["_life_max"], life["max"])
+    for part in ("through_system", "layout_d1_misses", "beside"):
+        if part in c:
+            have = into.setdefault(part, {k: 0 for k in c[part]})
+            for k, v in c[part].items():
+                have[k] = have.get(k, 0) + w * v
+    if "lines" in c:
+        have = into.setdefault("lines", {"chases": 0, "d1_misses": [0] * len(LINE_OFFSETS),
+                                         "chase_waits": [0] * len(LINE_OFFSETS)})
+        have["chases"] += w * c["lines"]["chases"]
+        for k in ("d1_misses", "chase_waits"):
+            have[k] = [a + w * b for a, b in zip(have[k], c["lines"][k])]
+
+
+def finish_context(c):
+    """The merged context's counts as whole numbers, its lifetime as the
+    runs' mean over all their frees."""
+    for k in COUNTS:
+        c[k] = int(round(c[k]))
+    frees, life_sum, life_max = c["frees"], c.pop("_life_sum"), c.pop("_life_max")
+    c["same_size"] = c["min_size"] == c["max_size"]
+    c["lifetime"] = {"mean": round(life_sum / frees, 2) if frees and life_max is not None else None,
+                     "max": life_max if frees else None, "live_at_exit": max(0, c["allocations"] - frees)}
+    for part in ("through_system", "layout_d1_misses", "beside"):
+        if part in c:
+            c[part] = {k: int(round(v)) for k, v in c[part].items()}
+    if "lines" in c:
+        c["lines"] = {"chases": int(round(c["lines"]["chases"])),
+                      **{k: [int(round(v)) for v in c["lines"][k]] for k in ("d1_misses", "chase_waits")}}
+
+
+def check_inputs(profiles, paths, weights):
+    """CohortError unless the profiles are of one build of one program, with
+    the same tracking parameters and weights that are positive numbers."""
+    if len(profiles) < 2:
+        raise CohortError("cohort merge needs at least two profiles")
+    if len(weights) != len(profiles) or any(not (w > 0 and w < float("inf")) for w in weights):
+        raise CohortError(f"--weights needs one positive number per profile ({len(profiles)})")
+    first = profiles[0]
+    for p, path in zip(profiles[1:], paths[1:]):
+        same_program(first, p, f"profile {paths[0]}", f"profile {path}",
+                     "merge the profiles of one program's runs")
+        for k in ("affinity_distance", "max_size"):
+            if p["parameters"][k] != first["parameters"][k]:
+                raise CohortError(f"profile {path} was made with another {k.replace('_', ' ')} "
+                                  f"({p['parameters'][k]}, not {first['parameters'][k]}): profile both alike")
+        if p.get("version") != first.get("version"):
+            raise CohortError(f"profile {path} is of format version {p.get('version')}, {paths[0]} of "
+                              f"{first.get('version')}: profile both with one Cohort")
+
+
+def merge(profiles, paths, weights=None):
+    """The merged profile (a dict in profile.json's format)."""
+    weights = list(weights) if weights else [1.0] * len(profiles)
+    check_inputs(profiles, paths, weights)
+    m = Merged()
+    raw_edges, near, dropped, pointers, beside_pairs = {}, {}, {}, {}, {"one": {}, "classes": {}}
+    fam_edges, fam_dropped = {}, {}   # by family key: the sites of the family, merged ids
+    totals = {}
+    layouts = lines = None
+    for p, w in zip(profiles, weights):
+        for mod in p["modules"]:
+            m.module(mod)
+        site_of = {s["id"]: m.site(p, s, w) for s in p["sites"]}
+        ctx_of = {}
+        for c in p["contexts"]:
+            key = (tuple(site_of[s] for s in c["sites"]), c["truncated"])
+            if key not in m.context_ids:
+                m.context_ids[key] = len(m.contexts)
+                m.contexts.append({"id": len(m.contexts), "sites": list(key[0]), "truncated": c["truncated"],
+                                   **{k: 0 for k in COUNTS}, "min_size": c["min_size"], "max_size": c["max_size"],
+                                   "_life_sum": 0.0, "_life_max": None})
+            ctx_of[c["id"]] = m.context_ids[key]
+            add_context(m.contexts[ctx_of[c["id"]]], c, w)
+        g = p["graph"]
+        for i, (x, y, wt) in enumerate(g["edges"]):
+            key = tuple(sorted((ctx_of[x], ctx_of[y])))
+            raw_edges[key] = raw_edges.get(key, 0) + w * wt
+            if "near" in g:
+                near[key] = near.get(key, 0) + w * g["near"][i]
+        for x, wt in g.get("dropped_affinity", ()):
+            dropped[ctx_of[x]] = dropped.get(ctx_of[x], 0) + w * wt
+        if "families" in p and "family_graph" in p:
+            key_of = {f["id"]: tuple(site_of[x] for x in f["sites"]) for f in p["families"]}
+            for x, y, wt in p["family_graph"]["edges"]:
+                key = tuple(sorted((key_of[x], key_of[y])))
+                fam_edges[key] = fam_edges.get(key, 0) + w * wt
+            for x, wt in p["family_graph"].get("dropped_affinity", ()):
+                fam_dropped[key_of[x]] = fam_dropped.get(key_of[x], 0) + w * wt
+        if "ds_graph" in p:
+            for src, off, dst, n in p["ds_graph"]["edges"]:
+                key = (ctx_of[src], off, ctx_of[dst])
+                pointers[key] = pointers.get(key, 0) + w * n
+            totals["pointer_stores"] = totals.get("pointer_stores", 0) + w * p["ds_graph"]["pointer_stores"]
+        for k in TOTALS:
+            if k in p["totals"]:
+                totals[k] = totals.get(k, 0) + w * p["totals"][k]
+        for k in TOTALS_MAX:
+            totals[k] = max(totals.get(k, 0), p["totals"][k])
+        if "rest_layouts" in p:
+            r = p["rest_layouts"]
+            if layouts is None:
+                layouts = {"max_size": r["max_size"], "objects": 0, "accesses": 0,
+                           "one": {"d1_misses": 0, "ll_misses": 0}, "classes": {"d1_misses": 0, "ll_misses": 0}}
+            layouts["objects"] += w * r["objects"]
+            layouts["accesses"] += w * r["accesses"]
+            for shape in ("one", "classes"):
+                for k in ("d1_misses", "ll_misses"):
+                    layouts[shape][k] += w * r[shape][k]
+                for c, n, k in (r.get("beside") or {}).get(shape, ()):
+                    key = (ctx_of[c], ctx_of[n])
+                    beside_pairs[shape][key] = beside_pairs[shape].get(key, 0) + w * k
+        if "line_offsets" in p:
+            if lines is None:
+                lines = {"offsets": LINE_OFFSETS, "max_size": p["line_offsets"]["max_size"], "accesses": 0}
+            lines["accesses"] += w * p["line_offsets"]["accesses"]
+    # Fields an older profile lacks stay out unless every run has them.
+    every = lambda key, items: all(key in x for p in profiles for x in p[items])   # noqa: E731
+    for c in m.contexts:
+        finish_context(c)
+        for k in ("d1_misses", "ll_misses"):
+            if not every(k, "contexts"):
+                del c[k]
+    for s in m.sites:
+        s["calls"] = int(round(s["calls"]))
+        if not every("calls", "sites"):
+            del s["calls"]
+    return assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals,
+                    layouts, lines, (fam_edges, fam_dropped))
+
+
+def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped):
+    """The family graph from the runs' own family graphs, their families
+    matched by their sites: each run's family graph holds affinity between
+    contexts its context graph dropped, which the merged context graph
+    cannot give back."""
+    fid = {tuple(f["sites"]): f["id"] for f in fams}
+    nodes = [{"id": f["id"], "accesses": sum(contexts[c]["accesses"] for c in f["contexts"])} for f in fams]
+    kept, covered = hot_nodes(nodes, coverage)
+    keep = set(kept)
+    edges, lost = {}, {}
+    for (ka, kb), w in fam_edges.items():
+        a, b = sorted((fid[ka], fid[kb]))
+        if a in keep and b in keep:
+            edges[(a, b)] = edges.get((a, b), 0) + w
+        elif (a in keep) != (b in keep):
+            n = a if a in keep else b
+            lost[n] = lost.get(n, 0) + w
+    for k, w in fam_dropped.items():
+        if fid[k] in keep:
+            lost[fid[k]] = lost.get(fid[k], 0) + w
+    return {"nodes": kept,
+            "edges": sorted(([x, y, int(round(w))] for (x, y), w in edges.items() if round(w) > 0),
+                            key=lambda e: (-e[2], e[0], e[1])),
+            "coverage": round(covered, 6),
+            "dropped_affinity": sorted([n, int(round(w))] for n, w in lost.items() if round(w) > 0)}
+
+
+def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals, layouts,
+             lines, fam_graphs):
+    """The merged profile's graphs, families and totals, made as
+    measure/profile.py makes a run's from its raw dump."""
+    first = profiles[0]
+    coverage = first["parameters"]["coverage"]
+    contexts = m.contexts
+    edges_all = [(x, y, int(round(w))) for (x, y), w in raw_edges.items() if round(w) > 0]
+    kept, covered = hot_nodes(contexts, coverage)
+    keep = set(kept)
+    edges = sorted(([x, y, w] for x, y, w in edges_all if x in keep and y in keep), key=lambda e: (-e[2], e[0], e[1]))
+    function_of = {s["id"]: s.get("function_start") for s in m.sites}
+    fams = families.families(contexts, function_of, {s["id"]: s["module"] for s in m.sites})
+    with_families = all("families" in p for p in profiles)   # not in version 1
+    for f in fams if with_families else ():
+        for c in f["contexts"]:
+            contexts[c]["family"] = f["id"]
+    # The runs' affinity with contexts their filters dropped, kept as such,
+    # and that of merged edges that lead out of the merged graph's nodes.
+    lost = {c: w for c, w in dropped.items()}
+    for x, w in families.dropped_affinity(edges_all, keep, lambda c: c):
+        lost[x] = lost.get(x, 0) + w
+    hot = set(keep)
+    if with_families:
+        family_graph = merged_family_graph(fams, contexts, coverage, *fam_graphs)
+        for f in family_graph["nodes"]:
+            hot.update(fams[f]["contexts"])
+    graph = {"nodes": kept, "edges": edges,
+             **({"near": [min(int(round(near.get((x, y), 0))), 64 * w) for x, y, w in edges]}
+                if all("near" in p["graph"] for p in profiles) else {}),
+             "coverage": round(covered, 6), "dropped_contexts": len(contexts) - len(kept),
+             **({"dropped_affinity": sorted([c, int(round(w))] for c, w in lost.items() if c in keep and round(w) > 0)}
+                if all("dropped_affinity" in p["graph"] for p in profiles) else {})}
+    out = {
+        "format": FORMAT, "version": first["version"],
+        "tool": {"name": "cohort", "raw_version": RAW_VERSION, "cohort": __version__},
+        "parameters": dict(first["parameters"]),
+        "target": dict(first["target"]),
+        "merged": [{"profile": os.path.abspath(p), "argv": prof["target"]["argv"], "weight": w}
+                   for p, prof, w in zip(paths, profiles, weights)],
+        "modules": m.modules,
+        "sites": m.sites,
+        "contexts": contexts,
+        "graph": graph,
+        **({"families": fams, "family_graph": family_graph} if with_families else {}),
+        # Before the filter, each run had its own edges: the merged profile
+        # says how many the largest had (its weight before the filter is
+        # the runs' weights', summed).
+        "totals": {**{k: int(round(v)) for k, v in totals.items() if k != "pointer_stores"},
+                   "edges_before_filter": max(p["totals"]["edges_before_filter"] for p in profiles),
+                   "weight": sum(e[2] for e in edges)},
+    }
+    if all("ds_graph" in p for p in profiles):
+        out["ds_graph"] = ds_graph([(s, o, d, int(round(n))) for (s, o, d), n in pointers.items() if round(n) > 0],
+                                   int(round(totals.get("pointer_stores", 0))))
+    if layouts is not None and all("rest_layouts" in p for p in profiles):
+        layouts = {**layouts, "objects": int(round(layouts["objects"])), "accesses": int(round(layouts["accesses"])),
+                   **{s: {k: int(round(v)) for k, v in layouts[s].items()} for s in ("one", "classes")}}
+        if all("beside" in p["rest_layouts"] for p in profiles):
+            layouts["beside"] = {s: sorted(([c, n, int(round(k))] for (c, n), k in pairs.items()
+                                            if c in hot and n in hot and round(k) > 0),
+                                           key=lambda e: (-e[2], e[0], e[1]))
+                                 for s, pairs in beside_pairs.items()}
+        out["rest_layouts"] = layouts
+    if lines is not None and all("line_offsets" in p for p in profiles):
+        out["line_offsets"] = {**lines, "accesses": int(round(lines["accesses"]))}
+    return out
+
+
+def merge_command(paths, output, weights=None, force=False):
+    """`cohort merge`: the profiles at paths, checked, merged and written to
+    output (never over a file that is not a profile, unless force), checked
+    again as any profile is read. Returns the merged profile."""
+    claim(output, "profile", force)
+    profiles = [profilefile.load_profile(p) for p in paths]
+    merged = merge(profiles, [str(p) for p in paths], weights)
+    try:
+        profilefile.check_profile(merged)
+    except profilefile.Corrupt as e:   # a bug of the merge's, said plainly rather than written
+        raise CohortError(f"the merged profile would not be valid ({e}); nothing written") from None
+    write_output(output, profilefile.dumps(merged), "profile", force)
+    return merged
