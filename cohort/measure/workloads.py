@@ -12,6 +12,10 @@ from pathlib import Path
 from cohort.paths import ROOT
 
 PHASES = ("train", "ref", "cachegrind")
+# Optional: a second training input that exercises the program otherwise,
+# for `cohort optimize --train ... --merge` (queries: docs/profile-format.md,
+# "Merged profiles").
+OPTIONAL_PHASES = ("train2",)
 
 
 def inputs(name):

@@ -1,5 +1,5 @@
 """The benchmark workloads of issues 11, 12 and 17 (bintree, quadtree, treesort,
-treesim, graph, calc, mixed, wrapsim, xform, render), and wrapkinds and wards,
+treesim, graph, calc, mixed, wrapsim, xform, render), wrapkinds, wards, tour and queries,
 on small inputs: the checksum must not depend on where objects live (glibc,
 jemalloc, Cohort grouping everything, Cohort's random placement), their
 inputs files must be complete, and the standard-input convention
@@ -18,7 +18,7 @@ from cohort.measure import workloads
 from cohort.plan.handplan import call_sites, write_plan
 
 NEW = ["bintree", "quadtree", "treesort", "treesim", "graph", "calc", "mixed", "wrapsim", "xform", "render",
-       "wrapkinds", "wards", "tour"]
+       "wrapkinds", "wards", "tour", "queries"]
 
 # Smaller than the train inputs: a few hundredths of a second each.
 SMALL = {
@@ -35,6 +35,7 @@ SMALL = {
     "wrapkinds": ["20000", "2"],
     "wards": ["3", "15", "7"],
     "tour": ["3000", "2", "7"],
+    "queries": ["3000", "2000", "50", "7"],
 }
 
 
@@ -114,7 +115,7 @@ def test_inputs_files(name):
     assert set(workloads.PHASES) <= set(table)
     for key in table:
         phase = key[:-len("-stdin")] if key.endswith("-stdin") else key
-        assert phase in workloads.PHASES, key
+        assert phase in workloads.PHASES + workloads.OPTIONAL_PHASES, key
     assert workloads.binary(name).exists()
 
 
@@ -216,3 +217,24 @@ def test_allocbench_stream_spreads_one_request_stream_over_groups(tmp_path):
     assert sizes[1] <= 1024 * 176 and sizes[4] <= 1024 * 176
     r = run([binary, "stream", "10", "65"])
     assert r.returncode == 2 and r.stderr == b"allocbench: stream takes 1..64 groups\n"
+
+
+def test_queries_merged_profile_groups_what_each_input_uses(tmp_path):
+    """queries' two training inputs each make one structure hot (train the
+    accounts' hash index, train2 the order tree): a plan from either groups
+    its own structure only, and the plan from the two merged
+    (optimize --train ... --merge) groups both (issue 80)."""
+    table = workloads.inputs("queries")
+    out = tmp_path / "o"
+    r = run([COHORT, "optimize", "-o", out, "--train", " ".join(table["train2"]), "--merge", "--",
+             workloads.binary("queries"), *table["train"]])
+    assert r.returncode == 0, r.stderr
+
+    def groups(plan):
+        return {line.split()[2].split("-", 1)[-1] for line in plan.read_text().splitlines()
+                if line.startswith("group ") and not line.split()[2] == "rest"}
+    assert groups(out / "plan") == {"new_account", "new_order"}
+    for profile, own in (("profile.json", "new_account"), ("profile-2.json", "new_order")):
+        r = run([COHORT, "plan", out / profile, "-o", tmp_path / f"plan-{own}"])
+        assert r.returncode == 0, r.stderr
+        assert groups(tmp_path / f"plan-{own}") == {own}
