@@ -302,6 +302,8 @@ def merge_command(paths, output, weights=None, force=False):
     """`cohort merge`: the profiles at paths, checked, merged and written to
     output (never over a file that is not a profile, unless force), checked
     again as any profile is read. Returns the merged profile."""
+    if any(os.path.realpath(output) == os.path.realpath(p) for p in paths):
+        raise CohortError(f"{output} is one of the profiles to merge: write the merged profile elsewhere")
     claim(output, "profile", force)
     profiles = [profilefile.load_profile(p) for p in paths]
     merged = merge(profiles, [str(p) for p in paths], weights)

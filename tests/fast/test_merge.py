@@ -100,6 +100,14 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, change, args, message
     assert "Traceback" not in err and not out.exists()
 
 
+def test_an_input_is_never_the_output(tmp_path):
+    (tmp_path / "a").write_text(TINY.read_text())
+    (tmp_path / "b").write_text(TINY.read_text())
+    status, _, err = cli("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "b", "--force")
+    assert status != 0 and "is one of the profiles to merge" in err
+    assert (tmp_path / "b").read_text() == TINY.read_text()
+
+
 def test_a_file_that_is_no_profile_is_not_replaced(tmp_path):
     (tmp_path / "a").write_text(TINY.read_text())
     mine = tmp_path / "notes.txt"
