@@ -168,15 +168,18 @@ def cmd_merge(args, target):
 
 
 def parse_weights(text, n):
-    """--weights W,W,...: one positive number per profile (None: all 1)."""
+    """--weights W,W,...: one number per profile, above 0 and at most
+    merge.MAX_WEIGHT (None: all 1)."""
+    from cohort.measure.merge import MAX_WEIGHT
     if text is None:
         return [1.0] * n
     try:
         weights = [float(w) for w in text.split(",")]
     except ValueError:
         weights = []
-    if len(weights) != n or any(not 0 < w < float("inf") for w in weights):
-        raise CohortError(f"--weights needs {n} positive numbers, one per profile, separated by commas")
+    if len(weights) != n or any(not 0 < w <= MAX_WEIGHT for w in weights):
+        raise CohortError(f"--weights needs {n} numbers above 0 and at most {MAX_WEIGHT:g}, one per profile, "
+                          "separated by commas")
     return weights
 
 

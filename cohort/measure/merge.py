@@ -11,13 +11,14 @@ that one run's coverage filter dropped is not in that run's profile (its
 weight is in the run's `dropped_affinity` instead, which the merged profile
 keeps as such), and heap traces (`hot_streams`) are left out."""
 
+import json
 import os
 
 from cohort import __version__
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 from cohort.formats import profilefile
-from cohort.measure.profile import LINE_OFFSETS, RAW_VERSION, ds_graph, hot_nodes
+from cohort.measure.profile import LINE_OFFSETS, RAW_VERSION, as_text, ds_graph, hot_nodes
 from cohort.plan.transfer import same_program
 from cohort.policies import families
 
@@ -26,6 +27,7 @@ COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_mis
 TOTALS = ("allocations", "accesses", "macro_accesses", "unknown_frees", "run_accesses", "run_d1_misses",
           "run_ll_misses", "heap_other_d1_misses", "heap_other_ll_misses", "weight_before_filter")
 TOTALS_MAX = ("peak_live_objects", "peak_live_bytes", "threads")
+MAX_WEIGHT = 1e6   # counts of up to 2^44 each stay within a profile's 64 bits
 
 
 def module_key(m):
@@ -55,6 +57,8 @@ class Merged:
                                "calls": 0})
         site = self.sites[self.site_ids[key]]
         site["calls"] += weight * s.get("calls", 0)
+        if site.get("function_start") is None and s.get("function_start") is not None:
+            site["function_start"] = s["function_start"]   # a run that could read the module's frames
         return site["id"]
 
 
@@ -107,8 +111,9 @@ def check_inputs(profiles, paths, weights):
     the same tracking parameters and weights that are positive numbers."""
     if len(profiles) < 2:
         raise CohortError("cohort merge needs at least two profiles")
-    if len(weights) != len(profiles) or any(not (w > 0 and w < float("inf")) for w in weights):
-        raise CohortError(f"--weights needs one positive number per profile ({len(profiles)})")
+    if len(weights) != len(profiles) or any(not 0 < w <= MAX_WEIGHT for w in weights):
+        raise CohortError(f"--weights needs {len(profiles)} numbers above 0 and at most {MAX_WEIGHT:g}, "
+                          "one per profile")
     first = profiles[0]
     for p, path in zip(profiles[1:], paths[1:]):
         same_program(first, p, f"profile {paths[0]}", f"profile {path}",
@@ -154,12 +159,15 @@ def merge(profiles, paths, weights=None):
         for x, wt in g.get("dropped_affinity", ()):
             dropped[ctx_of[x]] = dropped.get(ctx_of[x], 0) + w * wt
         if "families" in p and "family_graph" in p:
-            key_of = {f["id"]: tuple(site_of[x] for x in f["sites"]) for f in p["families"]}
+            # A run's family, by one of its contexts: the merged families are
+            # folded again, with every run's function starts, and a family
+            # keeps its contexts together.
+            rep = {f["id"]: ctx_of[f["contexts"][0]] for f in p["families"]}
             for x, y, wt in p["family_graph"]["edges"]:
-                key = tuple(sorted((key_of[x], key_of[y])))
+                key = tuple(sorted((rep[x], rep[y])))
                 fam_edges[key] = fam_edges.get(key, 0) + w * wt
             for x, wt in p["family_graph"].get("dropped_affinity", ()):
-                fam_dropped[key_of[x]] = fam_dropped.get(key_of[x], 0) + w * wt
+                fam_dropped[rep[x]] = fam_dropped.get(rep[x], 0) + w * wt
         if "ds_graph" in p:
             for src, off, dst, n in p["ds_graph"]["edges"]:
                 key = (ctx_of[src], off, ctx_of[dst])
@@ -189,11 +197,17 @@ def merge(profiles, paths, weights=None):
             lines["accesses"] += w * p["line_offsets"]["accesses"]
     # Fields an older profile lacks stay out unless every run has them.
     every = lambda key, items: all(key in x for p in profiles for x in p[items])   # noqa: E731
+    lacking = [k for k in ("d1_misses", "ll_misses", "through_system", "layout_d1_misses", "beside")
+               if not every(k, "contexts")]
+    if not all("line_offsets" in p for p in profiles):   # a context without lines had none placed
+        lacking.append("lines")
     for c in m.contexts:
         finish_context(c)
-        for k in ("d1_misses", "ll_misses"):
-            if not every(k, "contexts"):
-                del c[k]
+        for k in lacking:
+            c.pop(k, None)
+    for k in TOTALS:
+        if any(k not in p["totals"] for p in profiles):
+            totals.pop(k, None)
     for s in m.sites:
         s["calls"] = int(round(s["calls"]))
         if not every("calls", "sites"):
@@ -202,12 +216,13 @@ def merge(profiles, paths, weights=None):
                     layouts, lines, (fam_edges, fam_dropped))
 
 
-def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped):
-    """The family graph from the runs' own family graphs, their families
-    matched by their sites: each run's family graph holds affinity between
+def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped, with_dropped):
+    """The family graph from the runs' own family graphs, each run's family
+    found by one of its contexts (fam_edges and fam_dropped are keyed by
+    merged context ids): each run's family graph holds affinity between
     contexts its context graph dropped, which the merged context graph
     cannot give back."""
-    fid = {tuple(f["sites"]): f["id"] for f in fams}
+    fid = {c: f["id"] for f in fams for c in f["contexts"]}
     nodes = [{"id": f["id"], "accesses": sum(contexts[c]["accesses"] for c in f["contexts"])} for f in fams]
     kept, covered = hot_nodes(nodes, coverage)
     keep = set(kept)
@@ -226,7 +241,8 @@ def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped):
             "edges": sorted(([x, y, int(round(w))] for (x, y), w in edges.items() if round(w) > 0),
                             key=lambda e: (-e[2], e[0], e[1])),
             "coverage": round(covered, 6),
-            "dropped_affinity": sorted([n, int(round(w))] for n, w in lost.items() if round(w) > 0)}
+            **({"dropped_affinity": sorted([n, int(round(w))] for n, w in lost.items() if round(w) > 0)}
+               if with_dropped else {})}
 
 
 def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals, layouts,
@@ -253,7 +269,8 @@ def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, be
         lost[x] = lost.get(x, 0) + w
     hot = set(keep)
     if with_families:
-        family_graph = merged_family_graph(fams, contexts, coverage, *fam_graphs)
+        family_graph = merged_family_graph(fams, contexts, coverage, *fam_graphs,
+                                           all("dropped_affinity" in p["family_graph"] for p in profiles))
         for f in family_graph["nodes"]:
             hot.update(fams[f]["contexts"])
     graph = {"nodes": kept, "edges": edges,
@@ -267,7 +284,7 @@ def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, be
         "tool": {"name": "cohort", "raw_version": RAW_VERSION, "cohort": __version__},
         "parameters": dict(first["parameters"]),
         "target": dict(first["target"]),
-        "merged": [{"profile": os.path.abspath(p), "argv": prof["target"]["argv"], "weight": w}
+        "merged": [{"profile": as_text(os.path.abspath(p)), "argv": prof["target"]["argv"], "weight": w}
                    for p, prof, w in zip(paths, profiles, weights)],
         "modules": m.modules,
         "sites": m.sites,
@@ -305,6 +322,15 @@ def merge_command(paths, output, weights=None, force=False):
     if any(os.path.realpath(output) == os.path.realpath(p) for p in paths):
         raise CohortError(f"{output} is one of the profiles to merge: write the merged profile elsewhere")
     claim(output, "profile", force)
+    if not force and os.path.isfile(output):   # a run's own profile is not the merge's to replace
+        try:
+            with open(output, "rb") as f:
+                had = json.load(f)
+        except (OSError, ValueError):
+            had = None
+        if isinstance(had, dict) and "merged" not in had:
+            raise CohortError(f"{output} is the profile of a run, not a merged one: not replacing it "
+                              "(choose another name, or --force to replace it)")
     profiles = [profilefile.load_profile(p) for p in paths]
     merged = merge(profiles, [str(p) for p in paths], weights)
     try:

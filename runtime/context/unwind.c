@@ -305,8 +305,9 @@ static inline bool step(struct ch_regs *r, uint64_t v, uintptr_t sp0, bool *trun
  * first application frame, whose rule *v then holds and which decides as
  * the entry would: the one way both the quick test and ch_walk_entry pass
  * them. cached: only rules already in the cache and at most
- * QUICK_SYSTEM_FRAMES frames, so that no rule is worked out and no lock
- * taken (the quick test; anything else is the slow path's); else every
+ * QUICK_SYSTEM_FRAMES frames of the kinds stepped from the stack alone, so
+ * that no rule is worked out and no lock taken (the quick test; anything
+ * else is the slow path's); else every
  * rule, up to CH_MAX_FRAMES. *depth: the frames passed. false: the walk
  * cannot get there. */
 #define QUICK_SYSTEM_FRAMES 4
@@ -316,6 +317,10 @@ static inline __attribute__((always_inline)) bool past_system(struct ch_regs *r,
   bool truncated = false;
   for (*depth = 0; *v & F_SYSTEM; ++*depth) {
     if (*depth == (cached ? QUICK_SYSTEM_FRAMES : CH_MAX_FRAMES - 1)) return false;
+    /* A DWARF expression's step may look its module up, which can refresh
+     * the module table: the quick test leaves that to the walk, which runs
+     * it under the runtime's guard. */
+    if (cached && (*v & F_SLOW) && F_KIND(*v) == K_COMPLEX) return false;
     if (!step(r, *v, sp0, &truncated, &slot)) return false;
     if (!cached) *v = rule_for(r->pc, tag);
     else if (!cache_get(r->pc, tag, v)) return false;

@@ -83,9 +83,10 @@ def test_merge_writes_a_profile_that_plans(tmp_path):
     (lambda d: d["target"].update(executable="/x/other", argv=["other"]), ["a", "b"], "of another program"),
     (lambda d: d["modules"][1].update(build_id="ff" * 20), ["a", "b"], "of another build"),
     (lambda d: d["parameters"].update(max_size=256), ["a", "b"], "another max size"),
-    (None, ["a", "b", "--weights", "1"], "--weights needs 2 positive numbers"),
-    (None, ["a", "b", "--weights", "1,-2"], "--weights needs 2 positive numbers"),
-    (None, ["a", "b", "--weights", "1,nan"], "--weights needs 2 positive numbers"),
+    (None, ["a", "b", "--weights", "1"], "--weights needs 2 numbers above 0"),
+    (None, ["a", "b", "--weights", "1,-2"], "--weights needs 2 numbers above 0"),
+    (None, ["a", "b", "--weights", "1,nan"], "--weights needs 2 numbers above 0"),
+    (None, ["a", "b", "--weights", "1e308,1"], "--weights needs 2 numbers above 0"),
 ])
 def test_refusals_are_one_line_and_write_nothing(tmp_path, change, args, message):
     good = json.loads(TINY.read_text())
@@ -106,6 +107,46 @@ def test_an_input_is_never_the_output(tmp_path):
     status, _, err = cli("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "b", "--force")
     assert status != 0 and "is one of the profiles to merge" in err
     assert (tmp_path / "b").read_text() == TINY.read_text()
+
+
+def test_a_runs_profile_is_not_replaced_but_a_merged_one_is(tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_text(TINY.read_text())
+    status, _, err = cli("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "c")
+    assert status != 0 and "is the profile of a run" in err
+    assert (tmp_path / "c").read_text() == TINY.read_text()
+    assert cli("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "m")[0] == 0
+    assert cli("merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "m", "--weights", "1,2")[0] == 0
+
+
+def test_runs_that_could_not_read_a_module_merge_with_those_that_could():
+    """A site's function start is null in a run that could not read its
+    module's frames: the families are made again from the runs that could,
+    and each run's family graph still lands on the merged families."""
+    a = json.loads(TINY.read_text())
+    a["version"] = 3
+    for i, s in enumerate(a["sites"]):
+        s["function_start"] = 0x1000 if i in (1, 2) else None   # sites 1 and 2: one function
+    for c in a["contexts"]:
+        c["family"] = c["id"]
+    a["families"] = [{"id": c["id"], "sites": c["sites"], "contexts": [c["id"]]} for c in a["contexts"]]
+    a["family_graph"] = {"nodes": [0, 1], "edges": [[0, 1, 40001]], "coverage": 1.0}
+    a["ds_graph"] = {"pointer_stores": 0, "edges": [], "array_like": []}
+    b = json.loads(json.dumps(a))
+    for s in b["sites"]:
+        s["function_start"] = None
+    for x, y in ((a, b), (b, a)):
+        m = merge([x, y], ["x", "y"])
+        check_profile(m)
+        assert sum(e[2] for e in m["family_graph"]["edges"]) == 2 * 40001
+
+
+def test_totals_a_run_lacks_stay_out():
+    a = load_profile(TINY)
+    b = json.loads(json.dumps(a))
+    a["totals"]["run_accesses"] = 5000
+    m = merge([a, b], ["a", "b"])
+    assert "run_accesses" not in m["totals"] and m["totals"]["accesses"] == 2 * a["totals"]["accesses"]
 
 
 def test_a_file_that_is_no_profile_is_not_replaced(tmp_path):
