@@ -158,8 +158,7 @@ def cmd_plan(args, target):
 
 def cmd_merge(args, target):
     from cohort.measure.merge import merge_command
-    merged = merge_command(args.profiles, args.output, weights=parse_weights(args.weights, len(args.profiles)),
-                           force=args.force)
+    merged = merge_command(args.profiles, args.output, weights=parse_weights(args.weights), force=args.force)
     print(f"cohort: merged {len(args.profiles)} profiles: {len(merged['contexts'])} contexts, "
           f"{merged['totals']['allocations']} allocations, {merged['totals']['accesses']} accesses to tracked "
           f"objects; graph of {len(merged['graph']['nodes'])} contexts", file=sys.stderr)
@@ -167,20 +166,15 @@ def cmd_merge(args, target):
     return 0
 
 
-def parse_weights(text, n):
-    """--weights W,W,...: one number per profile, above 0 and at most
-    merge.MAX_WEIGHT (None: all 1)."""
-    from cohort.measure.merge import MAX_WEIGHT
+def parse_weights(text):
+    """--weights W,W,...: the numbers, checked with the profiles by
+    merge.check_inputs (None: all 1; [] for what is not numbers)."""
     if text is None:
-        return [1.0] * n
+        return None
     try:
-        weights = [float(w) for w in text.split(",")]
+        return [float(w) for w in text.split(",")]
     except ValueError:
-        weights = []
-    if len(weights) != n or any(not 0 < w <= MAX_WEIGHT for w in weights):
-        raise CohortError(f"--weights needs {n} numbers above 0 and at most {MAX_WEIGHT:g}, one per profile, "
-                          "separated by commas")
-    return weights
+        return []
 
 
 def cmd_explain(args, target):

@@ -22,7 +22,6 @@ from cohort.measure.profile import LINE_OFFSETS, RAW_VERSION, as_text, ds_graph,
 from cohort.plan.transfer import same_program
 from cohort.policies import families
 
-FORMAT = "cohort-profile"
 COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_misses", "ll_misses")
 TOTALS = ("allocations", "accesses", "macro_accesses", "unknown_frees", "run_accesses", "run_d1_misses",
           "run_ll_misses", "heap_other_d1_misses", "heap_other_ll_misses", "weight_before_filter")
@@ -60,10 +59,6 @@ class Merged:
         if site.get("function_start") is None and s.get("function_start") is not None:
             site["function_start"] = s["function_start"]   # a run that could read the module's frames
         return site["id"]
-
-
-def weighted(n, w):
-    return int(round(n * w))
 
 
 def add_context(into, c, w):
@@ -129,7 +124,7 @@ def check_inputs(profiles, paths, weights):
 
 def merge(profiles, paths, weights=None):
     """The merged profile (a dict in profile.json's format)."""
-    weights = list(weights) if weights else [1.0] * len(profiles)
+    weights = [1.0] * len(profiles) if weights is None else list(weights)
     check_inputs(profiles, paths, weights)
     m = Merged()
     raw_edges, near, dropped, pointers, beside_pairs = {}, {}, {}, {}, {"one": {}, "classes": {}}
@@ -219,30 +214,20 @@ def merge(profiles, paths, weights=None):
 def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped, with_dropped):
     """The family graph from the runs' own family graphs, each run's family
     found by one of its contexts (fam_edges and fam_dropped are keyed by
-    merged context ids): each run's family graph holds affinity between
+    merged context ids), made as a run's is from its context edges
+    (families.family_graph): each run's family graph holds affinity between
     contexts its context graph dropped, which the merged context graph
     cannot give back."""
+    graph = families.family_graph(fams, contexts, [(a, b, int(round(w))) for (a, b), w in fam_edges.items()],
+                                  coverage, hot_nodes)
     fid = {c: f["id"] for f in fams for c in f["contexts"]}
-    nodes = [{"id": f["id"], "accesses": sum(contexts[c]["accesses"] for c in f["contexts"])} for f in fams]
-    kept, covered = hot_nodes(nodes, coverage)
-    keep = set(kept)
-    edges, lost = {}, {}
-    for (ka, kb), w in fam_edges.items():
-        a, b = sorted((fid[ka], fid[kb]))
-        if a in keep and b in keep:
-            edges[(a, b)] = edges.get((a, b), 0) + w
-        elif (a in keep) != (b in keep):
-            n = a if a in keep else b
-            lost[n] = lost.get(n, 0) + w
-    for k, w in fam_dropped.items():
-        if fid[k] in keep:
-            lost[fid[k]] = lost.get(fid[k], 0) + w
-    return {"nodes": kept,
-            "edges": sorted(([x, y, int(round(w))] for (x, y), w in edges.items() if round(w) > 0),
-                            key=lambda e: (-e[2], e[0], e[1])),
-            "coverage": round(covered, 6),
-            **({"dropped_affinity": sorted([n, int(round(w))] for n, w in lost.items() if round(w) > 0)}
-               if with_dropped else {})}
+    lost = dict(graph.pop("dropped_affinity"))
+    for c, w in fam_dropped.items():
+        if fid[c] in graph["nodes"]:
+            lost[fid[c]] = lost.get(fid[c], 0) + w
+    if with_dropped:
+        graph["dropped_affinity"] = sorted([n, int(round(w))] for n, w in lost.items() if round(w) > 0)
+    return graph
 
 
 def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals, layouts,
@@ -280,7 +265,7 @@ def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, be
              **({"dropped_affinity": sorted([c, int(round(w))] for c, w in lost.items() if c in keep and round(w) > 0)}
                 if all("dropped_affinity" in p["graph"] for p in profiles) else {})}
     out = {
-        "format": FORMAT, "version": first["version"],
+        "format": profilefile.FORMAT, "version": first["version"],
         "tool": {"name": "cohort", "raw_version": RAW_VERSION, "cohort": __version__},
         "parameters": dict(first["parameters"]),
         "target": dict(first["target"]),

@@ -85,11 +85,12 @@ def minimal(conjunctions):
     return sorted(kept, key=lambda c: first[frozenset(c)])
 
 
-def identify(groups, contexts, popularity):
+def identify(groups, contexts, popularity, index=None):
     """groups: [[context id]]; contexts: {context id: [site] innermost first};
-    popularity: [number per group]. Returns Selectors, most popular first."""
+    popularity: [number per group]; index: holding(contexts), when the
+    caller has it. Returns Selectors, most popular first."""
     chains = {c: frozenset(s) for c, s in contexts.items()}
-    index = holding(chains)
+    index = holding(chains) if index is None else index
     group_of = {c: g for g, members in enumerate(groups) for c in members}
     order = sorted(range(len(groups)), key=lambda g: (-popularity[g], g))
     ignore, selectors = set(), []

@@ -618,8 +618,9 @@ def assemble(profile, kept, params, notes):
     unknown_entry, entry_purity = params["unknown_entry"], params["entry_purity"]
     contexts = profile["contexts"]
     chains = {c["id"]: c["sites"] for c in contexts}
+    index = identification.holding(chains)   # the contexts that hold each site
     popularity = [sum(contexts[m]["accesses"] for m in g.members) for g in kept]
-    selectors = identification.identify([g.members for g in kept], chains, popularity)
+    selectors = identification.identify([g.members for g in kept], chains, popularity, index)
 
     # Sites: selector sites first (they must fit), most popular group first.
     sites, planned = [], []
@@ -649,7 +650,6 @@ def assemble(profile, kept, params, notes):
     # What the runtime will decide for every profiled context (first match):
     # each group's contexts found through the sites' index, the later groups
     # first, so that an earlier group's overwrite them.
-    index = identification.holding({c["id"]: c["sites"] for c in contexts})
     ids = [c["id"] for c in contexts]
 
     def first_match():
