@@ -148,10 +148,28 @@ def cmd_profile(args, target):
 
 
 def cmd_plan(args, target):
+    if args.rebase:
+        return rebase_plan(args)
+    if args.min_kept is not None:
+        raise CohortError("--min-kept goes with --rebase BINARY")
     from cohort.plan.planner import plan_command, report
     plan, profile = plan_command(args.profile, args.output, force=args.force, validate=args.validate or (),
                                  **plan_params(args))
     print(report(plan, profile))
+    print(f"cohort: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def rebase_plan(args):
+    """`cohort plan --rebase BINARY PLAN -o OUT`: the plan carried onto another build."""
+    from cohort.plan.rebase import DEFAULT_MIN_KEPT, rebase_command
+    if args.validate:
+        raise CohortError("--validate plans from a profile; --rebase carries a plan made already")
+    report, text = rebase_command(args.profile, args.rebase, args.output, force=args.force,
+                                  min_kept=DEFAULT_MIN_KEPT if args.min_kept is None else args.min_kept / 100)
+    if report["stale"]:
+        raise CohortError(f"{text}; wrote {args.output} without them")
+    print(f"cohort: {text}", file=sys.stderr)
     print(f"cohort: wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -181,6 +199,12 @@ def cmd_explain(args, target):
     from cohort.present.explain import explain
     if args.prefetch:
         return explain_prefetch(args)
+    if args.binary:
+        return explain_rebase(args)
+    if args.plan_option:
+        if args.plan:
+            raise CohortError("give the plan once: positionally or with --plan")
+        args.plan = args.plan_option
     if args.profile is None:
         raise CohortError("give a profile to explain (or --prefetch LOADS.json for the prefetch advice)")
     graph = args.graph
@@ -197,6 +221,16 @@ def cmd_explain(args, target):
         print(f"cohort: drew the affinity graph in {graph}", file=sys.stderr)
     if args.ds_graph:
         print(f"cohort: drew the DS graph in {args.ds_graph}", file=sys.stderr)
+    return 0
+
+
+def explain_rebase(args):
+    """`cohort explain --plan P --binary B`: where P's call sites lie in B."""
+    from cohort.plan.rebase import rebase_text
+    given = [p for p in (args.plan_option, args.profile, args.plan) if p is not None]
+    if len(given) != 1:
+        raise CohortError("with --binary, give the plan alone: cohort explain --plan PLAN --binary BINARY")
+    sys.stdout.write(rebase_text(plan_option(given[0], "plan"), args.binary))
     return 0
 
 
@@ -635,11 +669,17 @@ def build_parser():
     pr.set_defaults(func=cmd_profile)
 
     pl = sub.add_parser("plan", help="group a profile's contexts and write a plan for the runtime",
-                        usage="%(prog)s [options] profile.json -o plan",
+                        usage="%(prog)s [options] profile.json -o plan\n       %(prog)s --rebase BINARY plan -o rebased-plan",
                         description="HALO's grouping (weighted density) and identification (selectors) "
                                     "on a profile; writes the runtime's plan (docs/plan-format.md).")
-    pl.add_argument("profile", help="profile.json from cohort profile")
+    pl.add_argument("profile", help="profile.json from cohort profile (with --rebase: the plan to carry)")
     pl.add_argument("-o", "--output", default="plan", help="plan to write (default: plan)")
+    pl.add_argument("--rebase", metavar="BINARY",
+                    help="instead of planning: carry the plan given onto BINARY, another build of its program, "
+                         "by the anchors of its call sites (docs/plan-format.md, \"Anchors\")")
+    pl.add_argument("--min-kept", type=float, default=None, metavar="PERCENT",
+                    help="with --rebase: the percent of the plan's selectors that must be found in BINARY, else "
+                         "the plan written groups nothing (default: 90, as the runtime's COHORT_REBASE_MIN)")
     pl.add_argument("--force", action="store_true", help="overwrite a file that is not a Cohort plan")
     pl.add_argument("--validate", action="append", metavar="PROFILE",
                     help="the profile of another run of the program (another input): the plan is "
@@ -669,6 +709,10 @@ def build_parser():
                                     "coloured by group as SVG.")
     ex.add_argument("profile", nargs="?", help="profile.json from cohort profile")
     ex.add_argument("plan", nargs="?", help="a plan (default: the groups cohort plan would make)")
+    ex.add_argument("--plan", dest="plan_option", metavar="PLAN", help="the plan (as the second argument)")
+    ex.add_argument("--binary", metavar="BINARY",
+                    help="with --plan alone: show where the plan's call sites lie in BINARY, another build of "
+                         "its program, found by their anchors (what cohort plan --rebase and the runtime do)")
     ex.add_argument("--prefetch", action="append", metavar="LOADS.json",
                     help="instead: MO's prefetch advice from `cohort loads` (give a second file, "
                          "measured under a plan or policy, to set the two layouts side by side)")

@@ -66,6 +66,15 @@ def plan_checker():
     raise CohortError("cohort-plan-check is not built (run `make`)")
 
 
+def anchor_tool():
+    """build/tools/cohort-anchor: call sites' anchors and where they lie in
+    another build, by the runtime's own code (tools/anchor.c)."""
+    p = ROOT / "build" / "tools" / "cohort-anchor"
+    if p.is_file() and os.access(p, os.X_OK):
+        return p
+    raise CohortError("cohort-anchor is not built (run `make`)")
+
+
 def sequitur_tool():
     """build/tools/cohort-sequitur: SEQUITUR in C (tools/sequitur.c)."""
     p = ROOT / "build" / "tools" / "cohort-sequitur"

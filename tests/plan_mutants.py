@@ -51,7 +51,12 @@ BASE_V6 = BASE_V5.replace(b"cohort-plan 5", b"cohort-plan 6").replace(b"unknown-
 BASE_V7 = BASE_V6.replace(b"cohort-plan 6", b"cohort-plan 7").replace(b"rest 1 max=512", b"rest 1 one max=512")
 BASE_V8 = BASE_V7.replace(b"cohort-plan 7", b"cohort-plan 8").replace(b"group 0 hot-lists", b"group 0 hot-lists at=32") \
     .replace(b"group 1 tree", b"group 1 tree at=0")
-BASES = [BASE_V8, BASE_V7, BASE_V6, BASE_V5, BASE_V1]
+ANCHOR = (b"call=d:malloc in=xalloc nth=0/1 before=672cdca3,2cf281f2,24b0af4b,a41d3ffa,fc574670,fca9804d,"
+          b"2cf281f2,00000000 after=2cf281f2,672cdca3,24b0af4b,dd016611,2cf281f2,672cdca3,dd016611,24b0af4b")
+BASE_V9 = BASE_V8.replace(b"cohort-plan 8", b"cohort-plan 9").replace(
+    b"group 0 hot-lists", b"anchor 0 " + ANCHOR + b"\nanchor 3 " + ANCHOR.replace(b"call=d:malloc", b"call=g:~0badf00d")
+    .replace(b"in=xalloc", b"in=-").replace(b"nth=0/1", b"nth=0/0") + b"\ngroup 0 hot-lists")
+BASES = [BASE_V9, BASE_V8, BASE_V7, BASE_V6, BASE_V5, BASE_V1]
 
 WORDS = [b"0", b"1", b"2", b"5", b"7", b"8", b"63", b"64", b"255", b"256", b"4095", b"4096", b"131072",
          b"131073", b"-1", b"+1", b"0x", b"0x10", b"0X1f", b"0x0x10", b"1_0", "\u0663".encode(),
@@ -59,9 +64,13 @@ WORDS = [b"0", b"1", b"2", b"5", b"7", b"8", b"63", b"64", b"255", b"256", b"409
          b"stop=1", b"stop=64", b"stop=", b"one", b"cold", b"walk", b"next", b"max=8", b"max=7", b"max=",
          b"max=131072", b"at=0", b"at=16", b"at=48", b"at=64", b"at=8", b"at=", b"at=032", b"end", b"-", b"abc", b"zz", b"0123456789abcdef", b"\x00", "\u00e9".encode(),
          b"\xed\xa0\x80", b"\xff\xfe", b"\x0c", b"\x1c", b"\r", b"#", b"path", b"site", b"group", b"select",
-         b"rest", b"module", b"max-size", b"unknown-entry", b"unknown-path", b"cohort-plan"]
+         b"rest", b"module", b"max-size", b"unknown-entry", b"unknown-path", b"cohort-plan", b"anchor",
+         b"call=d:free", b"call=x:free", b"call=i:*", b"call=d:", b"in=", b"in=-", b"nth=1/1", b"nth=0/0",
+         b"nth=2/1", b"nth=/1", b"before=", b"after=0,0", b"after=" + b",".join([b"00000000"] * 8),
+         b"before=" + b",".join([b"ffffffff"] * 8), b"before=" + b",".join([b"0000000g"] * 8)]
 LINES = [b"", b"# a comment", b"end", b"cohort-plan 5", b"cohort-plan 5 extra", b"cohort-plan 6", b"cohort-plan 7", b"cohort-plan 8",
-         b"cohort-plan 2", b"cohort-plan 3", b"cohort-plan 4", b"unknown-entry cold", b"unknown-entry x",
+         b"cohort-plan 9", b"anchor 1 " + ANCHOR, b"anchor 0 " + ANCHOR, b"anchor 6 " + ANCHOR,
+         b"anchor 1 " + ANCHOR[:-9], b"anchor 1 " + ANCHOR + b" extra", b"anchor 1", b"cohort-plan 2", b"cohort-plan 3", b"cohort-plan 4", b"unknown-entry cold", b"unknown-entry x",
          b"unknown-path cold", b"unknown-path walk", b"unknown-path x",
          b"max-size 1", b"max-size 8", b"rest 0", b"rest 0 max=7", b"rest 0 one", b"rest 0 max=64 one", b"rest 0 one one", b"path 0 1 cold", b"path 0 0 cold",
          b"path 3 4 next", b"select 0", b"group 2 extra", b"group 2 c at=16", b"group 2 c at=17", b"group 2 c at=0032", b"group 2 c at=16 at=16", b"group 2 two words", b"module 2 - /x",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cohort.errors import CohortError
 
-PLAN_VERSION = 8        # the version written; 1 to 7 are still read
+PLAN_VERSION = 9        # the version written; 1 to 8 are still read
 # The comment that names the allocator a plan was made to run in front of
 # (its rest pool was decided for it: docs/planner.md, "The rest pool against
 # the allocator underneath"); the runtime reads no comment.
@@ -60,13 +60,14 @@ def parse_plan(path, version):
     "unknown_path": s, "rest": group index or None, "rest_max": bytes or None,
     "rest_one": the rest group stays one pool (version 7), "paths": {(site, ...): verdict},
     "group_at": {group: bytes into a line its line-sized blocks start} (version 8),
+    "anchors": {site: the words of its anchor line} (version 9),
     "path_prefixes": every proper beginning of a path (the trie's inner nodes)}.
     verdict is None, "cold", "walk", "next" or "group=G"; stop is a group index or None;
     a path's verdict is "cold", "next" or "group=G".
     Raises CohortError naming the line for anything malformed."""
     plan = {"modules": [], "sites": [], "groups": [], "selects": [], "max_size": 4096,
             "unknown_entry": "walk", "unknown_path": "walk", "rest": None, "rest_max": None, "rest_one": False,
-            "paths": {}, "path_prefixes": set(), "group_at": {}}
+            "paths": {}, "path_prefixes": set(), "group_at": {}, "anchors": {}}
     prefixes = plan["path_prefixes"]
     header = False
     for n, raw in enumerate(Path(path).read_bytes().decode("utf-8", "replace").split("\n"), start=1):
@@ -104,6 +105,11 @@ def parse_plan(path, version):
                     else:
                         raise bad(f"unexpected '{w}' on a site line")
                 plan["sites"].append((int(words[2]), int(words[3], 16), verdict, stop))
+            elif words[0] == "anchor" and version >= 9:
+                site = int(words[1])
+                if not 0 <= site < len(plan["sites"]) or site in plan["anchors"] or len(words) < 3:
+                    raise bad("anchor names an undeclared site, or one anchored already")
+                plan["anchors"][site] = " ".join(words[2:])
             elif words[0] == "group":
                 if int(words[1]) != len(plan["groups"]):
                     raise bad("groups must be numbered in order")

@@ -206,10 +206,15 @@ def check_plan_fits(plan_path, program):
             return
         if os.path.basename(path) == base and os.path.realpath(path) == real and not build_id:
             return
-    for build_id, path in plan["modules"]:
+    for m, (build_id, path) in enumerate(plan["modules"]):
         if os.path.basename(path) == base and build_id and mine and build_id != mine:
+            # The runtime carries a plan with anchors onto this build (or
+            # says why not, and runs ungrouped): docs/plan-format.md, "Anchors".
+            if any(plan["sites"][s][0] == m for s in plan["anchors"]):
+                return
             raise CohortError(f"plan {plan_path} was made for another build of {base} "
-                              f"(build id {build_id[:12]}..., this one is {mine[:12]}...); profile and plan again")
+                              f"(build id {build_id[:12]}..., this one is {mine[:12]}...) and has no anchors "
+                              "to carry it: profile and plan again")
     if all(elf.is_program(path) for _, path in plan["modules"]):
         names = ", ".join(sorted({os.path.basename(p) for _, p in plan["modules"]}))
         raise CohortError(f"plan {plan_path} is for {names}, not {base}")

@@ -19,6 +19,7 @@ from cohort.plan.rest import add_rest, lies_among, rest_against, rest_text, shap
 from cohort.policies import DS, DS_POLICIES, KEEP_ALL, NONE, PLAN_POLICIES, STREAMS, apa, grouping, halo, hds
 from cohort.plan import identification, transfer, scale as scaling
 from cohort.formats import planfile
+from cohort.plan.rebase import plan_anchors
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -754,6 +755,12 @@ def render(plan, profile, source="profile.json"):
         words = [plan.verdicts.get(s), f"stop={plan.stops[s]}" if s in plan.stops else None]
         lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
                      + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
+    # What carries the sites to another build (cohort plan --rebase; the runtime does it too).
+    anchors = plan_anchors({i: (profile["modules"][m]["build_id"], profile["modules"][m]["path"])
+                            for i, m in enumerate(plan.modules)},
+                           {i: (mod_index[profile["sites"][s]["module"]], profile["sites"][s]["offset"])
+                            for i, s in enumerate(plan.sites)})
+    lines += [f"anchor {i} {anchors[i]}" for i in sorted(anchors)]
     def at(g):
         return f" at={plan.line_at[g]}" if g in plan.line_at else ""
     for i, g in enumerate(plan.groups):

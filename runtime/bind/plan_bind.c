@@ -1,9 +1,12 @@
 /* Cohort runtime: binding a plan's call sites to the modules of this
  * process as they load, and finding the plan site at an address. A module
- * the plan names in another build disables the plan, with one warning. */
+ * the plan names in another build takes the sites its anchors find again
+ * (anchor.c), with one warning; one where too few are found disables the
+ * plan, with one warning. */
 #define _GNU_SOURCE
 #include "bind.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ch_plan_check_binary has run (at start-up): a mismatch found later is
@@ -18,13 +21,23 @@ static void hex(const uint8_t *b, unsigned n, char *out) {
   out[2 * n] = 0;
 }
 
+/* Why the last other build met could not take the plan (rebase_module). */
+static char rebase_why[200];
+
 static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m) {
   char want[70], have[70];
   hex(pm->build_id, pm->build_id_len, want);
   hex(m->build_id, m->build_id_len, have);
-  ch_warn("plan %s was made for another build of %s (build-id %s, running %s); "
-          "running without grouping", ch_opt.plan_path, ch_base_name(m->path), want,
-          m->build_id_len ? have : "none");
+  ch_warn("plan %s was made for another build of %s (build-id %s, running %s), and its anchors do not "
+          "carry it (%s); running without grouping", ch_opt.plan_path, ch_base_name(m->path), want,
+          m->build_id_len ? have : "none", rebase_why);
+}
+static void rebased(const struct ch_plan_module *pm, const struct ch_module *m) {
+  char want[70], have[70];
+  hex(pm->build_id, pm->build_id_len, want);
+  hex(m->build_id, m->build_id_len, have);
+  ch_warn("plan %s was made for another build of %s (build-id %s, running %s): rebased by its anchors, %s",
+          ch_opt.plan_path, ch_base_name(m->path), want, m->build_id_len ? have : "none", rebase_why);
 }
 
 /* Bound sites by address: open addressing, filled as modules bind and
@@ -51,6 +64,64 @@ static void index_site(uintptr_t addr, unsigned s) {
 static void (*on_disable)(void);
 void ch_plan_set_disable_hook(void (*f)(void)) { on_disable = f; }
 
+/* Plan module i's sites in m, another build of it, found by their anchors
+ * (anchor.c): at[s] their new offsets (0: not found). True when enough of
+ * the plan's selectors (select lines, group=G verdicts) keep every site to
+ * decide as planned; else why not, in why. The module's file is read from
+ * disk once, as cohort-anchor reads it, so the two find the same sites. */
+static bool rebase_module(struct ch_plan *pl, unsigned i, const struct ch_module *m, uintptr_t *at,
+                          char *why, size_t whylen) {
+  unsigned anchored = 0, mine = 0, found = 0;
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (pl->sites[s].module == i) { mine++; anchored += pl->sites[s].anchor != NULL; }
+  if (!anchored) { snprintf(why, whylen, "the plan has no anchors to find its sites by"); return false; }
+  struct ch_calls *c = ch_calls_scan(m->is_main ? "/proc/self/exe" : m->path, why, whylen);
+  if (!c) return false;
+  unsigned n;
+  const uint8_t *id = ch_calls_build_id(c, &n);
+  if (n != m->build_id_len || memcmp(id, m->build_id, n)) {
+    snprintf(why, whylen, "its file is not the build running");
+    ch_calls_free(c);
+    return false;
+  }
+  uint64_t lost[CH_MAX_SITES / 64] = {0};
+  for (unsigned s = 0; s < pl->nsites; s++) {
+    if (pl->sites[s].module != i) continue;
+    const char *how, *no;
+    at[s] = pl->sites[s].anchor ? (uintptr_t)ch_anchor_find(c, pl->sites[s].anchor, &how, &no) : 0;
+    if (at[s]) found++;
+    else lost[s >> 6] |= (uint64_t)1 << (s & 63);
+  }
+  ch_calls_free(c);
+  unsigned kept = 0, of = pl->nconj;
+  for (unsigned k = 0; k < pl->nconj; k++) {
+    bool whole = true;
+    for (unsigned w = 0; w < CH_MAX_SITES / 64; w++) whole &= !(pl->conj[k].mask[w] & lost[w]);
+    kept += whole;
+  }
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (pl->sites[s].entry == CH_ENTRY_GROUP) { of++; kept += !(lost[s >> 6] >> (s & 63) & 1); }
+  snprintf(why, whylen, "%u of %u call sites found, %u of %u selectors kept", found, mine, kept, of);
+  return (uint64_t)kept * 100 >= (uint64_t)ch_opt.rebase_min * of;
+}
+
+/* Bind plan module i to m: each site found at its offset, or at its new
+ * one (at, from rebase_module; 0 there: a site dropped, never indexed, so
+ * its selectors and paths never hold). */
+static void bind_sites(struct ch_plan *pl, unsigned i, struct ch_module *m, const uintptr_t *at) {
+  pl->modules[i].resolved = true;
+  m->plan_module = (int)i;
+  for (unsigned s = 0; s < pl->nsites; s++)
+    if (pl->sites[s].module == i) {
+      if (at) {
+        if (!at[s]) continue;
+        pl->sites[s].offset = at[s];
+      }
+      pl->sites[s].addr = m->bias + pl->sites[s].offset;
+      index_site(pl->sites[s].addr, s);
+    }
+}
+
 /* Called for every module as it becomes known. */
 void ch_plan_bind_module(struct ch_module *m) {
   struct ch_plan *pl = ch_plan;
@@ -59,17 +130,18 @@ void ch_plan_bind_module(struct ch_module *m) {
     struct ch_plan_module *pm = &pl->modules[i];
     if (pm->resolved) continue;
     if (ch_module_is(m, pm->build_id, pm->build_id_len, pm->path)) {
-      pm->resolved = true;
-      m->plan_module = (int)i;
-      for (unsigned s = 0; s < pl->nsites; s++)
-        if (pl->sites[s].module == i) {
-          pl->sites[s].addr = m->bias + pl->sites[s].offset;
-          index_site(pl->sites[s].addr, s);
-        }
+      bind_sites(pl, i, m, NULL);
       return;
     }
-    /* Same program or library, different build: the plan does not describe it. */
+    /* Same program or library, different build: the plan describes it only
+     * where its anchors find the same calls again. */
     if (!strcmp(ch_base_name(pm->path), ch_base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
+      static uintptr_t at[CH_MAX_SITES];   /* under the loader's lock */
+      if (rebase_module(pl, i, m, at, rebase_why, sizeof rebase_why)) {
+        bind_sites(pl, i, m, at);
+        rebased(pm, m);
+        return;
+      }
       if (binary_checked) mismatch(pm, m);   /* until then, check_binary reports it */
       atomic_store(&ch_plan_disabled, true);
       if (on_disable) on_disable();   /* from now on: pass-through */

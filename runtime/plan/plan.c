@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 8   /* reads 1 to 8; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
-                            6 unknown-path, 7 rest's option one, 8 group's option at=K */
+#define PLAN_VERSION 9   /* reads 1 to 9; 2 adds the group=G verdict, 3 stop=G, 4 rest G, 5 path,
+                            6 unknown-path, 7 rest's option one, 8 group's option at=K, 9 anchor */
 #define MAX_PLAN_MODULES 256
 #define MAX_CONJ 4096
 
@@ -48,6 +48,57 @@ bool ch_parse_build_id(const char *hex, size_t n, uint8_t *out, unsigned *len) {
   }
   *len = (unsigned)(n / 2);
   return true;
+}
+
+/* ----------------------------------------------------------- anchors */
+
+/* The value of `key` (as "in=") among the words of text, into out[n]. */
+static bool anchor_word(const char *text, const char *key, char *out, size_t n) {
+  size_t kl = strlen(key);
+  for (const char *p = text; (p = strstr(p, key)); p++) {
+    if (p != text && p[-1] != ' ' && p[-1] != '\t') continue;
+    p += kl;
+    size_t len = strcspn(p, " \t");
+    if (!len || len >= n) return false;
+    memcpy(out, p, len);
+    out[len] = 0;
+    return true;
+  }
+  return false;
+}
+static bool anchor_ids(const char *text, uint32_t *ids) {
+  for (int j = 0; j < CH_ANCHOR_WINDOW; j++) {
+    uint32_t v = 0;
+    for (int d = 0; d < 8; d++) {
+      int x = ch_hex_digit(*text++);
+      if (x < 0) return false;
+      v = v << 4 | (uint32_t)x;
+    }
+    ids[j] = v;
+    if (*text != (j + 1 < CH_ANCHOR_WINDOW ? ',' : 0)) return false;
+    text++;
+  }
+  return true;
+}
+static const char *anchor_count(const char *s, size_t *v) {
+  const char *p = s;
+  for (*v = 0; *p >= '0' && *p <= '9' && p - s < 9; p++) *v = *v * 10 + (size_t)(*p - '0');
+  return p == s ? NULL : p;
+}
+
+bool ch_anchor_parse(const char *text, struct ch_anchor *a) {
+  char word[CH_ANCHOR_NAME + 8], ids[CH_ANCHOR_WINDOW * 9 + 2];
+  if (!anchor_word(text, "call=", word, sizeof word) || strlen(word) < 3 || word[1] != ':' ||
+      (word[0] != CH_ANCHOR_DIRECT && word[0] != CH_ANCHOR_SLOT && word[0] != CH_ANCHOR_INDIRECT))
+    return false;
+  a->kind = word[0];
+  memcpy(a->to, word + 2, strlen(word + 2) + 1);
+  if (!anchor_word(text, "in=", a->in, sizeof a->in) || !anchor_word(text, "nth=", word, sizeof word)) return false;
+  const char *p = anchor_count(word, &a->nth);
+  if (!p || *p != '/' || !(p = anchor_count(p + 1, &a->count)) || *p || (a->count && a->nth >= a->count))
+    return false;
+  return anchor_word(text, "before=", ids, sizeof ids) && anchor_ids(ids, a->side[0]) &&
+         anchor_word(text, "after=", ids, sizeof ids) && anchor_ids(ids, a->side[1]);
 }
 
 /* The words of a `module N BUILDID PATH` line after its keyword, [s, end)
@@ -226,6 +277,14 @@ static int parse(char *text, size_t len, const char *path, struct ch_plan *pl, c
         } else FAIL("site verdict must be 'cold', 'walk', 'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not '%s'", v);
       }
       pl->nsites++;
+    } else if (!strcmp(kw, "anchor") && pl->version >= 9) {
+      if (!next_token(&s, &a) || !parse_uint(a, 10, ~0ull, &x) || x >= pl->nsites) FAIL("anchor names an undeclared site");
+      if (pl->sites[x].anchor) FAIL("site %llu anchored twice", x);
+      struct ch_anchor *an = ch_meta_alloc(sizeof *an);
+      if (!an) FAIL("out of memory");
+      if (!ch_anchor_parse(s, an))
+        FAIL("anchor needs call=K:NAME in=NAME nth=I/N before=8 hashes after=8 hashes (docs/plan-format.md)");
+      pl->sites[x].anchor = an;
     } else if (!strcmp(kw, "group")) {
       if (!next_token(&s, &a) || !parse_uint(a, 10, CH_PLAN_GROUPS - 1, &x)) FAIL("group needs an index below %d", CH_PLAN_GROUPS);
       if (x != pl->ngroups) FAIL("group %llu out of order (expected %u)", x, pl->ngroups);

@@ -30,7 +30,24 @@ bool ch_parse_build_id(const char *hex, size_t n, uint8_t *out, unsigned *len);
  * and the prefetch file write it; false: why (plan.c). */
 bool ch_parse_module_line(const char *s, const char *end, unsigned expect, unsigned limit, uint8_t *build_id,
                           unsigned *build_id_len, char *path, size_t path_size, char *why, size_t whylen);
+/* Version 9: what finds a site again in another build of its module
+ * (bind/anchor.c; docs/plan-format.md, "Anchors"): the call's kind and
+ * target, the function that holds it and its place among that function's
+ * calls of the same target, and the calls around it, as hashes of their
+ * kinds and targets, nearest first (0: the code's end). */
+#define CH_ANCHOR_WINDOW 8
+#define CH_ANCHOR_NAME 160    /* a longer name is written as `~` and its hash */
+enum { CH_ANCHOR_DIRECT = 'd', CH_ANCHOR_SLOT = 'g', CH_ANCHOR_INDIRECT = 'i' };
+struct ch_anchor {
+  char kind;
+  char to[CH_ANCHOR_NAME + 2], in[CH_ANCHOR_NAME + 2];   /* "-": unnamed */
+  size_t nth, count;
+  uint32_t side[2][CH_ANCHOR_WINDOW];   /* before, after */
+};
+/* An anchor's words (`call=K:NAME in=NAME nth=I/N before=H,... after=H,...`). */
+bool ch_anchor_parse(const char *text, struct ch_anchor *a);
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
+                      const struct ch_anchor *anchor;   /* version 9; NULL: none */
                       enum ch_entry_verdict entry; unsigned group; /* CH_ENTRY_GROUP */
                       int quick;       /* what the quick test returns when the entry decides alone:
                                           the group, or CH_QUICK_NEXT */

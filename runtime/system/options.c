@@ -17,6 +17,7 @@ struct ch_options ch_opt = {
   .dpa_max_size = 128,
   .mo_hot = 50,
   .rest_one = -1,
+  .rebase_min = 90,
 };
 
 /* "123", "64K", "1M": returns false on anything else. */
@@ -102,6 +103,10 @@ void ch_options_load(void) {
   if ((v = env("COHORT_REST"))) {
     if (!strcmp(v, "one") || !strcmp(v, "size")) ch_opt.rest_one = v[0] == 'o';
     else ch_warn("COHORT_REST=%s must be size or one; the rest group stays as the plan says", v);
+  }
+  if ((v = env("COHORT_REBASE_MIN"))) {
+    if (parse_size(v, &sz) && sz <= 100) ch_opt.rebase_min = (unsigned)sz;
+    else ch_warn("COHORT_REBASE_MIN=%s must be a percent from 0 to 100; using 90", v);
   }
   if ((v = env("COHORT_SEED"))) ch_opt.seed = strtoull(v, NULL, 0) | 1;
 

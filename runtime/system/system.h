@@ -130,6 +130,7 @@ struct ch_options {
   size_t dpa_max_size;        /* COHORT_DPA_MAX_SIZE: DPA's largest pooled object */
   unsigned mo_hot;            /* COHORT_MO_HOT: a call site's requests before MO inspects it */
   int rest_one;               /* COHORT_REST: 1 one, 0 size; -1 unset: as the plan says */
+  unsigned rebase_min;        /* COHORT_REBASE_MIN: percent of a plan's selectors another build must keep */
 };
 extern struct ch_options ch_opt;
 void ch_options_load(void);

@@ -46,7 +46,7 @@ def test_garbage(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("cohort-plan 1", "cohort-plan 9", "line 1: plan format version 9; this runtime reads versions 1 to 8"),
+    ("cohort-plan 1", "cohort-plan 10", "line 1: plan format version 10; this runtime reads versions 1 to 9"),
     ("site 0 0 0x", "site 1 0 0x1 group=0\nsite 0 0 0x", "site 1 out of order"),
     ("group 0 a", "group 0 a\nsite 1 0 0x10 group=0", "'group=G' (version 2), 'stop=G' (version 3) or 'next' (version 4), not 'group=0'"),
     ("cohort-plan 1", "cohort-plan 2", None),
@@ -90,7 +90,8 @@ def test_wrong_build_id(tmp_path):
     p.write_text(text.replace(bid, "00" * (len(bid) // 2)))
     msg = run_with(p, tmp_path)
     assert msg == (f"cohort: warning: plan {p} was made for another build of groups_O2 "
-                   f"(build-id {'00' * (len(bid) // 2)}, running {bid}); running without grouping")
+                   f"(build-id {'00' * (len(bid) // 2)}, running {bid}), and its anchors do not carry it "
+                   "(the plan has no anchors to find its sites by); running without grouping")
 
 
 def test_plan_for_another_program_is_quiet(tmp_path):

@@ -9,6 +9,7 @@ import copy
 import json
 
 from conftest import COHORT, run
+from cohort.formats.planfile import PLAN_VERSION
 from cohort.measure import workloads
 from cohort.plan.lines import LINE_AT, choose_line_offsets
 from cohort.plan.planner import make_plan, report
@@ -90,7 +91,7 @@ def test_optimize_writes_the_offset_and_the_runtime_uses_it(tmp_path):
     r = run([COHORT, "optimize", "-o", out, "--", TOUR, "20000", "2", "7"])
     assert r.returncode == 0, r.stderr
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 8\n")
+    assert text.startswith(f"cohort-plan {PLAN_VERSION}\n")
     assert any(line.startswith("group 0 rest at=") for line in text.splitlines())
     assert "blocks of whole lines start" in (out / "explain.txt").read_text()
     base = run([TOUR, "5000", "2", "7"])

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from conftest import COHORT, DATA, PROGRAMS, ROOT, cohort_env, run
+from cohort.formats.planfile import PLAN_VERSION
 from cohort.plan.handplan import read_log
 from synthetic_profiles import BUILDER, BUILDER_EDGES, FREE_WALKS, MODEST_COSTS, churn_profile, shape_profile
 
@@ -34,7 +35,7 @@ def test_optimize_writes_every_product(pipeline):
         assert (out / name).stat().st_size > 0, name
     assert b"groups from" in r.stdout
     text = (out / "plan").read_text()
-    assert text.startswith("cohort-plan 8\n") and text.endswith("end\n")
+    assert text.startswith(f"cohort-plan {PLAN_VERSION}\n") and text.endswith("end\n")
     svg = (out / "graph.svg").read_text()
     assert svg.startswith("<svg") and svg.count('class="node"') >= 2
 
@@ -212,7 +213,7 @@ def test_stop_sites_end_walks_past_a_shared_wrapper(tmp_path):
     assert any("stop sites also group 5 allocations" in n for n in plan.notes)
     (tmp_path / "plan").write_text(render(plan, profile))
     text = (tmp_path / "plan").read_text()
-    assert text.startswith("cohort-plan 8\n") and " stop=0 " in text and " stop=1 " in text
+    assert text.startswith(f"cohort-plan {PLAN_VERSION}\n") and " stop=0 " in text and " stop=1 " in text
     read = read_plan(tmp_path / "plan")
     index = {s: i for i, s in enumerate(plan.sites)}
     for c in profile["contexts"]:

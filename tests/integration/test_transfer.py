@@ -6,6 +6,7 @@ tests/fast/test_validation_runs.py."""
 import json
 
 from conftest import BUILD, COHORT, run
+from cohort.formats.planfile import PLAN_VERSION
 
 
 XFORM = BUILD / "workloads" / "xform"
@@ -24,7 +25,7 @@ def test_optimize_with_training_runs(tmp_path):
     assert (out / "profile-2.json").exists() and (out / "profile-3.json").exists()
     assert b"Validation runs" in r.stdout and b"transfer score" in r.stdout
     assert "validated on " + str(out / "profile-2.json") in err
-    assert (out / "plan").read_text().startswith("cohort-plan 8\n")
+    assert (out / "plan").read_text().startswith(f"cohort-plan {PLAN_VERSION}\n")
     r = run([COHORT, "explain", out / "profile.json", out / "plan", "--graph", "-",
              "--validate", out / "profile-2.json"])
     assert r.returncode == 0 and b"Transfer to other inputs" in r.stdout and b"transfer score" in r.stdout
@@ -54,4 +55,4 @@ def test_optimize_merges_its_training_runs(tmp_path):
     runs = [json.loads((out / n).read_text()) for n in ("profile.json", "profile-2.json")]
     assert merged["totals"]["allocations"] == sum(p["totals"]["allocations"] for p in runs)
     assert [m["argv"][1:] for m in merged["merged"]] == [["600", "3", "1", "1"], ["900", "3", "2", "5"]]
-    assert (out / "plan").read_text().startswith("cohort-plan 8\n")
+    assert (out / "plan").read_text().startswith(f"cohort-plan {PLAN_VERSION}\n")

@@ -1,0 +1,229 @@
+"""Plans that survive a rebuild (docs/plan-format.md, "Anchors"): the
+anchors a plan carries for its call sites, and a plan rebased onto another
+build of its program. Both run build/tools/cohort-anchor, which is the
+runtime's own code for it (runtime/bind/anchor.c), so `cohort plan --rebase`
+and the runtime meeting another build find the same sites."""
+
+import os
+import subprocess
+from pathlib import Path
+
+from cohort.errors import CohortError
+from cohort.files import write_output
+from cohort.formats import planfile
+from cohort.formats.elf import build_id
+from cohort.paths import anchor_tool
+
+# The share of a plan's selectors (select lines and group=G verdicts) that
+# must be found again for a rebased plan to group anything; the runtime's
+# default is the same (COHORT_REBASE_MIN, runtime/system/options.c). Below
+# it the plan is treated as stale, as a plan for another build always was.
+DEFAULT_MIN_KEPT = 0.9
+
+
+def _run(args, stdin=None):
+    try:
+        r = subprocess.run([str(anchor_tool()), *map(str, args)], input=stdin, capture_output=True, text=True,
+                           errors="replace", timeout=600, env=dict(os.environ, LD_PRELOAD=""))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CohortError(f"cannot run cohort-anchor: {e}") from None
+    if r.returncode == 1:
+        raise CohortError(r.stderr.strip().removeprefix("cohort-anchor: ") or "cohort-anchor failed")
+    if r.returncode:
+        raise CohortError(f"cohort-anchor exited {r.returncode}")
+    lines = r.stdout.splitlines()
+    if not lines or not lines[0].startswith("build-id "):
+        raise CohortError("cohort-anchor wrote no build id")
+    return lines[0].split()[1], lines[1:]
+
+
+def describe(binary, offsets):
+    """{offset: the words of its anchor} for the call sites of `binary` at
+    these offsets that a call returns to."""
+    offsets = sorted(set(offsets))
+    if not offsets:
+        return {}
+    _, lines = _run(["describe", binary, *(f"{o:x}" for o in offsets)])
+    out = {}
+    for line in lines:
+        off, _, words = line.partition(" ")
+        if words and not words.startswith("- "):
+            out[int(off, 16)] = words
+    return out
+
+
+def plan_anchors(modules, sites):
+    """The anchors a new plan carries: {site: words}, for the sites of every
+    module whose file is still the build profiled (modules: {index: (build
+    id, path)}; sites: {site: (module, offset)}). A module rebuilt or gone
+    since, or no cohort-anchor built, gives its sites none: the plan is
+    good for its build, and cannot be carried to another."""
+    try:
+        anchor_tool()
+    except CohortError:
+        return {}
+    out = {}
+    for m, (bid, path) in modules.items():
+        mine = {s: off for s, (mod, off) in sites.items() if mod == m}
+        if not mine or not bid or not Path(path).is_file() or build_id(path) != bid:
+            continue
+        try:
+            found = describe(path, mine.values())
+        except CohortError:
+            continue
+        out.update({s: found[off] for s, off in mine.items() if off in found})
+    return out
+
+
+def find(binary, anchors):
+    """Where each anchor lies in `binary`: (its build id, {site: (offset or
+    None, how it was found or why not)})."""
+    if not anchors:
+        return build_id(binary), {}
+    bid, lines = _run(["find", binary], "".join(f"{s} {w}\n" for s, w in anchors.items()))
+    out = {}
+    for line in lines:
+        site, off, how = (line.split(" ", 2) + ["", ""])[:3]
+        out[int(site)] = (None, how) if off == "-" else (int(off, 16), how)
+    return bid, out
+
+
+def _module_for(plan, binary):
+    """The plan module that `binary` is another build of: the one with its
+    file name, else the plan's only module."""
+    name = Path(binary).name
+    named = [i for i, (_, path) in enumerate(plan["modules"]) if Path(path).name == name]
+    if len(named) == 1:
+        return named[0]
+    if len(plan["modules"]) == 1:
+        return 0
+    raise CohortError(f"the plan names no module called {name} (its modules: "
+                      + ", ".join(Path(p).name for _, p in plan["modules"]) + ")")
+
+
+def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
+    """The plan carried onto `binary`, another build of one of its modules:
+    (the new plan's content as parse_plan gives it, and a report {"module",
+    "old_build", "new_build", "sites": {site: (old offset, new offset or None,
+    how or why)}, "selectors": (kept, of), "stale": bool}). Sites found again
+    move; a site not found is dropped with the selectors and paths that
+    name it, so what is left decides as before or not at all, never for
+    another call. Below min_kept of the selectors kept, the plan groups
+    nothing (stale)."""
+    m = _module_for(plan, binary)
+    old_bid = plan["modules"][m][0]
+    mine = [s for s, site in enumerate(plan["sites"]) if site[0] == m]
+    anchored = {s: plan["anchors"][s] for s in mine if s in plan["anchors"]}
+    new_bid, found = find(binary, anchored)
+    report = {"module": m, "old_build": old_bid, "new_build": new_bid, "sites": {}}
+    moved = {}
+    for s in mine:
+        off, how = found.get(s, (None, "the plan has no anchor for it"))
+        report["sites"][s] = (plan["sites"][s][1], off, how)
+        moved[s] = off
+    if new_bid == old_bid and new_bid not in (None, "-"):
+        moved = {s: plan["sites"][s][1] for s in mine}   # the same build: nothing moves
+        report["sites"] = {s: (o, o, "same build") for s, (o, _, _) in report["sites"].items()}
+    kept_sites = [s for s in range(len(plan["sites"])) if s not in moved or moved[s] is not None]
+    kept = set(kept_sites)
+    selectors = [sites for _, sites in plan["selects"]] + \
+        [[s] for s, site in enumerate(plan["sites"]) if site[2] and site[2].startswith("group=")]
+    n_kept = sum(all(s in kept for s in sel) for sel in selectors)
+    report["selectors"] = (n_kept, len(selectors))
+    report["stale"] = bool(selectors) and n_kept < min_kept * len(selectors)
+    new = dict(plan, anchors={}, sites=[], selects=[], paths={}, modules=list(plan["modules"]))
+    new["modules"][m] = (None if new_bid == "-" else new_bid, str(Path(binary).resolve()))
+    if report["stale"]:
+        new["groups"], new["rest"], new["group_at"], new["unknown_entry"] = [], None, {}, "cold"
+        return new, report
+    index = {s: i for i, s in enumerate(kept_sites)}
+    for s in kept_sites:
+        mod, off, verdict, stop = plan["sites"][s]
+        new["sites"].append((mod, moved.get(s, off), verdict, stop))
+        if s in plan["anchors"] and s not in moved:
+            new["anchors"][index[s]] = plan["anchors"][s]
+    new["selects"] = [(g, [index[s] for s in sites]) for g, sites in plan["selects"]
+                      if all(s in kept for s in sites)]
+    new["paths"] = {tuple(index[s] for s in path): v for path, v in plan["paths"].items()
+                    if all(s in kept for s in path)}
+    # The moved sites' anchors, taken again in the new build: the next rebuild starts from this one.
+    fresh = describe(binary, [moved[s] for s in mine if moved.get(s) is not None])
+    for s in mine:
+        if moved.get(s) is not None and moved[s] in fresh:
+            new["anchors"][index[s]] = fresh[moved[s]]
+    return new, report
+
+
+def render(plan, header):
+    """A plan's text from its parsed content (parse_plan's dict)."""
+    lines = [f"cohort-plan {planfile.PLAN_VERSION}", *header, f"max-size {plan['max_size']}"]
+    for i, (bid, path) in enumerate(plan["modules"]):
+        lines.append(f"module {i} {bid or '-'} {path}")
+    for i, (mod, off, verdict, stop) in enumerate(plan["sites"]):
+        words = [verdict, None if stop is None else f"stop={stop}"]
+        lines.append(f"site {i} {mod} {off:#x}" + "".join(f" {w}" for w in words if w))
+    lines += [f"anchor {s} {w}" for s, w in sorted(plan["anchors"].items())]
+    for i, name in enumerate(plan["groups"]):
+        lines.append(f"group {i} {name}" + (f" at={plan['group_at'][i]}" if i in plan["group_at"] else ""))
+    lines += [f"select {g} " + " ".join(map(str, sites)) for g, sites in plan["selects"]]
+    if plan["rest"] is not None:
+        lines.append(f"rest {plan['rest']}" + (f" max={plan['rest_max']}" if plan["rest_max"] else "")
+                     + (" one" if plan["rest_one"] else ""))
+    lines += ["path " + " ".join(map(str, p)) + f" {v}" for p, v in plan["paths"].items()]
+    lines += [f"unknown-entry {plan['unknown_entry']}", f"unknown-path {plan['unknown_path']}", "end"]
+    return "\n".join(lines) + "\n"
+
+
+def summary(report, binary):
+    """One line: what the rebase kept."""
+    sites = report["sites"].values()
+    found = sum(new is not None for _, new, _ in sites)
+    kept, of = report["selectors"]
+    text = (f"rebased onto {binary}: {found} of {len(sites)} call sites found, "
+            f"{kept} of {of} selectors kept")
+    if report["stale"]:
+        text += " (too few: the plan groups nothing)"
+    return text
+
+
+def rebase_text(plan_path, binary, min_kept=DEFAULT_MIN_KEPT):
+    """`cohort explain --plan P --binary B`: each of the plan's call sites in
+    the module B is a build of, where its anchor finds it in B and how, or
+    why not; then what the rebase keeps."""
+    from cohort.plans import read_plan
+    if not Path(binary).is_file():
+        raise CohortError(f"{binary}: no such file")
+    plan = read_plan(plan_path)
+    _, report = rebase(plan, binary, min_kept)
+    m = report["module"]
+    out = [f"Plan {plan_path}, module {m} ({Path(plan['modules'][m][1]).name}, build {report['old_build'] or '-'})"
+           f" in {binary} (build {report['new_build']}):"]
+    for s, (old, new, how) in sorted(report["sites"].items()):
+        words = dict(w.split("=", 1) for w in plan["anchors"].get(s, "").split() if "=" in w)
+        call = f"  call {words['call'][2:]} in {words['in']}" if "call" in words and "in" in words else ""
+        where = f"{new:#x}  {how}" if new is not None else f"dropped: {how}"
+        out.append(f"  site {s:>3}  {old:#x} -> {where}{call}")
+    out.append(summary(report, binary))
+    return "\n".join(out) + "\n"
+
+
+def rebase_command(plan_path, binary, output, force=False, min_kept=DEFAULT_MIN_KEPT):
+    """`cohort plan --rebase BINARY PLAN -o OUT`: (the report, its summary)."""
+    from cohort.plans import read_plan
+    if not 0 <= min_kept <= 1:
+        raise CohortError("--min-kept must be a percent from 0 to 100")
+    if not Path(binary).is_file():
+        raise CohortError(f"{binary}: no such file")
+    if Path(output).resolve() == Path(plan_path).resolve():
+        raise CohortError(f"{output} is the plan being rebased: write the rebased plan elsewhere")
+    plan = read_plan(plan_path)
+    if not plan["anchors"]:
+        raise CohortError(f"plan {plan_path} has no anchors (plans of format version 9 made by cohort plan "
+                          "have them): make it again from its profile")
+    new, report = rebase(plan, binary, min_kept)
+    header = [f"# rebased by cohort plan --rebase onto {binary} from {plan_path}"]
+    allocator = planfile.made_for(plan_path)
+    if allocator:
+        header.append(f"{planfile.ALLOCATOR_MARK} {allocator}")
+    write_output(output, render(new, header), "plan", force)
+    return report, summary(report, binary)

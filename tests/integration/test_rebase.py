@@ -1,0 +1,191 @@
+"""Plans that survive a rebuild (issue 80, part 2): a plan made on one build
+of a workload is carried onto builds with unrelated changes by its sites'
+anchors, offline (`cohort plan --rebase`, `cohort explain --binary`) and by
+the runtime itself, and a build with too little in common gets no group."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BUILD, COHORT, ROOT, cohort_env, run
+from cohort.formats.planfile import PLAN_VERSION
+
+SOURCE = ROOT / "workloads" / "queries" / "queries.c"
+ORIGINAL = BUILD / "workloads" / "queries"
+ARGS = ["3000", "6000", "50", "3"]
+STOCK = ["-O2", "-g", "-fPIE", "-pie", "-fomit-frame-pointer"]
+# A file of the program that has nothing to do with its allocations.
+UNRELATED = """#include <stdio.h>
+#include <stdlib.h>
+int unrelated_report(int x) {
+  char *p = malloc((size_t)x + 1);
+  if (!p) return 0;
+  p[0] = (char)x;
+  int r = p[0] * 3;
+  free(p);
+  printf("%d\\n", r);
+  return r;
+}
+"""
+
+
+def compile_queries(out, flags, extra=None):
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sources = [SOURCE] + ([extra] if extra else [])
+    r = subprocess.run(["gcc", *flags, "-o", out, *sources, "-lm"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Rebuilds of queries, each named queries as a rebuild is: a file added,
+    its functions in another order, another optimisation level, and the
+    first stripped."""
+    d = tmp_path_factory.mktemp("builds")
+    extra = d / "unrelated.c"
+    extra.write_text(UNRELATED)
+    out = {
+        "added": compile_queries(d / "added" / "queries", STOCK, extra),
+        "reordered": compile_queries(d / "reordered" / "queries",
+                                     STOCK + ["-ffunction-sections", "-Wl,--sort-section=name"]),
+        "O3": compile_queries(d / "O3" / "queries", ["-O3"] + STOCK[1:]),
+    }
+    stripped = d / "stripped" / "queries"
+    stripped.parent.mkdir()
+    subprocess.run(["strip", "-o", stripped, out["added"]], check=True)
+    out["stripped"] = stripped
+    return out
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plan")
+    r = run([COHORT, "optimize", "-o", d, "--", ORIGINAL, *ARGS])
+    assert r.returncode == 0, r.stderr
+    return d / "plan"
+
+
+def groups_of(plan_path):
+    return [line.split()[2] for line in plan_path.read_text().splitlines() if line.startswith("group ")]
+
+
+def grouped(binary, plan_path, tmp_path):
+    """{group: allocations} of one run of binary under the plan, and its stderr."""
+    stats = tmp_path / "stats.json"
+    r = run([binary, *ARGS], env=cohort_env(plan=plan_path, stats=stats))
+    assert r.returncode == 0, r.stderr
+    return {g["name"]: g["allocations"] for g in json.loads(stats.read_text())["groups"]}, r.stderr.decode()
+
+
+def test_a_plan_carries_anchors_for_its_sites(plan):
+    text = plan.read_text()
+    assert text.startswith(f"cohort-plan {PLAN_VERSION}\n")
+    sites = [line for line in text.splitlines() if line.startswith("site ")]
+    anchors = [line for line in text.splitlines() if line.startswith("anchor ")]
+    assert sites and len(anchors) == len(sites)
+    assert all(" call=d:malloc " in a or " call=" in a for a in anchors)
+
+
+@pytest.mark.parametrize("variant", ["added", "reordered", "O3", "stripped"])
+def test_rebase_keeps_the_groups_of_a_rebuild(plan, builds, variant, tmp_path):
+    """Offline: every selector is kept, and the rebased plan groups as many
+    allocations in each group on the rebuild as the plan on the original."""
+    out = tmp_path / "plan"
+    r = run([COHORT, "plan", "--rebase", builds[variant], plan, "-o", out])
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stderr.decode().splitlines() if "selectors kept" in x)
+    kept, of = (int(w) for w in line.split(" selectors kept")[0].split(", ")[-1].split(" of "))
+    assert of > 0 and kept == of, line
+    before, _ = grouped(ORIGINAL, plan, tmp_path)
+    after, err = grouped(builds[variant], out, tmp_path)
+    assert err == ""
+    named = [g for g in groups_of(plan) if g != "rest"]
+    assert named and all(before[g] > 0 and after[g] == before[g] for g in named)
+
+
+def test_stripped_rebuild_finds_the_sites_of_its_unstripped_twin(plan, builds, tmp_path):
+    def offsets(binary):
+        r = run([COHORT, "explain", "--plan", plan, "--binary", binary])
+        assert r.returncode == 0, r.stderr
+        return [line.split()[4] for line in r.stdout.decode().splitlines() if line.startswith("  site ")]
+    assert offsets(builds["added"]) == offsets(builds["stripped"])
+
+
+def test_the_runtime_rebases_a_plan_for_another_build(plan, builds, tmp_path):
+    """The plan as it is, on a rebuild: the runtime finds its sites and says
+    so in one line; the groups fill as on the original build."""
+    before, _ = grouped(ORIGINAL, plan, tmp_path)
+    for variant in ("reordered", "stripped"):
+        after, err = grouped(builds[variant], plan, tmp_path)
+        lines = err.splitlines()
+        assert len(lines) == 1 and "was made for another build of queries" in lines[0], err
+        assert "rebased by its anchors" in lines[0] and "selectors kept" in lines[0]
+        assert all(after[g] == before[g] for g in groups_of(plan) if g != "rest")
+
+
+def test_cohort_run_lets_the_runtime_rebase(plan, builds):
+    r = run([COHORT, "run", "--plan", plan, "--", builds["reordered"], *ARGS])
+    assert r.returncode == 0, r.stderr
+    assert b"rebased by its anchors" in r.stderr
+
+
+def test_explain_shows_where_each_site_went(plan, builds):
+    r = run([COHORT, "explain", "--plan", plan, "--binary", builds["O3"]])
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode().splitlines()
+    assert out[0].startswith(f"Plan {plan}, module 0 (queries")
+    sites = [line for line in out if line.startswith("  site ")]
+    assert sites and all(" -> 0x" in line for line in sites)
+    assert out[-1].startswith(f"rebased onto {builds['O3']}:")
+
+
+@pytest.fixture
+def stranger(tmp_path):
+    """Another program under the planned program's name."""
+    p = tmp_path / "other" / "queries"
+    p.parent.mkdir()
+    shutil.copy(BUILD / "workloads" / "allocbench", p)
+    return p
+
+
+def test_rebase_onto_another_program_groups_nothing(plan, stranger, tmp_path):
+    """One line, a non-zero exit, and a plan with no group: never a group
+    for calls that are not the plan's."""
+    out = tmp_path / "plan"
+    r = run([COHORT, "plan", "--rebase", stranger, plan, "-o", out])
+    assert r.returncode != 0
+    errors = r.stderr.decode().splitlines()
+    assert len(errors) == 1 and "the plan groups nothing" in errors[0], r.stderr
+    assert groups_of(out) == [] and "\nselect " not in out.read_text()
+
+
+def test_the_runtime_refuses_a_plan_it_cannot_carry(plan, stranger, tmp_path):
+    stats = tmp_path / "stats.json"
+    r = run([stranger, "churn", "1000"], env=cohort_env(plan=plan, stats=stats))
+    assert r.returncode == 0
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 1 and "its anchors do not carry it" in lines[0] and "running without grouping" in lines[0]
+    assert not json.loads(stats.read_text())["plan_active"]
+
+
+def test_rebase_bad_input(plan, builds, tmp_path):
+    """A plan without anchors, a missing binary, and the plan as its own output: one line each."""
+    bare = tmp_path / "bare"
+    bare.write_text("".join(line + "\n" for line in plan.read_text().splitlines() if not line.startswith("anchor ")))
+    cases = [
+        ([bare], "has no anchors"),
+        ([plan, "--rebase", tmp_path / "missing"], "no such file"),
+        ([plan, "-o", plan], "is the plan being rebased"),
+        ([plan, "--min-kept", "150"], "percent from 0 to 100"),
+    ]
+    for extra, message in cases:
+        argv = [COHORT, "plan", "--rebase", builds["added"], *extra]
+        if "-o" not in extra:
+            argv += ["-o", tmp_path / "out"]
+        r = run(argv)
+        err = r.stderr.decode().strip().splitlines()
+        assert r.returncode != 0 and len(err) == 1 and message in err[0], (extra, r.stderr)
+    assert not (tmp_path / "out").exists()
