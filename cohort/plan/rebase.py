@@ -108,8 +108,9 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
     how or why)}, "selectors": (kept, of), "stale": bool}). Sites found again
     move; a site not found is dropped with the selectors and paths that
     name it, so what is left decides as before or not at all, never for
-    another call. Below min_kept of the selectors kept, the plan groups
-    nothing (stale)."""
+    another call. Below min_kept of the selectors kept (of the module's
+    sites found, for a plan with no selector), the plan groups nothing
+    (stale)."""
     m = _module_for(plan, binary)
     old_bid = plan["modules"][m][0]
     mine = [s for s, site in enumerate(plan["sites"]) if site[0] == m]
@@ -130,7 +131,9 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
         [[s] for s, site in enumerate(plan["sites"]) if site[2] and site[2].startswith("group=")]
     n_kept = sum(all(s in kept for s in sel) for sel in selectors)
     report["selectors"] = (n_kept, len(selectors))
-    report["stale"] = bool(selectors) and n_kept < min_kept * len(selectors)
+    # A plan with no selector (its rest pool and verdicts alone) is judged by its sites.
+    found, of = (n_kept, len(selectors)) if selectors else (sum(moved[s] is not None for s in mine), len(mine))
+    report["stale"] = found < min_kept * of
     new = dict(plan, anchors={}, sites=[], selects=[], paths={}, modules=list(plan["modules"]))
     new["modules"][m] = (None if new_bid == "-" else new_bid, str(Path(binary).resolve()))
     if report["stale"]:

@@ -67,7 +67,8 @@ void ch_plan_set_disable_hook(void (*f)(void)) { on_disable = f; }
 /* Plan module i's sites in m, another build of it, found by their anchors
  * (anchor.c): at[s] their new offsets (0: not found). True when enough of
  * the plan's selectors (select lines, group=G verdicts) keep every site to
- * decide as planned; else why not, in why. The module's file is read from
+ * decide as planned, or for a plan with none, enough of the module's sites
+ * are found; else why not, in why. The module's file is read from
  * disk once, as cohort-anchor reads it, so the two find the same sites. */
 static bool rebase_module(struct ch_plan *pl, unsigned i, const struct ch_module *m, uintptr_t *at,
                           char *why, size_t whylen) {
@@ -102,6 +103,8 @@ static bool rebase_module(struct ch_plan *pl, unsigned i, const struct ch_module
   for (unsigned s = 0; s < pl->nsites; s++)
     if (pl->sites[s].entry == CH_ENTRY_GROUP) { of++; kept += !(lost[s >> 6] >> (s & 63) & 1); }
   snprintf(why, whylen, "%u of %u call sites found, %u of %u selectors kept", found, mine, kept, of);
+  /* A plan with no selector (its rest pool and verdicts alone) by its sites. */
+  if (!of) { kept = found; of = mine; }
   return (uint64_t)kept * 100 >= (uint64_t)ch_opt.rebase_min * of;
 }
 

@@ -189,3 +189,16 @@ def test_rebase_bad_input(plan, builds, tmp_path):
         err = r.stderr.decode().strip().splitlines()
         assert r.returncode != 0 and len(err) == 1 and message in err[0], (extra, r.stderr)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_without_selectors_is_judged_by_its_sites(plan, builds, stranger, tmp_path):
+    """A plan of the rest pool and verdicts alone (calc's, say) is carried
+    where its sites are found, and onto another program not at all."""
+    bare = tmp_path / "rest-only"
+    keep = [line for line in plan.read_text().splitlines() if not line.startswith("select ")]
+    bare.write_text("".join(line.replace(" group=0", " cold").replace(" group=1", " cold") + "\n" for line in keep))
+    assert run([COHORT, "plan", "--rebase", builds["added"], bare, "-o", tmp_path / "ok"]).returncode == 0
+    r = run([COHORT, "plan", "--rebase", stranger, bare, "-o", tmp_path / "no"])
+    assert r.returncode != 0 and b"0 of 0 selectors kept" in r.stderr
+    r = run([stranger, "churn", "1000"], env=cohort_env(plan=bare))
+    assert b"its anchors do not carry it" in r.stderr
