@@ -1,5 +1,5 @@
-"""`cohort merge`: the profiles of several runs of one build of a program,
-each weighted, as one profile (docs/profile-format.md, "Merged profiles").
+"""`cohort merge`: the profiles of several runs of a program, each
+weighted, as one profile (docs/profile-format.md, "Merged profiles").
 
 A plan made from one input is tuned to it; one made from several sees what
 the runs have in common, as `llvm-profdata merge` does for PGO. Sites are
@@ -9,7 +9,13 @@ run; every count is each run's times its weight, summed, and rounded. What
 the profiles do not hold cannot be merged: an edge between two contexts
 that one run's coverage filter dropped is not in that run's profile (its
 weight is in the run's `dropped_affinity` instead, which the merged profile
-keeps as such), and heap traces (`hot_streams`) are left out."""
+keeps as such), and heap traces (`hot_streams`) are left out.
+
+Runs of different builds of the program are related by their call sites'
+anchors (docs/plan-format.md, "Anchors"): the build whose file is still on
+disk is the merged profile's, and the others' sites are found in it; a
+context with a site that is not found is left out of the merge, and the
+merged profile says how many allocations that left out."""
 
 import json
 import os
@@ -19,7 +25,8 @@ from cohort.errors import CohortError
 from cohort.files import claim, write_output
 from cohort.formats import profilefile
 from cohort.measure.profile import LINE_OFFSETS, RAW_VERSION, as_text, ds_graph, hot_nodes
-from cohort.plan.transfer import same_program
+from cohort.formats import elf
+from cohort.plan import rebase
 from cohort.policies import families
 
 COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_misses", "ll_misses")
@@ -48,16 +55,23 @@ class Merged:
             self.modules.append({**m, "id": len(self.modules)})
         return self.module_ids[key]
 
-    def site(self, profile, s, weight):
-        key = (module_key(profile["modules"][s["module"]]), s["offset"])
+    def site(self, profile, s, weight, moved=None):
+        """The merged id of run site s; moved: (module, offset) where it lies
+        in the merged profile's build, if the run was of another build (its
+        function start and anchor are of that build, so they are left out)."""
+        module, offset = moved or (profile["modules"][s["module"]], s["offset"])
+        key = (module_key(module), offset)
         if key not in self.site_ids:
             self.site_ids[key] = len(self.sites)
-            self.sites.append({**s, "id": len(self.sites), "module": self.module(profile["modules"][s["module"]]),
-                               "calls": 0})
+            own = {k: v for k, v in s.items() if not moved or k not in ("function_start", "anchor")}
+            self.sites.append({**own, "id": len(self.sites), "module": self.module(module), "offset": offset,
+                               "calls": 0, **({"function_start": None} if moved else {})})
         site = self.sites[self.site_ids[key]]
         site["calls"] += weight * s.get("calls", 0)
-        if site.get("function_start") is None and s.get("function_start") is not None:
+        if not moved and site.get("function_start") is None and s.get("function_start") is not None:
             site["function_start"] = s["function_start"]   # a run that could read the module's frames
+        if not moved and "anchor" not in site and "anchor" in s:
+            site["anchor"] = s["anchor"]
         return site["id"]
 
 
@@ -111,8 +125,9 @@ def check_inputs(profiles, paths, weights):
                           "one per profile")
     first = profiles[0]
     for p, path in zip(profiles[1:], paths[1:]):
-        same_program(first, p, f"profile {paths[0]}", f"profile {path}",
-                     "merge the profiles of one program's runs")
+        if executable(p) != executable(first):
+            raise CohortError(f"profile {path} is of another program ({executable(p)}) than profile {paths[0]} "
+                              f"({executable(first)}): merge the profiles of one program's runs")
         for k in ("affinity_distance", "max_size"):
             if p["parameters"][k] != first["parameters"][k]:
                 raise CohortError(f"profile {path} was made with another {k.replace('_', ' ')} "
@@ -122,21 +137,85 @@ def check_inputs(profiles, paths, weights):
                               f"{first.get('version')}: profile both with one Cohort")
 
 
+def executable(profile):
+    return os.path.basename(profile["target"].get("executable") or profile["target"]["argv"][0])
+
+
+def relate(profiles, paths):
+    """Per run, {site id: (module, offset) in the merged build} for the sites
+    of its modules that are another build than the merged profile's, None
+    for one not found there; and per run, what relating it left out (None:
+    the run is of the merged build). The merged build of a module is the
+    one whose file is still at its path; a run of another build must carry
+    anchors (cohort profile writes them) and have some site found."""
+    builds = {}
+    for p in profiles:
+        for mod in p["modules"]:
+            if not mod["system"]:
+                builds.setdefault(os.path.basename(mod["path"]), {}).setdefault(mod["build_id"], mod)
+    target = {}
+    for name, found in builds.items():
+        if len(found) < 2:
+            continue
+        on_disk = [m for bid, m in found.items() if bid and os.path.isfile(m["path"]) and elf.build_id(m["path"]) == bid]
+        if not on_disk:
+            raise CohortError(f"the profiles are of {len(found)} builds of {name}, and none of them is on disk to "
+                              f"relate their call sites in (" + ", ".join(sorted(m["path"] for m in found.values()))
+                              + "): merge the profiles of one build")
+        target[name] = on_disk[0]
+    moves, related = [], []
+    for p, path in zip(profiles, paths):
+        move, said = {}, None
+        for mod in p["modules"]:
+            name = os.path.basename(mod["path"])
+            if mod["system"] or name not in target or mod["build_id"] == target[name]["build_id"]:
+                continue
+            mine = [s for s in p["sites"] if s["module"] == mod["id"]]
+            anchored = {s["id"]: s["anchor"] for s in mine if "anchor" in s}
+            if mine and not anchored:
+                raise CohortError(f"profile {path} is of another build of {name} than the one on disk, and has no "
+                                  "anchors to find its call sites in it by: profile it again with this Cohort, "
+                                  "or merge the profiles of one build")
+            _, found = rebase.find(target[name]["path"], anchored)
+            for s in mine:
+                off = found.get(s["id"], (None, ""))[0]
+                move[s["id"]] = None if off is None else (target[name], off)
+            n = sum(v is not None for k, v in move.items() if k in {s["id"] for s in mine})
+            # As for a plan carried to another build: below that share, too
+            # little is the same call to trust the rest to be.
+            if n < rebase.DEFAULT_MIN_KEPT * len(mine):
+                raise CohortError(f"profile {path}: only {n} of its {len(mine)} call sites in {name} are found in "
+                                  f"the build on disk ({target[name]['path']}), fewer than "
+                                  f"{rebase.DEFAULT_MIN_KEPT:.0%}: too little in common to merge")
+            said = {"module": mod["path"], "build_id": mod["build_id"] or "-", "sites": len(mine), "found": n,
+                    "allocations_left_out": 0}
+        moves.append(move)
+        related.append(said)
+    return moves, related
+
+
 def merge(profiles, paths, weights=None):
     """The merged profile (a dict in profile.json's format)."""
     weights = [1.0] * len(profiles) if weights is None else list(weights)
     check_inputs(profiles, paths, weights)
+    moves, related = relate(profiles, paths)
     m = Merged()
     raw_edges, near, dropped, pointers, beside_pairs = {}, {}, {}, {}, {"one": {}, "classes": {}}
     fam_edges, fam_dropped = {}, {}   # by family key: the sites of the family, merged ids
     totals = {}
     layouts = lines = None
-    for p, w in zip(profiles, weights):
+    for p, w, move, said in zip(profiles, weights, moves, related):
         for mod in p["modules"]:
-            m.module(mod)
-        site_of = {s["id"]: m.site(p, s, w) for s in p["sites"]}
+            if not any(s["module"] == mod["id"] and s["id"] in move for s in p["sites"]):
+                m.module(mod)
+        site_of = {s["id"]: (m.site(p, s, w, move[s["id"]]) if move.get(s["id"]) else None) if s["id"] in move
+                   else m.site(p, s, w) for s in p["sites"]}
         ctx_of = {}
         for c in p["contexts"]:
+            if any(site_of[s] is None for s in c["sites"]):   # a site not found in the merged build
+                said["allocations_left_out"] += c["allocations"]
+                ctx_of[c["id"]] = None
+                continue
             key = (tuple(site_of[s] for s in c["sites"]), c["truncated"])
             if key not in m.context_ids:
                 m.context_ids[key] = len(m.contexts)
@@ -147,26 +226,33 @@ def merge(profiles, paths, weights=None):
             add_context(m.contexts[ctx_of[c["id"]]], c, w)
         g = p["graph"]
         for i, (x, y, wt) in enumerate(g["edges"]):
+            if ctx_of[x] is None or ctx_of[y] is None:
+                continue
             key = tuple(sorted((ctx_of[x], ctx_of[y])))
             raw_edges[key] = raw_edges.get(key, 0) + w * wt
             if "near" in g:
                 near[key] = near.get(key, 0) + w * g["near"][i]
         for x, wt in g.get("dropped_affinity", ()):
-            dropped[ctx_of[x]] = dropped.get(ctx_of[x], 0) + w * wt
+            if ctx_of[x] is not None:
+                dropped[ctx_of[x]] = dropped.get(ctx_of[x], 0) + w * wt
         if "families" in p and "family_graph" in p:
             # A run's family, by one of its contexts: the merged families are
             # folded again, with every run's function starts, and a family
             # keeps its contexts together.
-            rep = {f["id"]: ctx_of[f["contexts"][0]] for f in p["families"]}
+            rep = {f["id"]: next((ctx_of[c] for c in f["contexts"] if ctx_of[c] is not None), None)
+                   for f in p["families"]}
             for x, y, wt in p["family_graph"]["edges"]:
-                key = tuple(sorted((rep[x], rep[y])))
-                fam_edges[key] = fam_edges.get(key, 0) + w * wt
+                if rep[x] is not None and rep[y] is not None:
+                    key = tuple(sorted((rep[x], rep[y])))
+                    fam_edges[key] = fam_edges.get(key, 0) + w * wt
             for x, wt in p["family_graph"].get("dropped_affinity", ()):
-                fam_dropped[rep[x]] = fam_dropped.get(rep[x], 0) + w * wt
+                if rep[x] is not None:
+                    fam_dropped[rep[x]] = fam_dropped.get(rep[x], 0) + w * wt
         if "ds_graph" in p:
             for src, off, dst, n in p["ds_graph"]["edges"]:
-                key = (ctx_of[src], off, ctx_of[dst])
-                pointers[key] = pointers.get(key, 0) + w * n
+                if ctx_of[src] is not None and ctx_of[dst] is not None:
+                    key = (ctx_of[src], off, ctx_of[dst])
+                    pointers[key] = pointers.get(key, 0) + w * n
             totals["pointer_stores"] = totals.get("pointer_stores", 0) + w * p["ds_graph"]["pointer_stores"]
         for k in TOTALS:
             if k in p["totals"]:
@@ -184,6 +270,8 @@ def merge(profiles, paths, weights=None):
                 for k in ("d1_misses", "ll_misses"):
                     layouts[shape][k] += w * r[shape][k]
                 for c, n, k in (r.get("beside") or {}).get(shape, ()):
+                    if ctx_of[c] is None or ctx_of[n] is None:
+                        continue
                     key = (ctx_of[c], ctx_of[n])
                     beside_pairs[shape][key] = beside_pairs[shape].get(key, 0) + w * k
         if "line_offsets" in p:
@@ -208,7 +296,7 @@ def merge(profiles, paths, weights=None):
         if not every("calls", "sites"):
             del s["calls"]
     return assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals,
-                    layouts, lines, (fam_edges, fam_dropped))
+                    layouts, lines, (fam_edges, fam_dropped), related)
 
 
 def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped, with_dropped):
@@ -231,7 +319,7 @@ def merged_family_graph(fams, contexts, coverage, fam_edges, fam_dropped, with_d
 
 
 def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals, layouts,
-             lines, fam_graphs):
+             lines, fam_graphs, related):
     """The merged profile's graphs, families and totals, made as
     measure/profile.py makes a run's from its raw dump."""
     first = profiles[0]
@@ -269,8 +357,9 @@ def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, be
         "tool": {"name": "cohort", "raw_version": RAW_VERSION, "cohort": __version__},
         "parameters": dict(first["parameters"]),
         "target": dict(first["target"]),
-        "merged": [{"profile": as_text(os.path.abspath(p)), "argv": prof["target"]["argv"], "weight": w}
-                   for p, prof, w in zip(paths, profiles, weights)],
+        "merged": [{"profile": as_text(os.path.abspath(p)), "argv": prof["target"]["argv"], "weight": w,
+                    **({"related": {**said, "module": as_text(said["module"])}} if said else {})}
+                   for p, prof, w, said in zip(paths, profiles, weights, related)],
         "modules": m.modules,
         "sites": m.sites,
         "contexts": contexts,

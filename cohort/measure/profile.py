@@ -22,6 +22,7 @@ from cohort.files import ESCAPE, claim, write_output
 from cohort.paths import profiler_lib
 from cohort.formats.profilefile import FORMAT
 from cohort.measure.runner import check_input, open_input, resolve_program, script_advice
+from cohort.plan.rebase import plan_anchors
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
 RAW_VERSION = "8"
@@ -326,6 +327,9 @@ def build_profile(raw, target, params, returncode):
     edges = sorted(([x, y, w] for x, y, w in raw["edges"] if x in keep and y in keep),
                    key=lambda e: (-e[2], e[0], e[1]))
     family_graph = families.family_graph(fams, contexts, raw["edges"], params["coverage"], hot_nodes)
+    # What relates the sites to another build (cohort merge, cohort plan --rebase).
+    anchors = plan_anchors({m["id"]: (m["build_id"], m["path"]) for m in modules if not m["system"]},
+                           {s["id"]: (s["module"], s["offset"]) for s in raw["sites"]})
     status = {"exit_status": returncode if returncode >= 0 else None,
               "signal": -returncode if returncode < 0 else None}
     return {
@@ -338,6 +342,7 @@ def build_profile(raw, target, params, returncode):
         "modules": modules,
         "sites": [{**{k: s[k] for k in ("id", "module", "offset", "call", "calls", "function", "file", "line")},
                    "function_start": function_of.get(s["id"]),
+                   **({"anchor": anchors[s["id"]]} if s["id"] in anchors else {}),
                    **({"inlined": s["inlined"]} if s.get("inlined") else {})}
                   for s in raw["sites"]],
         "contexts": contexts,

@@ -755,11 +755,16 @@ def render(plan, profile, source="profile.json"):
         words = [plan.verdicts.get(s), f"stop={plan.stops[s]}" if s in plan.stops else None]
         lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
                      + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
-    # What carries the sites to another build (cohort plan --rebase; the runtime does it too).
-    anchors = plan_anchors({i: (profile["modules"][m]["build_id"], profile["modules"][m]["path"])
-                            for i, m in enumerate(plan.modules)},
-                           {i: (mod_index[profile["sites"][s]["module"]], profile["sites"][s]["offset"])
-                            for i, s in enumerate(plan.sites)})
+    # What carries the sites to another build (cohort plan --rebase; the
+    # runtime does it too): the profile's, taken when it was made, else the
+    # module's file's, if it is still the build profiled.
+    anchors = {i: profile["sites"][s]["anchor"] for i, s in enumerate(plan.sites) if "anchor" in profile["sites"][s]}
+    missing = [i for i, s in enumerate(plan.sites) if i not in anchors]
+    if missing:
+        anchors.update(plan_anchors({i: (profile["modules"][m]["build_id"], profile["modules"][m]["path"])
+                                     for i, m in enumerate(plan.modules)},
+                                    {i: (mod_index[profile["sites"][plan.sites[i]]["module"]],
+                                         profile["sites"][plan.sites[i]]["offset"]) for i in missing}))
     lines += [f"anchor {i} {anchors[i]}" for i in sorted(anchors)]
     def at(g):
         return f" at={plan.line_at[g]}" if g in plan.line_at else ""

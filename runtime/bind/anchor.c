@@ -340,10 +340,13 @@ static const struct call *call_by_ret(const struct ch_calls *c, uint64_t ret) {
 }
 
 /* A name as an anchor writes it: itself, or `~` and its hash (a name too
- * long for a plan's line, or with a character its grammar uses). */
+ * long for a plan's line, or with a character its grammar uses or one
+ * that is not printable ASCII). */
 static void put_name(char *out, size_t n, const char *name) {
   size_t len = strlen(name);
-  if (len <= NAME_KEPT && !strpbrk(name, " \t#=,~")) snprintf(out, n, "%s", name);
+  bool plain = len <= NAME_KEPT && !strpbrk(name, "#=,~");
+  for (size_t i = 0; plain && i < len; i++) plain = name[i] > ' ' && name[i] < 0x7f;
+  if (plain) snprintf(out, n, "%s", name);
   else snprintf(out, n, "~%08x", fnv(2166136261u, name, len));
 }
 static bool same_name(const char *written, const char *name) {

@@ -81,7 +81,8 @@ def test_merge_writes_a_profile_that_plans(tmp_path):
 @pytest.mark.parametrize("change,args,message", [
     (None, ["a"], "needs at least two profiles"),
     (lambda d: d["target"].update(executable="/x/other", argv=["other"]), ["a", "b"], "of another program"),
-    (lambda d: d["modules"][1].update(build_id="ff" * 20), ["a", "b"], "of another build"),
+    # two builds, neither on disk to relate the runs' sites in (tests/integration/test_rebase.py relates them)
+    (lambda d: d["modules"][1].update(build_id="ff" * 20), ["a", "b"], "none of them is on disk"),
     (lambda d: d["parameters"].update(max_size=256), ["a", "b"], "another max size"),
     (None, ["a", "b", "--weights", "1"], "--weights needs 2 numbers above 0"),
     (None, ["a", "b", "--weights", "1,-2"], "--weights needs 2 numbers above 0"),

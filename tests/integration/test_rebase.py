@@ -202,3 +202,58 @@ def test_a_plan_without_selectors_is_judged_by_its_sites(plan, builds, stranger,
     assert r.returncode != 0 and b"0 of 0 selectors kept" in r.stderr
     r = run([stranger, "churn", "1000"], env=cohort_env(plan=bare))
     assert b"its anchors do not carry it" in r.stderr
+
+
+def profile(binary, args, out):
+    r = run([COHORT, "profile", "-o", out, "--", binary, *args])
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_merge_relates_runs_of_two_builds(builds, tmp_path):
+    """A run of the original build and one of a rebuild merge into one
+    profile of the build on disk first named: each site of the other found,
+    no context twice, nothing left out; a plan from it groups."""
+    a = profile(ORIGINAL, ARGS, tmp_path / "a.json")
+    b = profile(builds["added"], ["3000", "6000", "5", "4"], tmp_path / "b.json")
+    same = profile(ORIGINAL, ["3000", "6000", "5", "4"], tmp_path / "same.json")
+    for name, pair in (("ab", [a, b]), ("aa", [a, same])):
+        r = run([COHORT, "merge", "-o", tmp_path / f"{name}.json", *pair])
+        assert r.returncode == 0, r.stderr
+    ab, plain = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("ab", "aa"))
+    related = ab["merged"][1]["related"]
+    assert related["found"] == related["sites"] > 0 and related["allocations_left_out"] == 0
+    assert "related" not in ab["merged"][0]
+    assert len(ab["contexts"]) == len(plain["contexts"])
+    assert sum(c["allocations"] for c in ab["contexts"]) == sum(c["allocations"] for c in plain["contexts"])
+    assert [m["path"] for m in ab["modules"] if not m["system"]] == [str(ORIGINAL)]
+    r = run([COHORT, "plan", tmp_path / "ab.json", "-o", tmp_path / "plan"])
+    assert r.returncode == 0, r.stderr
+    assert [g for g in groups_of(tmp_path / "plan") if g != "rest"]
+
+
+def test_merge_refuses_builds_it_cannot_relate(builds, stranger, tmp_path):
+    a = profile(ORIGINAL, ARGS, tmp_path / "a.json")
+    other = profile(stranger, ["churn", "2000"], tmp_path / "other.json")
+    b = profile(builds["reordered"], ARGS, tmp_path / "b.json")
+    bare = json.loads(b.read_text())
+    for s in bare["sites"]:
+        s.pop("anchor", None)
+    (tmp_path / "bare.json").write_text(json.dumps(bare))
+    # a build whose file is gone, merged with another build that is gone too
+    gone = tmp_path / "gone" / "queries"
+    gone.parent.mkdir()
+    shutil.copy(builds["O3"], gone)
+    c = profile(gone, ARGS, tmp_path / "c.json")
+    gone.unlink()
+    gone2 = tmp_path / "gone2" / "queries"
+    gone2.parent.mkdir()
+    shutil.copy(builds["reordered"], gone2)
+    d = profile(gone2, ARGS, tmp_path / "d.json")
+    gone2.unlink()
+    for pair, message in (([a, other], "too little in common"), ([a, tmp_path / "bare.json"], "has no anchors"),
+                          ([c, d], "none of them is on disk")):
+        r = run([COHORT, "merge", "-o", tmp_path / "m.json", *pair])
+        err = r.stderr.decode().strip().splitlines()
+        assert r.returncode != 0 and len(err) == 1 and message in err[0], (message, r.stderr)
+        assert not (tmp_path / "m.json").exists()
