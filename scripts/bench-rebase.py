@@ -122,8 +122,12 @@ def main():
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    out = Path(args.pop(0)) if args and not (ROOT / "workloads" / args[0]).is_dir() else ROOT / "demo-out" / "rebase"
-    names = args or [w for w in workloads.names() if w not in SKIP]
+    known = workloads.names()
+    out = Path(args.pop(0)) if args and args[0] not in known else ROOT / "demo-out" / "rebase"
+    unknown = [a for a in args if a not in known]
+    if unknown:
+        raise SystemExit(f"bench-rebase.py: no workload {unknown[0]} (workloads: {', '.join(known)})")
+    names = args or [w for w in known if w not in SKIP]
     print("| workload | D1, the plan on its build | " + " | ".join(
         f"{v}: sites, selectors, D1 (x plan), no plan" for v in VARIANTS) + " |")
     print("|---|---|" + "---|" * len(VARIANTS))
