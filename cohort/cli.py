@@ -160,13 +160,21 @@ def cmd_plan(args, target):
     return 0
 
 
+def whole_percent(text):
+    """--min-kept: a whole number (its range is checked with the plan)."""
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole percent: {text!r}") from None
+
+
 def rebase_plan(args):
     """`cohort plan --rebase BINARY PLAN -o OUT`: the plan carried onto another build."""
     from cohort.plan.rebase import DEFAULT_MIN_KEPT, rebase_command
     if args.validate:
         raise CohortError("--validate plans from a profile; --rebase carries a plan made already")
     report, text = rebase_command(args.profile, args.rebase, args.output, force=args.force,
-                                  min_kept=DEFAULT_MIN_KEPT if args.min_kept is None else args.min_kept / 100)
+                                  min_kept=DEFAULT_MIN_KEPT if args.min_kept is None else args.min_kept)
     if report["stale"]:
         raise CohortError(f"{text}; wrote {args.output} without them")
     print(f"cohort: {text}", file=sys.stderr)
@@ -677,7 +685,7 @@ def build_parser():
     pl.add_argument("--rebase", metavar="BINARY",
                     help="instead of planning: carry the plan given onto BINARY, another build of its program, "
                          "by the anchors of its call sites (docs/plan-format.md, \"Anchors\")")
-    pl.add_argument("--min-kept", type=float, default=None, metavar="PERCENT",
+    pl.add_argument("--min-kept", type=whole_percent, default=None, metavar="PERCENT",
                     help="with --rebase: the percent of the plan's selectors that must be found in BINARY, else "
                          "the plan written groups nothing (default: 90, as the runtime's COHORT_REBASE_MIN)")
     pl.add_argument("--force", action="store_true", help="overwrite a file that is not a Cohort plan")

@@ -12,6 +12,7 @@
  * The first line of output is `build-id HEX` (or `build-id -`). Exit 0; 1
  * when FILE cannot be read as an x86-64 ELF file (the reason on standard
  * error); 2 for a usage mistake. */
+#define _GNU_SOURCE
 #include "bind.h"
 
 #include <stdio.h>
@@ -49,8 +50,9 @@ int main(int argc, char **argv) {
       else printf("%#llx - %s\n", off, no);
     }
   } else {
-    char line[2048];
-    while (fgets(line, sizeof line, stdin)) {
+    char *line = NULL;   /* a line of any length: this tool is no part of the runtime */
+    size_t cap = 0;
+    while (getline(&line, &cap, stdin) >= 0) {
       line[strcspn(line, "\n")] = 0;
       char *end;
       unsigned long site = strtoul(line, &end, 10);
@@ -60,6 +62,7 @@ int main(int argc, char **argv) {
       if (at) printf("%lu %#llx %s\n", site, (unsigned long long)at, how);
       else printf("%lu - %s\n", site, no);
     }
+    free(line);
   }
   ch_calls_free(c);
   return 0;

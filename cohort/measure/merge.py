@@ -165,7 +165,7 @@ def relate(profiles, paths):
         target[name] = on_disk[0]
     moves, related = [], []
     for p, path in zip(profiles, paths):
-        move, said = {}, None
+        move, said = {}, []
         for mod in p["modules"]:
             name = os.path.basename(mod["path"])
             if mod["system"] or name not in target or mod["build_id"] == target[name]["build_id"]:
@@ -177,18 +177,22 @@ def relate(profiles, paths):
                                   "anchors to find its call sites in it by: profile it again with this Cohort, "
                                   "or merge the profiles of one build")
             _, found = rebase.find(target[name]["path"], anchored)
+            offsets = {s["id"]: found.get(s["id"], (None, ""))[0] for s in mine}
             for s in mine:
-                off = found.get(s["id"], (None, ""))[0]
+                off = offsets[s["id"]]
+                # two sites found at one call: neither anchor knows which it is
+                if off is not None and list(offsets.values()).count(off) > 1:
+                    off = None
                 move[s["id"]] = None if off is None else (target[name], off)
             n = sum(v is not None for k, v in move.items() if k in {s["id"] for s in mine})
             # As for a plan carried to another build: below that share, too
             # little is the same call to trust the rest to be.
-            if n < rebase.DEFAULT_MIN_KEPT * len(mine):
+            if rebase.too_few(n, len(mine), rebase.DEFAULT_MIN_KEPT):
                 raise CohortError(f"profile {path}: only {n} of its {len(mine)} call sites in {name} are found in "
                                   f"the build on disk ({target[name]['path']}), fewer than "
-                                  f"{rebase.DEFAULT_MIN_KEPT:.0%}: too little in common to merge")
-            said = {"module": mod["path"], "build_id": mod["build_id"] or "-", "sites": len(mine), "found": n,
-                    "allocations_left_out": 0}
+                                  f"{rebase.DEFAULT_MIN_KEPT}%: too little in common to merge")
+            said.append({"module": mod["path"], "build_id": mod["build_id"] or "-", "sites": len(mine), "found": n,
+                         "allocations_left_out": 0, "_id": mod["id"]})
         moves.append(move)
         related.append(said)
     return moves, related
@@ -211,9 +215,11 @@ def merge(profiles, paths, weights=None):
         site_of = {s["id"]: (m.site(p, s, w, move[s["id"]]) if move.get(s["id"]) else None) if s["id"] in move
                    else m.site(p, s, w) for s in p["sites"]}
         ctx_of = {}
+        module_of = {s["id"]: s["module"] for s in p["sites"]}
         for c in p["contexts"]:
-            if any(site_of[s] is None for s in c["sites"]):   # a site not found in the merged build
-                said["allocations_left_out"] += c["allocations"]
+            lost = [module_of[s] for s in c["sites"] if site_of[s] is None]
+            if lost:   # a site not found in the merged build: counted against its module's first such
+                next(r for r in said if r["_id"] == lost[0])["allocations_left_out"] += c["allocations"]
                 ctx_of[c["id"]] = None
                 continue
             key = (tuple(site_of[s] for s in c["sites"]), c["truncated"])
@@ -358,7 +364,8 @@ def assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, be
         "parameters": dict(first["parameters"]),
         "target": dict(first["target"]),
         "merged": [{"profile": as_text(os.path.abspath(p)), "argv": prof["target"]["argv"], "weight": w,
-                    **({"related": {**said, "module": as_text(said["module"])}} if said else {})}
+                    **({"related": [{**{k: v for k, v in r.items() if k != "_id"}, "module": as_text(r["module"])}
+                                    for r in said]} if said else {})}
                    for p, prof, w, said in zip(paths, profiles, weights, related)],
         "modules": m.modules,
         "sites": m.sites,

@@ -14,11 +14,17 @@ from cohort.formats import planfile
 from cohort.formats.elf import build_id
 from cohort.paths import anchor_tool
 
-# The share of a plan's selectors (select lines and group=G verdicts) that
-# must be found again for a rebased plan to group anything; the runtime's
-# default is the same (COHORT_REBASE_MIN, runtime/system/options.c). Below
-# it the plan is treated as stale, as a plan for another build always was.
-DEFAULT_MIN_KEPT = 0.9
+# The percent of a plan's selectors (select lines and group=G verdicts)
+# that must be found again for a rebased plan to group anything; the
+# runtime's default is the same (COHORT_REBASE_MIN, runtime/system/options.c),
+# compared as it is, in whole numbers. Below it the plan is treated as
+# stale, as a plan for another build always was.
+DEFAULT_MIN_KEPT = 90
+
+
+def too_few(found, of, percent):
+    """Fewer than percent of `of` (as the runtime counts it)."""
+    return found * 100 < percent * of
 
 
 def _run(args, stdin=None):
@@ -122,18 +128,25 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
         off, how = found.get(s, (None, "the plan has no anchor for it"))
         report["sites"][s] = (plan["sites"][s][1], off, how)
         moved[s] = off
+    # Two sites found at one call: which one it is, neither anchor knows.
+    for s in mine:
+        if moved[s] is not None and sum(moved[t] == moved[s] for t in mine) > 1:
+            report["sites"][s] = (plan["sites"][s][1], None, "found at the call another site was found at")
+    for s in mine:
+        moved[s] = report["sites"][s][1]
     if new_bid == old_bid and new_bid not in (None, "-"):
         moved = {s: plan["sites"][s][1] for s in mine}   # the same build: nothing moves
         report["sites"] = {s: (o, o, "same build") for s, (o, _, _) in report["sites"].items()}
     kept_sites = [s for s in range(len(plan["sites"])) if s not in moved or moved[s] is not None]
     kept = set(kept_sites)
-    selectors = [sites for _, sites in plan["selects"]] + \
-        [[s] for s, site in enumerate(plan["sites"]) if site[2] and site[2].startswith("group=")]
+    # The selectors that name a site of this module, as the runtime counts them.
+    selectors = [sites for _, sites in plan["selects"] if any(s in moved for s in sites)] + \
+        [[s] for s in mine if plan["sites"][s][2] and plan["sites"][s][2].startswith("group=")]
     n_kept = sum(all(s in kept for s in sel) for sel in selectors)
     report["selectors"] = (n_kept, len(selectors))
     # A plan with no selector (its rest pool and verdicts alone) is judged by its sites.
     found, of = (n_kept, len(selectors)) if selectors else (sum(moved[s] is not None for s in mine), len(mine))
-    report["stale"] = found < min_kept * of
+    report["stale"] = too_few(found, of, min_kept)
     new = dict(plan, anchors={}, sites=[], selects=[], paths={}, modules=list(plan["modules"]))
     new["modules"][m] = (None if new_bid == "-" else new_bid, str(Path(binary).resolve()))
     if report["stale"]:
@@ -213,8 +226,8 @@ def rebase_text(plan_path, binary, min_kept=DEFAULT_MIN_KEPT):
 def rebase_command(plan_path, binary, output, force=False, min_kept=DEFAULT_MIN_KEPT):
     """`cohort plan --rebase BINARY PLAN -o OUT`: (the report, its summary)."""
     from cohort.plans import read_plan
-    if not 0 <= min_kept <= 1:
-        raise CohortError("--min-kept must be a percent from 0 to 100")
+    if min_kept not in range(101):
+        raise CohortError("--min-kept must be a whole percent from 0 to 100")
     if not Path(binary).is_file():
         raise CohortError(f"{binary}: no such file")
     if Path(output).resolve() == Path(plan_path).resolve():

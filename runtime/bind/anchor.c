@@ -95,8 +95,10 @@ SORT_BY_FIRST(sort_funcs, struct func)
 SORT_BY_FIRST(sort_slots, struct slot)
 #undef at_key
 
-static void *reserve(size_t n, size_t *bytes) {
-  *bytes = n ? n : 1;
+/* Room for n records of size bytes, demand-paged; NULL when too large. */
+static void *reserve(size_t n, size_t size, size_t *bytes) {
+  if (n > (SIZE_MAX >> 1) / size) return NULL;
+  *bytes = n ? n * size : 1;
   return ch_os_reserve(*bytes);
 }
 
@@ -237,7 +239,11 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
   memset(c, 0, sizeof *c);
   char *data;
   int e = ch_read_file(path, &data, &c->len);
-  if (e) return refuse(c, why, whylen, strerror(e));
+  if (e) {   /* its name, not strerror's text: that may allocate, to load a catalogue */
+    char what[64];
+    snprintf(what, sizeof what, "cannot read it (%s)", strerrorname_np(e) ? strerrorname_np(e) : "error");
+    return refuse(c, why, whylen, what);
+  }
   c->file = data;
   const Elf64_Ehdr *eh = (const Elf64_Ehdr *)data;
   if (c->len < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -252,7 +258,6 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
     const char *name = str_at(c, names->sh_offset, names->sh_offset + names->sh_size, sh[i].sh_name);
     if (sh[i].sh_type == SHT_SYMTAB) symtab = (int)i;
     if (sh[i].sh_type == SHT_DYNSYM) dynsym = (int)i;
-    if (sh[i].sh_type == SHT_RELA) nrel += sh[i].sh_size / sizeof(Elf64_Rela);
     if (sh[i].sh_type == SHT_NOTE) read_build_id(c, &sh[i]);
     if (sh[i].sh_type == SHT_PROGBITS && (sh[i].sh_flags & SHF_EXECINSTR) && sh[i].sh_size &&
         in_file(c, sh[i].sh_offset, sh[i].sh_size)) {
@@ -264,12 +269,15 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
   /* Function symbols: the static table where the file has one, else the
    * dynamic one (a stripped file keeps only its exports). */
   int fs = symtab >= 0 ? symtab : dynsym;
-  c->named = symtab >= 0;
-  if (fs >= 0) nsym = sh[fs].sh_size / sizeof(Elf64_Sym);
-  if (!(c->fn = reserve(nsym * sizeof *c->fn, &c->fn_bytes)) ||
-      !(c->slot = reserve(nrel * sizeof *c->slot, &c->slot_bytes)))
+  if (fs >= 0 && in_file(c, sh[fs].sh_offset, sh[fs].sh_size)) nsym = sh[fs].sh_size / sizeof(Elf64_Sym);
+  /* The relocations the slots are named from: those against the dynamic
+   * symbols, within the file, as the loop below reads them. */
+  for (unsigned i = 0; i < eh->e_shnum && dynsym >= 0; i++)
+    if (sh[i].sh_type == SHT_RELA && sh[i].sh_link == (unsigned)dynsym && in_file(c, sh[i].sh_offset, sh[i].sh_size))
+      nrel += sh[i].sh_size / sizeof(Elf64_Rela);
+  if (!(c->fn = reserve(nsym, sizeof *c->fn, &c->fn_bytes)) || !(c->slot = reserve(nrel, sizeof *c->slot, &c->slot_bytes)))
     return refuse(c, why, whylen, "out of memory");
-  if (fs >= 0 && sh[fs].sh_link < eh->e_shnum && in_file(c, sh[fs].sh_offset, sh[fs].sh_size)) {
+  if (nsym && sh[fs].sh_link < eh->e_shnum) {
     const Elf64_Shdr *st = &sh[sh[fs].sh_link];
     const Elf64_Sym *sym = (const Elf64_Sym *)(data + sh[fs].sh_offset);
     for (size_t i = 0; i < nsym; i++) {
@@ -279,6 +287,7 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
       if (name && *name) c->fn[c->nfn++] = (struct func){sym[i].st_value, sym[i].st_value + sym[i].st_size, name};
     }
   }
+  c->named = symtab >= 0 && c->nfn > 0;
   sort_funcs(c->fn, c->nfn);
   /* GOT slots named by the relocations against the dynamic symbols. */
   for (unsigned i = 0; i < eh->e_shnum && dynsym >= 0; i++) {
@@ -295,7 +304,7 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
       if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64) || !s || s >= ndsym)
         continue;
       const char *name = str_at(c, dstr->sh_offset, dstr->sh_offset + dstr->sh_size, dsym[s].st_name);
-      if (name && *name) c->slot[c->nslot++] = (struct slot){r[j].r_offset, name};
+      if (name && *name && c->nslot < nrel) c->slot[c->nslot++] = (struct slot){r[j].r_offset, name};
     }
   }
   sort_slots(c->slot, c->nslot);
@@ -307,7 +316,7 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
   uint64_t bytes = 0;
   for (unsigned i = 0; i < c->ncode; i++) bytes += c->code[i].size;
   /* At most one call every two bytes (`call *%rax`): demand-paged. */
-  if (!(c->call = reserve((bytes / 2 + 1) * sizeof *c->call, &c->call_bytes)))
+  if (!(c->call = reserve(bytes / 2 + 1, sizeof *c->call, &c->call_bytes)))
     return refuse(c, why, whylen, "out of memory");
   for (unsigned i = 0; i < c->ncode; i++)
     if (!c->code[i].stubs && !scan_code(c, &c->code[i])) return refuse(c, why, whylen, "too many calls");
@@ -435,12 +444,19 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
   /* The identity of the anchored call, as scan_code hashes it: a name kept
    * as its hash cannot be hashed again, so such calls are compared by name. */
   uint32_t id = 0;
-  bool hashed = a.to[0] == '~';
-  for (size_t i = 0; i < c->ncall && hashed; i++)
-    if (c->call[i].kind == (uint8_t)a.kind && same_name(a.to, c->call[i].to)) { id = c->call[i].id; break; }
+  bool hashed = a.to[0] == '~', found = !hashed;
+  for (size_t i = 0; i < c->ncall && !found; i++)
+    if (c->call[i].kind == (uint8_t)a.kind && same_name(a.to, c->call[i].to)) { id = c->call[i].id; found = true; }
+  if (!found) { *why = "no call of that kind to that target"; return 0; }
   if (!hashed) id = identity((uint8_t)a.kind, a.to);
+  /* A call of a function of the module's own, or an indirect one, names
+   * no target: its place among such calls alone is weak evidence. */
+  bool vague = !strcmp(a.to, "-") || !strcmp(a.to, "*");
   /* By the function's symbol, where both builds have it, once: its calls of
-   * that identity, the same number of them, and this one's place. */
+   * that identity, the same number of them, and this one's place (for a
+   * vague call, with a neighbour that agrees on each side); else the one
+   * that fits the calls around best within it, or none: a call elsewhere
+   * is another function's. */
   if (strcmp(a.in, "-")) {
     const struct func *f = NULL;
     unsigned named = 0;
@@ -456,11 +472,13 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
         if (count == a.nth) nth = i;
         count++;
       }
-      if (count == a.count && nth != SIZE_MAX) { *how = "symbol"; return c->call[nth].ret; }
-      /* The function changed: within it, by the calls around. */
-      const char *w;
-      const struct call *k = count ? best_fit(c, &a, id, f, MIN_AGREE, &w) : NULL;
-      if (k) { *how = "symbol and calls"; return k->ret; }
+      if (count == a.count && nth != SIZE_MAX && (!vague || agreement(c, nth, &a))) {
+        *how = "symbol";
+        return c->call[nth].ret;
+      }
+      const struct call *k = best_fit(c, &a, id, f, MIN_AGREE, why);
+      if (k) *how = "symbol and calls";
+      return k ? k->ret : 0;
     }
   }
   const struct call *k = best_fit(c, &a, id, NULL, MIN_AGREE, why);

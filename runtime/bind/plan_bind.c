@@ -21,8 +21,10 @@ static void hex(const uint8_t *b, unsigned n, char *out) {
   out[2 * n] = 0;
 }
 
-/* Why the last other build met could not take the plan (rebase_module). */
+/* Why the last other build met could not take the plan (rebase_module),
+ * and which plan module that was. */
 static char rebase_why[200];
+static const struct ch_plan_module *rebase_tried;
 
 static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m) {
   char want[70], have[70];
@@ -30,7 +32,8 @@ static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m)
   hex(m->build_id, m->build_id_len, have);
   ch_warn("plan %s was made for another build of %s (build-id %s, running %s), and its anchors do not "
           "carry it (%s); running without grouping", ch_opt.plan_path, ch_base_name(m->path), want,
-          m->build_id_len ? have : "none", rebase_why);
+          m->build_id_len ? have : "none",
+          rebase_tried == pm ? rebase_why : "not tried: another module had disabled the plan");
 }
 static void rebased(const struct ch_plan_module *pm, const struct ch_module *m) {
   char want[70], have[70];
@@ -65,8 +68,9 @@ static void (*on_disable)(void);
 void ch_plan_set_disable_hook(void (*f)(void)) { on_disable = f; }
 
 /* Plan module i's sites in m, another build of it, found by their anchors
- * (anchor.c): at[s] their new offsets (0: not found). True when enough of
- * the plan's selectors (select lines, group=G verdicts) keep every site to
+ * (anchor.c): at[s] their new offsets (0: not found, or found at the call
+ * another site was). True when enough of the plan's selectors that name a
+ * site of the module (select lines, group=G verdicts) keep every site to
  * decide as planned, or for a plan with none, enough of the module's sites
  * are found; else why not, in why. The module's file is read from
  * disk once, as cohort-anchor reads it, so the two find the same sites. */
@@ -85,23 +89,36 @@ static bool rebase_module(struct ch_plan *pl, unsigned i, const struct ch_module
     ch_calls_free(c);
     return false;
   }
-  uint64_t lost[CH_MAX_SITES / 64] = {0};
+  uint64_t lost[CH_MAX_SITES / 64] = {0}, here[CH_MAX_SITES / 64] = {0};
   for (unsigned s = 0; s < pl->nsites; s++) {
     if (pl->sites[s].module != i) continue;
+    here[s >> 6] |= (uint64_t)1 << (s & 63);
     const char *how, *no;
     at[s] = pl->sites[s].anchor ? (uintptr_t)ch_anchor_find(c, pl->sites[s].anchor, &how, &no) : 0;
+  }
+  ch_calls_free(c);
+  /* Two sites found at one call: which one it is, neither anchor knows. */
+  for (unsigned s = 0; s < pl->nsites; s++)
+    for (unsigned t = s + 1; pl->sites[s].module == i && at[s] && t < pl->nsites; t++)
+      if (pl->sites[t].module == i && at[t] == at[s]) at[s] = at[t] = 0;
+  for (unsigned s = 0; s < pl->nsites; s++) {
+    if (pl->sites[s].module != i) continue;
     if (at[s]) found++;
     else lost[s >> 6] |= (uint64_t)1 << (s & 63);
   }
-  ch_calls_free(c);
-  unsigned kept = 0, of = pl->nconj;
+  /* The selectors that name a site of this module: kept when none is lost. */
+  unsigned kept = 0, of = 0;
   for (unsigned k = 0; k < pl->nconj; k++) {
-    bool whole = true;
-    for (unsigned w = 0; w < CH_MAX_SITES / 64; w++) whole &= !(pl->conj[k].mask[w] & lost[w]);
-    kept += whole;
+    bool mine_too = false, whole = true;
+    for (unsigned w = 0; w < CH_MAX_SITES / 64; w++) {
+      mine_too |= (pl->conj[k].mask[w] & here[w]) != 0;
+      whole &= !(pl->conj[k].mask[w] & lost[w]);
+    }
+    of += mine_too;
+    kept += mine_too && whole;
   }
   for (unsigned s = 0; s < pl->nsites; s++)
-    if (pl->sites[s].entry == CH_ENTRY_GROUP) { of++; kept += !(lost[s >> 6] >> (s & 63) & 1); }
+    if (pl->sites[s].module == i && pl->sites[s].entry == CH_ENTRY_GROUP) { of++; kept += !(lost[s >> 6] >> (s & 63) & 1); }
   snprintf(why, whylen, "%u of %u call sites found, %u of %u selectors kept", found, mine, kept, of);
   /* A plan with no selector (its rest pool and verdicts alone) by its sites. */
   if (!of) { kept = found; of = mine; }
@@ -140,6 +157,7 @@ void ch_plan_bind_module(struct ch_module *m) {
      * where its anchors find the same calls again. */
     if (!strcmp(ch_base_name(pm->path), ch_base_name(m->path)) && !atomic_load(&ch_plan_disabled)) {
       static uintptr_t at[CH_MAX_SITES];   /* under the loader's lock */
+      rebase_tried = pm;
       if (rebase_module(pl, i, m, at, rebase_why, sizeof rebase_why)) {
         bind_sites(pl, i, m, at);
         rebased(pm, m);

@@ -91,9 +91,10 @@ bool ch_anchor_parse(const char *text, struct ch_anchor *a) {
   if (!anchor_word(text, "call=", word, sizeof word) || strlen(word) < 3 || word[1] != ':' ||
       (word[0] != CH_ANCHOR_DIRECT && word[0] != CH_ANCHOR_SLOT && word[0] != CH_ANCHOR_INDIRECT))
     return false;
+  if (strlen(word + 2) > CH_ANCHOR_NAME) return false;
   a->kind = word[0];
   memcpy(a->to, word + 2, strlen(word + 2) + 1);
-  if (!anchor_word(text, "in=", a->in, sizeof a->in) || !anchor_word(text, "nth=", word, sizeof word)) return false;
+  if (!anchor_word(text, "in=", a->in, CH_ANCHOR_NAME + 1) || !anchor_word(text, "nth=", word, sizeof word)) return false;
   const char *p = anchor_count(word, &a->nth);
   if (!p || *p != '/' || !(p = anchor_count(p + 1, &a->count)) || *p || (a->count && a->nth >= a->count))
     return false;
