@@ -65,7 +65,7 @@ WORDS = [b"0", b"1", b"2", b"5", b"7", b"8", b"63", b"64", b"255", b"256", b"409
          b"max=131072", b"at=0", b"at=16", b"at=48", b"at=64", b"at=8", b"at=", b"at=032", b"end", b"-", b"abc", b"zz", b"0123456789abcdef", b"\x00", "\u00e9".encode(),
          b"\xed\xa0\x80", b"\xff\xfe", b"\x0c", b"\x1c", b"\r", b"#", b"path", b"site", b"group", b"select",
          b"rest", b"module", b"max-size", b"unknown-entry", b"unknown-path", b"cohort-plan", b"anchor",
-         b"call=d:free", b"call=x:free", b"call=i:*", b"call=d:", b"in=", b"in=-", b"nth=1/1", b"nth=0/0",
+         b"call=d:free", b"tofn=xalloc", b"tofn=", b"call=x:free", b"call=i:*", b"call=d:", b"in=", b"in=-", b"nth=1/1", b"nth=0/0",
          b"nth=2/1", b"nth=/1", b"before=", b"after=0,0", b"after=" + b",".join([b"00000000"] * 8),
          b"before=" + b",".join([b"ffffffff"] * 8), b"before=" + b",".join([b"0000000g"] * 8)]
 LINES = [b"", b"# a comment", b"end", b"cohort-plan 5", b"cohort-plan 5 extra", b"cohort-plan 6", b"cohort-plan 7", b"cohort-plan 8",

@@ -26,6 +26,7 @@ struct call {
   uint32_t id;       /* hash of kind and target: what the windows compare */
   uint8_t kind;      /* CALL_DIRECT, CALL_SLOT, CALL_INDIRECT */
   const char *to;    /* the target's name, or "-" */
+  const char *callee;   /* a direct call of the module's own function: its symbol, or NULL */
 };
 enum { CALL_DIRECT = CH_ANCHOR_DIRECT, CALL_SLOT = CH_ANCHOR_SLOT, CALL_INDIRECT = CH_ANCHOR_INDIRECT };
 struct func { uint64_t lo, hi; const char *name; };
@@ -167,6 +168,8 @@ static bool add_call(struct ch_calls *c, uint64_t ret, uint8_t kind, uint64_t ta
   k->kind = kind;
   k->to = target_name(c, kind, target);
   k->id = identity(kind, k->to);
+  const struct func *f = kind == CALL_DIRECT && k->to[0] == '-' ? func_at(c, target) : NULL;
+  k->callee = f && f->lo == target ? f->name : NULL;
   return true;
 }
 
@@ -387,7 +390,10 @@ bool ch_anchor_describe(const struct ch_calls *c, uint64_t offset, char *out, si
   put_name(to, sizeof to, k->to);
   put_name(in, sizeof in, f ? f->name : "-");
   size_t nth = 0, count = f ? nth_in(c, f, k->id, k->ret, &nth) : 0;
-  int w = snprintf(out, n, "call=%c:%s in=%s nth=%zu/%zu", k->kind, to, in, nth, count);
+  char callee[NAME_KEPT + 2] = "";
+  if (k->callee) put_name(callee, sizeof callee, k->callee);
+  int w = snprintf(out, n, "call=%c:%s in=%s%s%s nth=%zu/%zu", k->kind, to, in, *callee ? " tofn=" : "", callee,
+                   nth, count);
   size_t i = (size_t)(k - c->call);
   for (int side = 0; side < 2 && w > 0 && (size_t)w < n; side++) {
     w += snprintf(out + w, n - (size_t)w, side ? " after=" : " before=");
@@ -450,11 +456,13 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
   if (!found) { *why = "no call of that kind to that target"; return 0; }
   if (!hashed) id = identity((uint8_t)a.kind, a.to);
   /* A call of a function of the module's own, or an indirect one, names
-   * no target: its place among such calls alone is weak evidence. */
+   * no target: its place among such calls alone is weak evidence, unless
+   * the anchor and this build name the function it calls alike. */
   bool vague = !strcmp(a.to, "-") || !strcmp(a.to, "*");
   /* By the function's symbol, where both builds have it, once: its calls of
    * that identity, the same number of them, and this one's place (for a
-   * vague call, with a neighbour that agrees on each side); else the one
+   * vague call, with the same callee's name or a neighbour that agrees on
+   * each side); else the one
    * that fits the calls around best within it, or none: a call elsewhere
    * is another function's. */
   if (strcmp(a.in, "-")) {
@@ -472,7 +480,12 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
         if (count == a.nth) nth = i;
         count++;
       }
-      if (count == a.count && nth != SIZE_MAX && (!vague || agreement(c, nth, &a))) {
+      /* A vague call's own target: its name, where both builds have one,
+       * says whether it is the same call (another name: it is not). */
+      const char *callee = nth != SIZE_MAX ? c->call[nth].callee : NULL;
+      bool named_alike = a.callee[0] && callee, same_callee = named_alike && same_name(a.callee, callee);
+      if (count == a.count && nth != SIZE_MAX &&
+          (!vague || same_callee || (!named_alike && agreement(c, nth, &a)))) {
         *how = "symbol";
         return c->call[nth].ret;
       }

@@ -94,6 +94,7 @@ bool ch_anchor_parse(const char *text, struct ch_anchor *a) {
   if (strlen(word + 2) > CH_ANCHOR_NAME) return false;
   a->kind = word[0];
   memcpy(a->to, word + 2, strlen(word + 2) + 1);
+  if (!anchor_word(text, "tofn=", a->callee, CH_ANCHOR_NAME + 1)) a->callee[0] = 0;
   if (!anchor_word(text, "in=", a->in, CH_ANCHOR_NAME + 1) || !anchor_word(text, "nth=", word, sizeof word)) return false;
   const char *p = anchor_count(word, &a->nth);
   if (!p || *p != '/' || !(p = anchor_count(p + 1, &a->count)) || *p || (a->count && a->nth >= a->count))

@@ -41,10 +41,11 @@ enum { CH_ANCHOR_DIRECT = 'd', CH_ANCHOR_SLOT = 'g', CH_ANCHOR_INDIRECT = 'i' };
 struct ch_anchor {
   char kind;
   char to[CH_ANCHOR_NAME + 2], in[CH_ANCHOR_NAME + 2];   /* "-": unnamed */
+  char callee[CH_ANCHOR_NAME + 2];   /* optional tofn=: the module's own function a `-` call calls; "": none */
   size_t nth, count;
   uint32_t side[2][CH_ANCHOR_WINDOW];   /* before, after */
 };
-/* An anchor's words (`call=K:NAME in=NAME nth=I/N before=H,... after=H,...`). */
+/* An anchor's words (`call=K:NAME in=NAME [tofn=NAME] nth=I/N before=H,... after=H,...`). */
 bool ch_anchor_parse(const char *text, struct ch_anchor *a);
 struct ch_plan_site { unsigned module; uintptr_t offset; uintptr_t addr; /* 0 until resolved */
                       const struct ch_anchor *anchor;   /* version 9; NULL: none */
