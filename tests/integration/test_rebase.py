@@ -4,6 +4,7 @@ anchors, offline (`cohort plan --rebase`, `cohort explain --binary`) and by
 the runtime itself, and a build with too little in common gets no group."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -281,3 +282,35 @@ def test_anchor_tool_survives_damaged_files(tmp_path):
         damaged.write_bytes(bytes(d))
         r = run([anchor_tool(), "describe", damaged, "16be", "1893"], timeout=60)
         assert r.returncode in (0, 1), (i, r.returncode, r.stderr)
+
+
+def test_the_runtime_rebases_a_rebuilt_library(tmp_path):
+    """A plan's sites in the program's own shared library, the library
+    rebuilt with a function added: the runtime finds them there, and
+    decides every allocation as with the library planned."""
+    from conftest import PROGRAMS
+    program = PROGRAMS / "groups_lib"
+    out = tmp_path / "o"
+    r = run([COHORT, "optimize", "-o", out, "--", program, tmp_path / "log"])
+    assert r.returncode == 0, r.stderr
+    plan = (out / "plan").read_text()
+    assert "libgroupsctors.so" in plan and "\nanchor " in plan
+    extra = tmp_path / "extra.c"
+    extra.write_text(UNRELATED)
+    lib = tmp_path / "lib" / "libgroupsctors.so"
+    lib.parent.mkdir()
+    r = subprocess.run(["gcc", "-O2", "-g", "-fPIC", "-shared", "-fomit-frame-pointer", "-o", lib, extra,
+                        ROOT / "tests" / "programs" / "groups_ctors.c", "-Wl,-soname,libgroupsctors.so"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+    def decided(env):
+        stats = tmp_path / "stats.json"
+        r = run([program, tmp_path / "log"], env={**cohort_env(plan=out / "plan", stats=stats), **env})
+        assert r.returncode == 0, r.stderr
+        return json.loads(stats.read_text())["identification"], r.stderr.decode()
+    before, _ = decided({})
+    after, err = decided({"LD_LIBRARY_PATH": str(lib.parent)})
+    assert "another build of libgroupsctors.so" in err
+    assert re.search(r"rebased by its anchors, (\d+) of \1 call sites found", err), err
+    assert after == before
