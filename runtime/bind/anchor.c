@@ -7,8 +7,8 @@
  * apart is dropped, never bound to a stranger.
  *
  * Everything is read from the module's file (the tool cohort-anchor, and the
- * runtime when it meets another build of a planned module), so both give the
- * same answer: the sections that hold code, the function symbols, the GOT
+ * runtime when it meets another build of a planned module, mapped read-only),
+ * so both give the same answer: the sections that hold code, the function symbols, the GOT
  * slots' relocations. Calls are found by decoding the code from each code
  * section's start (Zydis, decode.h). Nothing here calls malloc. */
 #define _GNU_SOURCE
@@ -225,7 +225,7 @@ void ch_calls_free(struct ch_calls *c) {
   if (c->call) ch_os_release(c->call, c->call_bytes);
   if (c->slot) ch_os_release(c->slot, c->slot_bytes);
   if (c->fn) ch_os_release(c->fn, c->fn_bytes);
-  if (c->file) ch_os_release((void *)c->file, c->len + 1);
+  if (c->file) ch_os_release((void *)c->file, c->len);
   ch_os_release(c, sizeof *c);
 }
 
@@ -240,8 +240,8 @@ struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen) {
   struct ch_calls *c = ch_os_reserve(sizeof *c);
   if (!c) return refuse(NULL, why, whylen, "out of memory");
   memset(c, 0, sizeof *c);
-  char *data;
-  int e = ch_read_file(path, &data, &c->len);
+  const char *data;
+  int e = ch_map_file(path, &data, &c->len);
   if (e) {   /* its name, not strerror's text: that may allocate, to load a catalogue */
     char what[64];
     snprintf(what, sizeof what, "cannot read it (%s)", strerrorname_np(e) ? strerrorname_np(e) : "error");

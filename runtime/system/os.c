@@ -128,6 +128,21 @@ int ch_read_file(const char *path, char **data, size_t *len) {
   return 0;
 }
 
+int ch_map_file(const char *path, const char **data, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  struct stat st;
+  if (fstat(fd, &st) != 0) { int e = errno; close(fd); return e; }
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0) { close(fd); return EINVAL; }
+  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) return e;
+  *data = p;
+  *len = (size_t)st.st_size;
+  return 0;
+}
+
 /* A thread's stack, from /proc/self/maps, read through a buffer on the
  * stack (no allocation, no lock: the C library's pthread_getattr_np takes
  * the thread's lock, which the program holds when its own call of it makes

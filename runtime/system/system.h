@@ -85,6 +85,7 @@ void ch_os_release(void *p, size_t size);         /* munmap */
 void ch_os_purge(void *p, size_t size);           /* MADV_DONTNEED: give pages back */
 void *ch_meta_alloc(size_t size);                 /* zeroed, never freed, 16-aligned */
 int ch_read_file(const char *path, char **data, size_t *len); /* 0 or errno */
+int ch_map_file(const char *path, const char **data, size_t *len); /* read-only, shared with the page cache: 0 or errno */
 bool ch_os_stack_of(uintptr_t at, bool main_thread, uintptr_t *lo, uintptr_t *hi);   /* a thread's stack */
 /* The thread pointer (%fs:0), and where a static TLS object of this thread
  * lies from it: the same offset in every thread (initial-exec), which the
