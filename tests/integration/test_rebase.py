@@ -17,19 +17,7 @@ SOURCE = ROOT / "workloads" / "queries" / "queries.c"
 ORIGINAL = BUILD / "workloads" / "queries"
 ARGS = ["3000", "6000", "50", "3"]
 STOCK = ["-O2", "-g", "-fPIE", "-pie", "-fomit-frame-pointer"]
-# A file of the program that has nothing to do with its allocations.
-UNRELATED = """#include <stdio.h>
-#include <stdlib.h>
-int unrelated_report(int x) {
-  char *p = malloc((size_t)x + 1);
-  if (!p) return 0;
-  p[0] = (char)x;
-  int r = p[0] * 3;
-  free(p);
-  printf("%d\\n", r);
-  return r;
-}
-"""
+UNRELATED = ROOT / "workloads" / "unrelated.c"   # a file of the program with nothing to do with its allocations
 
 
 def compile_queries(out, flags, extra=None):
@@ -46,10 +34,8 @@ def builds(tmp_path_factory):
     its functions in another order, another optimisation level, and the
     first stripped."""
     d = tmp_path_factory.mktemp("builds")
-    extra = d / "unrelated.c"
-    extra.write_text(UNRELATED)
     out = {
-        "added": compile_queries(d / "added" / "queries", STOCK, extra),
+        "added": compile_queries(d / "added" / "queries", STOCK, UNRELATED),
         "reordered": compile_queries(d / "reordered" / "queries",
                                      STOCK + ["-ffunction-sections", "-Wl,--sort-section=name"]),
         "O3": compile_queries(d / "O3" / "queries", ["-O3"] + STOCK[1:]),
@@ -295,11 +281,9 @@ def test_the_runtime_rebases_a_rebuilt_library(tmp_path):
     assert r.returncode == 0, r.stderr
     plan = (out / "plan").read_text()
     assert "libgroupsctors.so" in plan and "\nanchor " in plan
-    extra = tmp_path / "extra.c"
-    extra.write_text(UNRELATED)
     lib = tmp_path / "lib" / "libgroupsctors.so"
     lib.parent.mkdir()
-    r = subprocess.run(["gcc", "-O2", "-g", "-fPIC", "-shared", "-fomit-frame-pointer", "-o", lib, extra,
+    r = subprocess.run(["gcc", "-O2", "-g", "-fPIC", "-shared", "-fomit-frame-pointer", "-o", lib, UNRELATED,
                         ROOT / "tests" / "programs" / "groups_ctors.c", "-Wl,-soname,libgroupsctors.so"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
