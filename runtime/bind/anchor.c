@@ -330,7 +330,6 @@ const uint8_t *ch_calls_build_id(const struct ch_calls *c, unsigned *len) {
   *len = c->build_id_len;
   return c->build_id;
 }
-size_t ch_calls_count(const struct ch_calls *c) { return c->ncall; }
 
 /* --------------------------------------------------------- the anchors */
 

@@ -22,7 +22,6 @@ struct ch_calls;
 struct ch_calls *ch_calls_scan(const char *path, char *why, size_t whylen);
 void ch_calls_free(struct ch_calls *c);
 const uint8_t *ch_calls_build_id(const struct ch_calls *c, unsigned *len);
-size_t ch_calls_count(const struct ch_calls *c);
 /* The anchor of the call returning at `offset`, as a plan's words (false: why). */
 bool ch_anchor_describe(const struct ch_calls *c, uint64_t offset, char *out, size_t n, const char **why);
 /* The return offset of the one call that fits the anchor, and how it was
