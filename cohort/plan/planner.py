@@ -19,7 +19,7 @@ from cohort.plan.rest import add_rest, lies_among, rest_against, rest_text, shap
 from cohort.policies import DS, DS_POLICIES, KEEP_ALL, NONE, PLAN_POLICIES, STREAMS, apa, grouping, halo, hds
 from cohort.plan import identification, transfer, scale as scaling
 from cohort.formats import planfile
-from cohort.plan.rebase import plan_anchors
+from cohort.plan.rebase import plan_anchors, valid_anchor
 from cohort.errors import CohortError
 from cohort.files import claim, write_output
 
@@ -758,7 +758,8 @@ def render(plan, profile, source="profile.json"):
     # What carries the sites to another build (cohort plan --rebase; the
     # runtime does it too): the profile's, taken when it was made, else the
     # module's file's, if it is still the build profiled.
-    anchors = {i: profile["sites"][s]["anchor"] for i, s in enumerate(plan.sites) if "anchor" in profile["sites"][s]}
+    anchors = {i: profile["sites"][s]["anchor"] for i, s in enumerate(plan.sites)
+               if valid_anchor(profile["sites"][s].get("anchor"))}
     missing = [i for i, s in enumerate(plan.sites) if i not in anchors]
     if missing:
         anchors.update(plan_anchors({i: (profile["modules"][m]["build_id"], profile["modules"][m]["path"])

@@ -5,6 +5,7 @@ runtime's own code for it (runtime/bind/anchor.c), so `cohort plan --rebase`
 and the runtime meeting another build find the same sites."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,18 @@ DEFAULT_MIN_KEPT = 90
 def too_few(found, of, percent):
     """Fewer than percent of `of` (as the runtime counts it)."""
     return found * 100 < percent * of
+
+
+_NAME = r"[!-\"$-+\--<>-~]{1,160}"
+_ANCHOR = re.compile(rf"call=[dgi]:{_NAME} in={_NAME}( tofn={_NAME})? nth=(\d{{1,9}})/(\d{{1,9}}) "
+                     r"before=([0-9a-f]{8},){7}[0-9a-f]{8} after=([0-9a-f]{8},){7}[0-9a-f]{8}")
+
+
+def valid_anchor(words):
+    """Whether a profile's anchor is one the runtime's parser takes (the
+    schema checks its shape; the place must also lie among the count)."""
+    m = _ANCHOR.fullmatch(words) if isinstance(words, str) else None
+    return bool(m) and (int(m.group(3)) == 0 or int(m.group(2)) < int(m.group(3)))
 
 
 def _run(args, stdin=None):
