@@ -85,7 +85,7 @@ void ch_affinity_init(void) {
  * order only if nothing from either context was allocated between them. */
 static inline Bool coallocatable(const Obj *u, const Obj *v) {
   const Obj *older = u->seq < v->seq ? u : v, *newer = u->seq < v->seq ? v : u;
-  return newer->prev_same <= older->seq && older->next_same >= newer->seq;
+  return ch_prev_same(newer) <= older->seq && ch_next_same(older) >= newer->seq;
 }
 
 /* How near, in 64ths, the touched bytes of u ([ulo, uhi)) and of v's entry

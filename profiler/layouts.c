@@ -42,8 +42,12 @@
 #define NCLASSES (EXACT + 16)            /* then one per power of two, 512 B to 16 MiB */
 /* Far above the client's mappings and below 2^47: each class's region is
  * 2^36 bytes, more than any run allocates. */
-#define MODEL_BASE ((Addr)0x600000000000ULL)
+#define MODEL_BASE CH_MODEL_BASE
 #define CLASS_SPAN ((Addr)1 << 36)
+/* The region of a layout's class k: the one pool's is class 0's. */
+static inline Addr region_of(UInt layout, UInt k) {
+  return MODEL_BASE + (layout == CH_LAYOUT_ONE ? 0 : (Addr)k * CLASS_SPAN);
+}
 
 /* Who lies where in a model: the context + 1 of the live object on each
  * granule (0: free), in pages of 4096 granules under two levels, 4096 and
@@ -126,18 +130,21 @@ void ch_layouts_alloc(Obj *o) {
   o->model[0] = o->model[1] = 0;
   if (o->size == 0 || class_of(o->size) >= NCLASSES) return;
   UInt k = class_of(o->size);
-  o->model[CH_LAYOUT_CLASSES] = place(&models[CH_LAYOUT_CLASSES], CH_LAYOUT_CLASSES, k, o->ctx);
+  Addr p = place(&models[CH_LAYOUT_CLASSES], CH_LAYOUT_CLASSES, k, o->ctx);
+  o->model[CH_LAYOUT_CLASSES] = ch_place_code(region_of(CH_LAYOUT_CLASSES, k), p);
   if (o->size > CLASS_MAX) return;
-  o->model[CH_LAYOUT_ONE] = place(&models[CH_LAYOUT_ONE], CH_LAYOUT_ONE, k, o->ctx);
+  p = place(&models[CH_LAYOUT_ONE], CH_LAYOUT_ONE, k, o->ctx);
+  o->model[CH_LAYOUT_ONE] = ch_place_code(region_of(CH_LAYOUT_ONE, k), p);
   placed++;
 }
 
 void ch_layouts_free(Obj *o) {
   UInt k = o->size ? class_of(o->size) : 0;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
-    if (!o->model[l]) continue;
-    occupy(&models[l], o->model[l], granules_of(k), 0);
-    ch_stack_push(&models[l].bins[k], o->model[l], "cohort.layouts");
+    Addr p = ch_place_addr(region_of(l, k), o->model[l]);
+    if (!p) continue;
+    occupy(&models[l], p, granules_of(k), 0);
+    ch_stack_push(&models[l].bins[k], p, "cohort.layouts");
     o->model[l] = 0;
   }
 }
@@ -149,8 +156,9 @@ void ch_layouts_free(Obj *o) {
 void ch_layouts_touch(const Obj *o, Addr a, SizeT size) {
   Addr at[CH_LAYOUTS] = {a, a};
   Addr d = a - o->start;
+  UInt k = o->model[CH_LAYOUT_CLASSES] ? class_of(o->size) : 0;   /* every placed object is placed there */
   for (UInt l = 0; l < CH_LAYOUTS; l++)
-    if (o->model[l]) at[l] = o->model[l] + d;
+    if (o->model[l]) at[l] = ch_place_addr(region_of(l, k), o->model[l]) + d;
   if (o->model[CH_LAYOUT_ONE]) placed_accesses++;
   ULong *own = ch_ctx_stats(o->ctx)->layout_d1;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {

@@ -40,7 +40,7 @@
 #define PACKED 0
 #define OFFSETS 4
 /* Far above the client's mappings and below 2^47, apart from layouts.c's. */
-#define LINES_BASE ((Addr)0x500000000000ULL)
+#define LINES_BASE CH_LINES_BASE
 
 typedef struct {
   Addr bump;
@@ -80,14 +80,17 @@ void ch_lines_alloc(Obj *o) {
   if (o->size > LINE_MAX_BLOCK) return;
   UInt g = granules(o->size);
   if (!(g & 3) && !apart) part_models();
-  for (UInt k = 0; k < OFFSETS; k++) o->at[k] = place(k, g);
+  for (UInt k = 0; k < OFFSETS; k++) o->at[k] = ch_place_code(LINES_BASE, place(k, g));
+  /* A place past 32 bits in one model: in none (the models stay alike). */
+  for (UInt k = 0; k < OFFSETS; k++)
+    if (!o->at[k]) o->at[0] = 0;
 }
 
 void ch_lines_free(Obj *o) {
   if (!o->at[0]) return;
   UInt g = granules(o->size);
   for (UInt k = 0; k < OFFSETS; k++) {
-    ch_stack_push(&placers[k].bins[g], o->at[k], "cohort.lines");
+    ch_stack_push(&placers[k].bins[g], ch_place_addr(LINES_BASE, o->at[k]), "cohort.lines");
     o->at[k] = 0;
   }
 }
@@ -147,7 +150,8 @@ void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase) {
   if (chase) cs->chases++;
   UInt models = apart ? CH_LINE_MODELS : 2;   /* packed, and the offsets' shared one */
   for (UInt k = 0; k < models; k++) {
-    Addr at = (k == PACKED ? o->model[CH_LAYOUT_ONE] : o->at[k - 1]) + d;
+    Addr at = (k == PACKED ? ch_place_addr(CH_MODEL_BASE, o->model[CH_LAYOUT_ONE])
+                           : ch_place_addr(LINES_BASE, o->at[k - 1])) + d;
     Addr first = at >> CH_LINE_BITS, last = (at + (size ? size - 1 : 0)) >> CH_LINE_BITS;
     Bool fresh, fresh2 = False;
     Bool missed = line_touch(&caches[k], first, &fresh);

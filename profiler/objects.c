@@ -36,7 +36,9 @@ static UInt new_id(void) {
       pages_cap = pages_cap ? 2 * pages_cap : 64;
       ch_obj_pages = VG_(realloc)("cohort.objpages", ch_obj_pages, pages_cap * sizeof(Obj *));
     }
-    ch_obj_pages[n_pages++] = VG_(calloc)("cohort.objs", 1 << 16, sizeof(Obj));
+    /* 64-aligned, so that each record is one line (profiler.h) */
+    Obj *page = VG_(calloc)("cohort.objs", (1 << 16) + 1, sizeof(Obj));
+    ch_obj_pages[n_pages++] = (Obj *)(((Addr)page + 63) & ~(Addr)63);
   }
   return id;
 }
@@ -86,6 +88,7 @@ typedef struct Big {
   struct Big *next;
   UWord key;  /* block address */
   UInt id;
+  SizeT size; /* its record holds at most CH_SIZE_BIG */
 } Big;
 static VgHashTable *bigs;
 
@@ -104,16 +107,18 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
   Obj *o = ch_obj(id);
   ULong seq = ++ch_seq;
   o->start = (Addr)p;
-  o->size = size;
+  o->size = size < CH_SIZE_BIG ? (UInt)size : CH_SIZE_BIG;
   o->seq = seq;
   o->ctx = ctx;
   o->stamp = 0;
-  o->live = True;
-  o->trace_ix = 0;
-  o->next_same = ~0ULL;
+  o->trace_live = CH_OBJ_LIVE;
+  o->to_next = CH_FAR;
   o->model[0] = o->model[1] = 0;
-  o->prev_same = c->last_seq;
-  if (c->last_obj && ch_obj(c->last_obj)->seq == c->last_seq) ch_obj(c->last_obj)->next_same = seq;
+  o->since_prev = seq - c->last_seq < CH_FAR ? (UInt)(seq - c->last_seq) : CH_FAR;
+  if (c->last_obj && ch_obj(c->last_obj)->seq == c->last_seq) {
+    Obj *last = ch_obj(c->last_obj);
+    last->to_next = seq - last->seq < CH_FAR ? (UInt)(seq - last->seq) : CH_FAR;
+  }
   c->last_seq = seq;
   c->last_obj = id;
   if (c->allocs == 0 || size < c->min_size) c->min_size = size;
@@ -136,6 +141,7 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
     Big *b = VG_(malloc)("cohort.big", sizeof *b);
     b->key = (UWord)p;
     b->id = id;
+    b->size = size;
     VG_(HT_add_node)(bigs, b);
   }
   return p;
@@ -144,23 +150,30 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
 /* The id of the live block starting at p, or 0 if p is not one. */
 static UInt find_block(void *p) {
   UInt id = ch_shadow_get((Addr)p);
-  if (id && ch_obj(id)->start == (Addr)p && ch_obj(id)->live) return id;
+  if (id && ch_obj(id)->start == (Addr)p && ch_obj_live(ch_obj(id))) return id;
   Big *b = VG_(HT_lookup)(bigs, (UWord)p);
   return b ? b->id : 0;
 }
 
+SizeT ch_obj_size(const Obj *o) {
+  if (o->size < CH_SIZE_BIG) return o->size;
+  Big *b = VG_(HT_lookup)(bigs, (UWord)o->start);   /* only an untracked block is this large */
+  return b ? b->size : CH_SIZE_BIG;
+}
+
 static void track_free(UInt id) {
   Obj *o = ch_obj(id);
+  SizeT size = ch_obj_size(o);
   CtxStats *c = ch_ctx_stats(o->ctx);
   ULong life = ch_seq - o->seq;
   c->frees++;
   c->life_sum += life;
   if (life > c->life_max) c->life_max = life;
-  live_bytes -= o->size;
+  live_bytes -= size;
   live_objects--;
-  o->live = False;
-  if (tracked(o->size)) {
-    shadow_fill(o->start, o->size, 0);
+  o->trace_live &= ~CH_OBJ_LIVE;
+  if (tracked(size)) {
+    shadow_fill(o->start, size, 0);
     if (ch_clo_layouts) ch_layouts_free(o);
     if (ch_clo_lines) ch_lines_free(o);
   } else {
@@ -211,7 +224,7 @@ static void *ch_realloc(ThreadId tid, void *p, SizeT n) {
   if (!id) { unknown_frees++; return NULL; }
   void *q = do_alloc(tid, n, 0);
   if (!q) return NULL;
-  SizeT old = ch_obj(id)->size;
+  SizeT old = ch_obj_size(ch_obj(id));
   VG_(memcpy)(q, p, old < n ? old : n);
   track_free(id);
   VG_(cli_free)(p);
@@ -220,7 +233,7 @@ static void *ch_realloc(ThreadId tid, void *p, SizeT n) {
 
 static SizeT ch_usable_size(ThreadId tid, void *p) {
   UInt id = find_block(p);
-  return id ? ch_obj(id)->size : 0;
+  return id ? ch_obj_size(ch_obj(id)) : 0;
 }
 
 void ch_objects_init(void) {

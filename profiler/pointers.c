@@ -42,7 +42,7 @@ VG_REGPARM(2) void ch_store_pointer(Addr a, Addr value) {
   UInt dst = ch_shadow_get(value);
   if (!dst) return;
   Obj *s = ch_obj(src), *d = ch_obj(dst);
-  if (!s->live || !d->live) return;
+  if (!ch_obj_live(s) || !ch_obj_live(d)) return;
   ch_pointer_stores++;
   put(((ULong)s->ctx << 32 | d->ctx) + 1, (UInt)(a - s->start), 1);
 }

@@ -80,23 +80,53 @@ static inline HChar *ch_clean_name(const HChar *s, HChar *buf, Int n) {
 }
 
 /* ---- objects (objects.c) ------------------------------------------------- */
+/* One line of 64 bytes, aligned: every access to a tracked object reads its
+ * record, and the affinity walk the records of the objects before it, so a
+ * record that spans two lines costs the host a second cache miss on most of
+ * them (the layouts' models spent a third of their time on it). Hence the
+ * 32-bit fields: what is counted from the allocation's seq is kept as a
+ * distance from it, and a model's place as a granule within its region. */
 typedef struct {
   Addr start;
-  SizeT size;
   ULong seq;        /* allocation sequence number, from 1 */
-  ULong prev_same;  /* seq of the previous allocation from ctx, 0 if none */
-  ULong next_same;  /* seq of the next allocation from ctx, ~0 until there is one */
+  UInt size;        /* bytes; CH_SIZE_BIG: 4 GiB or more (ch_obj_size has it) */
   UInt ctx;
   UInt stamp;       /* last queue traversal that counted this object */
-  Bool live;
-  UInt trace_ix;    /* its index + 1 in the heap trace (trace.c), 0 if none */
-  Addr model[2];    /* where each modelled rest-pool layout put it (layouts.c), 0: not there */
-  Addr at[4];       /* where each model of lines.c put it: blocks of whole lines 0, 16, 32, 48
-                       bytes into a line (0: not there) */
+  UInt trace_live;  /* CH_OBJ_LIVE | its index + 1 in the heap trace (trace.c), 0 if none */
+  UInt since_prev;  /* seq less that of the previous allocation from ctx (seq itself if none),
+                       CH_FAR at most: ch_prev_same */
+  UInt to_next;     /* the next allocation from ctx's seq less seq; CH_FAR: none yet (ch_next_same) */
+  UInt model[2];    /* where each modelled rest-pool layout put it (layouts.c): its granule + 1, 0: not there */
+  UInt at[4];       /* where each model of lines.c put it, blocks of whole lines 0, 16, 32, 48
+                       bytes into a line: its granule + 1, 0: not there */
 } Obj;
+_Static_assert(sizeof(Obj) == 64, "an object's record is one line");
+#define CH_SIZE_BIG 0xffffffffu
+#define CH_FAR 0xffffffffu
+#define CH_OBJ_LIVE 0x80000000u
 
-extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page */
+extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page, 64-aligned */
 static inline Obj *ch_obj(UInt id) { return &ch_obj_pages[id >> 16][id & 0xffff]; }
+static inline Bool ch_obj_live(const Obj *o) { return (o->trace_live & CH_OBJ_LIVE) != 0; }
+static inline UInt ch_obj_trace_ix(const Obj *o) { return o->trace_live & ~CH_OBJ_LIVE; }
+static inline void ch_obj_set_trace_ix(Obj *o, UInt ix) { o->trace_live = (o->trace_live & CH_OBJ_LIVE) | ix; }
+/* The seq of the previous allocation from o's context (0: none), and of
+ * the next (~0: none yet). Exact within 2^32 - 1 allocations of o's; from
+ * farther, the previous reads as none and the next as none yet. */
+static inline ULong ch_prev_same(const Obj *o) { return o->since_prev == CH_FAR ? 0 : o->seq - o->since_prev; }
+static inline ULong ch_next_same(const Obj *o) { return o->to_next == CH_FAR ? ~0ULL : o->seq + o->to_next; }
+SizeT ch_obj_size(const Obj *o);     /* its size in bytes, whatever it is */
+/* Where the models put objects (layouts.c, lines.c): far above the client's
+ * mappings and below 2^47, each in its own region. A place in a record is
+ * its granule in the region + 1 (0: not there); a place past what 32 bits
+ * hold (64 GiB of blocks bumped in one region) is not taken. */
+#define CH_MODEL_BASE ((Addr)0x600000000000ULL)   /* layouts.c; class k's region at k << 36 */
+#define CH_LINES_BASE ((Addr)0x500000000000ULL)   /* lines.c's four models */
+static inline UInt ch_place_code(Addr region, Addr a) {
+  ULong g = (a - region) / 16 + 1;
+  return g < CH_FAR ? (UInt)g : 0;
+}
+static inline Addr ch_place_addr(Addr region, UInt code) { return code ? region + (Addr)(code - 1) * 16 : 0; }
 
 /* Shadow map: one object id per 16-byte granule of tracked objects. The
  * client arena aligns every block to 16 and keeps headers between blocks, so

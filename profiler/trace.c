@@ -59,10 +59,10 @@ static UInt describe(UInt id, Obj *u) {
   }
   TObj *t = &objs[n_objs];
   t->ctx = u->ctx;
-  t->size = u->size < 0xffffffffu ? (UInt)u->size : 0xffffffffu;
+  t->size = u->size;   /* CH_SIZE_BIG, 0xffffffff, for 4 GiB or more, as before */
   t->id = id;
   t->seq = u->seq;
-  u->trace_ix = ++n_objs;
+  ch_obj_set_trace_ix(u, ++n_objs);
   return n_objs - 1;
 }
 
@@ -91,7 +91,7 @@ static void compact(void) {
   }
   for (UInt j = 0; j < n_objs; j++) {   /* the Obj records of objects still alive */
     Obj *o = ch_obj(objs[j].id);
-    if (o->seq == objs[j].seq) o->trace_ix = renum[j];
+    if (o->seq == objs[j].seq) ch_obj_set_trace_ix(o, renum[j]);
   }
   VG_(free)(renum);
   VG_(free)(objs);
@@ -106,7 +106,7 @@ void ch_trace_ref(UInt id, Obj *u) {
     compact();
     if (b % period) return;
   }
-  UInt ix = u->trace_ix;
+  UInt ix = ch_obj_trace_ix(u);
   if (!ix || ix > n_objs || objs[ix - 1].seq != u->seq) ix = describe(id, u) + 1;
   if (n_refs % BURST == 0) burst_no[n_refs / BURST] = b;
   refs[n_refs++] = ix - 1;
