@@ -6,10 +6,10 @@
  * call of its kind and target that fits, so a site that cannot be told
  * apart is dropped, never bound to a stranger.
  *
- * Everything is read from the module's file (the tool cohort-anchor, and the
- * runtime when it meets another build of a planned module, mapped read-only),
- * so both give the same answer: the sections that hold code, the function symbols, the GOT
- * slots' relocations. Calls are found by decoding the code from each code
+ * Everything is read from the module's file, mapped read-only (by the tool
+ * cohort-anchor, and by the runtime when it meets another build of a
+ * planned module), so both give the same answer: the sections that hold
+ * code, the function symbols, the GOT slots' relocations. Calls are found by decoding the code from each code
  * section's start (Zydis, decode.h). Nothing here calls malloc. */
 #define _GNU_SOURCE
 #include "bind.h"
@@ -366,19 +366,24 @@ static bool same_name(const char *written, const char *name) {
   return !strcmp(written, mine);
 }
 
-/* Calls in f with the identity of k, in order: their count, and k's place among them. */
-static size_t nth_in(const struct ch_calls *c, const struct func *f, uint32_t id, uint64_t ret, size_t *nth) {
-  size_t n = 0, lo = 0, hi = c->ncall;
-  while (lo < hi) {   /* the first call in f */
+/* The calls in f, [*from, *to): those whose return address lies in
+ * (f->lo, f->hi], since the call instruction itself lies in [lo, hi). */
+static void calls_in(const struct ch_calls *c, const struct func *f, size_t *from, size_t *to) {
+  size_t lo = 0, hi = c->ncall;
+  while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (c->call[mid].ret <= f->lo) lo = mid + 1; else hi = mid;
   }
-  for (size_t i = lo; i < c->ncall && c->call[i].ret <= f->hi; i++) {
-    if (c->call[i].id != id) continue;
-    if (c->call[i].ret == ret) *nth = n;
-    n++;
-  }
-  return n;
+  *from = lo;
+  while (lo < c->ncall && c->call[lo].ret <= f->hi) lo++;
+  *to = lo;
+}
+
+/* The identity of the call `j` places from call i on a side (0 before, 1
+ * after), or 0 past the code's ends: what an anchor's windows hold. */
+static uint32_t neighbour(const struct ch_calls *c, size_t i, int side, size_t j) {
+  if (side ? i + j >= c->ncall : i < j) return 0;
+  return c->call[side ? i + j : i - j].id;
 }
 
 bool ch_anchor_describe(const struct ch_calls *c, uint64_t offset, char *out, size_t n, const char **why) {
@@ -388,7 +393,15 @@ bool ch_anchor_describe(const struct ch_calls *c, uint64_t offset, char *out, si
   char to[NAME_KEPT + 2], in[NAME_KEPT + 2];
   put_name(to, sizeof to, k->to);
   put_name(in, sizeof in, f ? f->name : "-");
-  size_t nth = 0, count = f ? nth_in(c, f, k->id, k->ret, &nth) : 0;
+  size_t nth = 0, count = 0, first, end;
+  if (f) {   /* its place among f's calls of its identity */
+    calls_in(c, f, &first, &end);
+    for (size_t j = first; j < end; j++)
+      if (c->call[j].id == k->id) {
+        if (&c->call[j] == k) nth = count;
+        count++;
+      }
+  }
   char callee[NAME_KEPT + 2] = "";
   if (k->callee) put_name(callee, sizeof callee, k->callee);
   int w = snprintf(out, n, "call=%c:%s in=%s%s%s nth=%zu/%zu", k->kind, to, in, *callee ? " tofn=" : "", callee,
@@ -396,11 +409,8 @@ bool ch_anchor_describe(const struct ch_calls *c, uint64_t offset, char *out, si
   size_t i = (size_t)(k - c->call);
   for (int side = 0; side < 2 && w > 0 && (size_t)w < n; side++) {
     w += snprintf(out + w, n - (size_t)w, side ? " after=" : " before=");
-    for (size_t j = 1; j <= WINDOW && (size_t)w < n; j++) {
-      bool there = side ? i + j < c->ncall : i >= j;
-      uint32_t id = there ? c->call[side ? i + j : i - j].id : 0;
-      w += snprintf(out + w, n - (size_t)w, "%s%08x", j > 1 ? "," : "", id);
-    }
+    for (size_t j = 1; j <= WINDOW && (size_t)w < n; j++)
+      w += snprintf(out + w, n - (size_t)w, "%s%08x", j > 1 ? "," : "", neighbour(c, i, side, j));
   }
   if (w < 0 || (size_t)w >= n) { *why = "anchor too long"; return false; }
   return true;
@@ -413,26 +423,21 @@ bool ch_anchor_describe(const struct ch_calls *c, uint64_t offset, char *out, si
 static unsigned agreement(const struct ch_calls *c, size_t i, const struct ch_anchor *a) {
   unsigned n[2] = {0, 0};
   for (int side = 0; side < 2; side++)
-    for (size_t j = 1; j <= WINDOW; j++) {
-      bool there = side ? i + j < c->ncall : i >= j;
-      uint32_t id = there ? c->call[side ? i + j : i - j].id : 0;
-      if (id != a->side[side][j - 1]) break;
-      n[side]++;
-    }
+    for (size_t j = 1; j <= WINDOW && neighbour(c, i, side, j) == a->side[side][j - 1]; j++) n[side]++;
   return n[0] && n[1] ? n[0] + n[1] : 0;
 }
 
-/* The one call among [from, to) of the anchor's identity (and, with f, in
- * f) that agrees best with its window, if no other agrees as well and at
- * least `least` calls agree. */
-static const struct call *best_fit(const struct ch_calls *c, const struct ch_anchor *a, uint32_t id,
-                                   const struct func *f, unsigned least, const char **why) {
+/* The one call among calls [from, to) of the anchor's identity that agrees
+ * best with its windows, if no other agrees as well and at least `least`
+ * calls agree. */
+static const struct call *best_fit(const struct ch_calls *c, const struct ch_anchor *a, uint32_t id, size_t from,
+                                   size_t to, unsigned least, const char **why) {
   const struct call *best = NULL;
   unsigned top = 0;
   bool tie = false;
-  for (size_t i = 0; i < c->ncall; i++) {
+  for (size_t i = from; i < to; i++) {
     const struct call *k = &c->call[i];
-    if (k->id != id || (f && (k->ret <= f->lo || k->ret > f->hi))) continue;
+    if (k->id != id) continue;
     unsigned n = agreement(c, i, a);
     if (best && n == top) tie = true;
     if (!best || n > top) { best = k; top = n; tie = false; }
@@ -461,9 +466,8 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
   /* By the function's symbol, where both builds have it, once: its calls of
    * that identity, the same number of them, and this one's place (for a
    * vague call, with the same callee's name or a neighbour that agrees on
-   * each side); else the one
-   * that fits the calls around best within it, or none: a call elsewhere
-   * is another function's. */
+   * each side); else the one that fits the calls around best within it, or
+   * none: a call elsewhere is another function's. */
   if (strcmp(a.in, "-")) {
     const struct func *f = NULL;
     unsigned named = 0;
@@ -472,13 +476,13 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
     /* A file with every function's name and none of this one's: gone. */
     if (!named && c->named) { *why = "its function is not in this build"; return 0; }
     if (named == 1) {
-      size_t nth = SIZE_MAX, count = 0;
-      for (size_t i = 0; i < c->ncall; i++) {
-        const struct call *k = &c->call[i];
-        if (k->id != id || k->ret <= f->lo || k->ret > f->hi) continue;
-        if (count == a.nth) nth = i;
-        count++;
-      }
+      size_t nth = SIZE_MAX, count = 0, from, to;
+      calls_in(c, f, &from, &to);
+      for (size_t i = from; i < to; i++)
+        if (c->call[i].id == id) {
+          if (count == a.nth) nth = i;
+          count++;
+        }
       /* A vague call's own target: its name, where both builds have one,
        * says whether it is the same call (another name: it is not). */
       const char *callee = nth != SIZE_MAX ? c->call[nth].callee : NULL;
@@ -488,12 +492,12 @@ uint64_t ch_anchor_find(const struct ch_calls *c, const struct ch_anchor *anchor
         *how = "symbol";
         return c->call[nth].ret;
       }
-      const struct call *k = best_fit(c, &a, id, f, MIN_AGREE, why);
+      const struct call *k = best_fit(c, &a, id, from, to, MIN_AGREE, why);
       if (k) *how = "symbol and calls";
       return k ? k->ret : 0;
     }
   }
-  const struct call *k = best_fit(c, &a, id, NULL, MIN_AGREE, why);
+  const struct call *k = best_fit(c, &a, id, 0, c->ncall, MIN_AGREE, why);
   if (!k) return 0;
   *how = "calls";
   return k->ret;
