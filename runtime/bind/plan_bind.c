@@ -26,21 +26,24 @@ static void hex(const uint8_t *b, unsigned n, char *out) {
 static char rebase_why[200];
 static const struct ch_plan_module *rebase_tried;
 
-static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m) {
+/* What the line said of another build of plan module pm met in m begins with. */
+static void other_build(const struct ch_plan_module *pm, const struct ch_module *m, char *out, size_t n) {
   char want[70], have[70];
   hex(pm->build_id, pm->build_id_len, want);
   hex(m->build_id, m->build_id_len, have);
-  ch_warn("plan %s was made for another build of %s (build-id %s, running %s), and its anchors do not "
-          "carry it (%s); running without grouping", ch_opt.plan_path, ch_base_name(m->path), want,
-          m->build_id_len ? have : "none",
+  snprintf(out, n, "plan %s was made for another build of %s (build-id %s, running %s)", ch_opt.plan_path,
+           ch_base_name(m->path), want, m->build_id_len ? have : "none");
+}
+static void mismatch(const struct ch_plan_module *pm, const struct ch_module *m) {
+  char said[1024];   /* as long as a warning can be (log.c) */
+  other_build(pm, m, said, sizeof said);
+  ch_warn("%s, and its anchors do not carry it (%s); running without grouping", said,
           rebase_tried == pm ? rebase_why : "not tried: another module had disabled the plan");
 }
 static void rebased(const struct ch_plan_module *pm, const struct ch_module *m) {
-  char want[70], have[70];
-  hex(pm->build_id, pm->build_id_len, want);
-  hex(m->build_id, m->build_id_len, have);
-  ch_warn("plan %s was made for another build of %s (build-id %s, running %s): rebased by its anchors, %s",
-          ch_opt.plan_path, ch_base_name(m->path), want, m->build_id_len ? have : "none", rebase_why);
+  char said[1024];   /* as long as a warning can be (log.c) */
+  other_build(pm, m, said, sizeof said);
+  ch_warn("%s: rebased by its anchors, %s", said, rebase_why);
 }
 
 /* Bound sites by address: open addressing, filled as modules bind and
