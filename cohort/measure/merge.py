@@ -144,10 +144,12 @@ def executable(profile):
 def relate(profiles, paths):
     """Per run, {site id: (module, offset) in the merged build} for the sites
     of its modules that are another build than the merged profile's, None
-    for one not found there; and per run, what relating it left out (None:
-    the run is of the merged build). The merged build of a module is the
-    one whose file is still at its path; a run of another build must carry
-    anchors (cohort profile writes them) and have some site found."""
+    for one not found there; and per run, for each such module, what
+    relating it found (empty: the run is of the merged build). The merged
+    build of a module is the one whose file is still at its path; a run of
+    another build must carry anchors (cohort profile writes them) and have
+    as many of its sites found as a plan carried to another build must
+    keep."""
     builds = {}
     for p in profiles:
         for mod in p["modules"]:
@@ -177,14 +179,9 @@ def relate(profiles, paths):
                                   "anchors to find its call sites in it by: profile it again with this Cohort, "
                                   "or merge the profiles of one build")
             _, found = rebase.find(target[name]["path"], anchored)
-            offsets = {s["id"]: found.get(s["id"], (None, ""))[0] for s in mine}
-            for s in mine:
-                off = offsets[s["id"]]
-                # two sites found at one call: neither anchor knows which it is
-                if off is not None and list(offsets.values()).count(off) > 1:
-                    off = None
-                move[s["id"]] = None if off is None else (target[name], off)
-            n = sum(v is not None for k, v in move.items() if k in {s["id"] for s in mine})
+            offsets = rebase.distinct({s["id"]: found.get(s["id"], (None, ""))[0] for s in mine})
+            move.update({s: None if off is None else (target[name], off) for s, off in offsets.items()})
+            n = sum(off is not None for off in offsets.values())
             # As for a plan carried to another build: below that share, too
             # little is the same call to trust the rest to be.
             if rebase.too_few(n, len(mine), rebase.DEFAULT_MIN_KEPT):
@@ -212,8 +209,8 @@ def merge(profiles, paths, weights=None):
         for mod in p["modules"]:
             if not any(s["module"] == mod["id"] and s["id"] in move for s in p["sites"]):
                 m.module(mod)
-        site_of = {s["id"]: (m.site(p, s, w, move[s["id"]]) if move.get(s["id"]) else None) if s["id"] in move
-                   else m.site(p, s, w) for s in p["sites"]}
+        site_of = {s["id"]: None if s["id"] in move and move[s["id"]] is None else m.site(p, s, w, move.get(s["id"]))
+                   for s in p["sites"]}
         ctx_of = {}
         module_of = {s["id"]: s["module"] for s in p["sites"]}
         for c in p["contexts"]:
@@ -301,6 +298,13 @@ def merge(profiles, paths, weights=None):
         s["calls"] = int(round(s["calls"]))
         if not every("calls", "sites"):
             del s["calls"]
+    # A site known only from a run of another build has no anchor of the
+    # merged build's: taken from its file, which is on disk (relate).
+    if any(related):
+        lacking = {s["id"]: (s["module"], s["offset"]) for s in m.sites if "anchor" not in s}
+        files = {mod["id"]: (mod["build_id"], mod["path"]) for mod in m.modules if not mod["system"]}
+        for sid, words in rebase.plan_anchors(files, lacking).items():
+            m.sites[sid]["anchor"] = words
     return assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals,
                     layouts, lines, (fam_edges, fam_dropped), related)
 

@@ -756,12 +756,14 @@ def render(plan, profile, source="profile.json"):
         lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
                      + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
     # What carries the sites to another build (cohort plan --rebase; the
-    # runtime does it too): the profile's, taken when it was made, else the
-    # module's file's, if it is still the build profiled.
+    # runtime does it too): the profile's, taken when it was made; for a
+    # profile made before anchors, the module's file's, if it is still the
+    # build profiled (a plan is rendered many times over by tune and bench,
+    # so the file is not read again for a profile that has its anchors).
     anchors = {i: profile["sites"][s]["anchor"] for i, s in enumerate(plan.sites)
                if valid_anchor(profile["sites"][s].get("anchor"))}
     missing = [i for i, s in enumerate(plan.sites) if i not in anchors]
-    if missing:
+    if missing and not any("anchor" in s for s in profile["sites"]):
         anchors.update(plan_anchors({i: (profile["modules"][m]["build_id"], profile["modules"][m]["path"])
                                      for i, m in enumerate(plan.modules)},
                                     {i: (mod_index[profile["sites"][plan.sites[i]]["module"]],

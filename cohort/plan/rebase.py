@@ -7,6 +7,7 @@ and the runtime meeting another build find the same sites."""
 import os
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from cohort.errors import CohortError
@@ -107,6 +108,14 @@ def find(binary, anchors):
     return bid, out
 
 
+def distinct(offsets):
+    """{site: offset or None} with every offset that two sites were found at
+    left out (None): which of them the call is, neither anchor knows. As
+    the runtime drops them (plan_bind.c)."""
+    taken = Counter(o for o in offsets.values() if o is not None)
+    return {s: o if o is not None and taken[o] == 1 else None for s, o in offsets.items()}
+
+
 def _module_for(plan, binary):
     """The plan module that `binary` is another build of: the one with its
     file name, else the plan's only module."""
@@ -134,19 +143,14 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
     old_bid = plan["modules"][m][0]
     mine = [s for s, site in enumerate(plan["sites"]) if site[0] == m]
     anchored = {s: plan["anchors"][s] for s in mine if s in plan["anchors"]}
-    new_bid, found = find(binary, anchored)
+    new_bid, where = find(binary, anchored)
     report = {"module": m, "old_build": old_bid, "new_build": new_bid, "sites": {}}
-    moved = {}
-    for s in mine:
-        off, how = found.get(s, (None, "the plan has no anchor for it"))
-        report["sites"][s] = (plan["sites"][s][1], off, how)
-        moved[s] = off
-    # Two sites found at one call: which one it is, neither anchor knows.
-    for s in mine:
-        if moved[s] is not None and sum(moved[t] == moved[s] for t in mine) > 1:
-            report["sites"][s] = (plan["sites"][s][1], None, "found at the call another site was found at")
-    for s in mine:
-        moved[s] = report["sites"][s][1]
+    where = {s: where.get(s, (None, "the plan has no anchor for it")) for s in mine}
+    moved = distinct({s: off for s, (off, _) in where.items()})
+    for s, (off, how) in where.items():
+        if off is not None and moved[s] is None:
+            how = "found at the call another site was found at"
+        report["sites"][s] = (plan["sites"][s][1], moved[s], how)
     if new_bid == old_bid and new_bid not in (None, "-"):
         moved = {s: plan["sites"][s][1] for s in mine}   # the same build: nothing moves
         report["sites"] = {s: (o, o, "same build") for s, (o, _, _) in report["sites"].items()}
