@@ -6,8 +6,9 @@
  *       OFFSET WORDS   the anchor's words, as a plan's anchor line holds them
  *       OFFSET - WHY   no call returns there
  *   cohort-anchor find FILE                 standard input: lines `I WORDS`;
- *       I OFFSET HOW   the call that fits, and how it was found
- *       I - WHY        none fits alone
+ *       I OFFSET HOW<TAB>WORDS   the call that fits, how it was found, and
+ *                                its own anchor in FILE (as describe gives it)
+ *       I - WHY                  none fits alone
  *
  * The first line of output is `build-id HEX` (or `build-id -`). Exit 0; 1
  * when FILE cannot be read as an x86-64 ELF file (the reason on standard
@@ -59,7 +60,9 @@ int main(int argc, char **argv) {
       struct ch_anchor a;
       const char *how, *no = "malformed anchor";
       uint64_t at = end != line && ch_anchor_parse(end, &a) ? ch_anchor_find(c, &a, &how, &no) : 0;
-      if (at) printf("%lu %#llx %s\n", site, (unsigned long long)at, how);
+      char out[1024];
+      if (at && ch_anchor_describe(c, at, out, sizeof out, &no))
+        printf("%lu %#llx %s\t%s\n", site, (unsigned long long)at, how, out);
       else printf("%lu - %s\n", site, no);
     }
     free(line);

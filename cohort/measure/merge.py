@@ -56,16 +56,18 @@ class Merged:
         return self.module_ids[key]
 
     def site(self, profile, s, weight, moved=None):
-        """The merged id of run site s; moved: (module, offset) where it lies
-        in the merged profile's build, if the run was of another build (its
-        function start and anchor are of that build, so they are left out)."""
-        module, offset = moved or (profile["modules"][s["module"]], s["offset"])
+        """The merged id of run site s; moved: (module, offset, anchor) where
+        it lies in the merged profile's build, and its anchor there, if the
+        run was of another build (its own function start and anchor are of
+        that build, so they are left out)."""
+        module, offset, anchor = moved or (profile["modules"][s["module"]], s["offset"], None)
         key = (module_key(module), offset)
         if key not in self.site_ids:
             self.site_ids[key] = len(self.sites)
             own = {k: v for k, v in s.items() if not moved or k not in ("function_start", "anchor")}
             self.sites.append({**own, "id": len(self.sites), "module": self.module(module), "offset": offset,
-                               "calls": 0, **({"function_start": None} if moved else {})})
+                               "calls": 0, **({"function_start": None} if moved else {}),
+                               **({"anchor": anchor} if anchor else {})})
         site = self.sites[self.site_ids[key]]
         site["calls"] += weight * s.get("calls", 0)
         if not moved and site.get("function_start") is None and s.get("function_start") is not None:
@@ -179,8 +181,8 @@ def relate(profiles, paths):
                                   "anchors to find its call sites in it by: profile it again with this Cohort, "
                                   "or merge the profiles of one build")
             _, found = rebase.find(target[name]["path"], anchored)
-            offsets = rebase.distinct({s["id"]: found.get(s["id"], (None, ""))[0] for s in mine})
-            move.update({s: None if off is None else (target[name], off) for s, off in offsets.items()})
+            offsets = rebase.distinct({s["id"]: found.get(s["id"], (None,))[0] for s in mine})
+            move.update({s: None if off is None else (target[name], off, found[s][2]) for s, off in offsets.items()})
             n = sum(off is not None for off in offsets.values())
             # As for a plan carried to another build: below that share, too
             # little is the same call to trust the rest to be.
@@ -298,13 +300,6 @@ def merge(profiles, paths, weights=None):
         s["calls"] = int(round(s["calls"]))
         if not every("calls", "sites"):
             del s["calls"]
-    # A site known only from a run of another build has no anchor of the
-    # merged build's: taken from its file, which is on disk (relate).
-    if any(related):
-        lacking = {s["id"]: (s["module"], s["offset"]) for s in m.sites if "anchor" not in s}
-        files = {mod["id"]: (mod["build_id"], mod["path"]) for mod in m.modules if not mod["system"]}
-        for sid, words in rebase.plan_anchors(files, lacking).items():
-            m.sites[sid]["anchor"] = words
     return assemble(profiles, paths, weights, m, raw_edges, near, dropped, pointers, beside_pairs, totals,
                     layouts, lines, (fam_edges, fam_dropped), related)
 

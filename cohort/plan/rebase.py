@@ -97,14 +97,16 @@ def plan_anchors(modules, sites):
 
 def find(binary, anchors):
     """Where each anchor lies in `binary`: (its build id, {site: (offset or
-    None, how it was found or why not)})."""
+    None, how it was found or why not, the call's own anchor in `binary` or
+    None)})."""
     if not anchors:
         return build_id(binary), {}
     bid, lines = _run(["find", binary], "".join(f"{s} {w}\n" for s, w in anchors.items()))
     out = {}
     for line in lines:
-        site, off, how = (line.split(" ", 2) + ["", ""])[:3]
-        out[int(site)] = (None, how) if off == "-" else (int(off, 16), how)
+        said, _, words = line.partition("\t")
+        site, off, how = (said.split(" ", 2) + ["", ""])[:3]
+        out[int(site)] = (None, how, None) if off == "-" else (int(off, 16), how, words or None)
     return bid, out
 
 
@@ -145,14 +147,15 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
     anchored = {s: plan["anchors"][s] for s in mine if s in plan["anchors"]}
     new_bid, where = find(binary, anchored)
     report = {"module": m, "old_build": old_bid, "new_build": new_bid, "sites": {}}
-    where = {s: where.get(s, (None, "the plan has no anchor for it")) for s in mine}
-    moved = distinct({s: off for s, (off, _) in where.items()})
-    for s, (off, how) in where.items():
+    where = {s: where.get(s, (None, "the plan has no anchor for it", None)) for s in mine}
+    moved = distinct({s: off for s, (off, _, _) in where.items()})
+    for s, (off, how, _) in where.items():
         if off is not None and moved[s] is None:
             how = "found at the call another site was found at"
         report["sites"][s] = (plan["sites"][s][1], moved[s], how)
-    if new_bid == old_bid and new_bid not in (None, "-"):
-        moved = {s: plan["sites"][s][1] for s in mine}   # the same build: nothing moves
+    same_build = new_bid == old_bid and new_bid not in (None, "-")
+    if same_build:
+        moved = {s: plan["sites"][s][1] for s in mine}   # nothing moves
         report["sites"] = {s: (o, o, "same build") for s, (o, _, _) in report["sites"].items()}
     kept_sites = [s for s in range(len(plan["sites"])) if s not in moved or moved[s] is not None]
     kept = set(kept_sites)
@@ -179,11 +182,11 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
                       if all(s in kept for s in sites)]
     new["paths"] = {tuple(index[s] for s in path): v for path, v in plan["paths"].items()
                     if all(s in kept for s in path)}
-    # The moved sites' anchors, taken again in the new build: the next rebuild starts from this one.
-    fresh = describe(binary, [moved[s] for s in mine if moved.get(s) is not None])
+    # The moved sites' anchors as the new build has them: the next rebuild starts from this one.
     for s in mine:
-        if moved.get(s) is not None and moved[s] in fresh:
-            new["anchors"][index[s]] = fresh[moved[s]]
+        words = plan["anchors"].get(s) if same_build else where[s][2]
+        if moved.get(s) is not None and words:
+            new["anchors"][index[s]] = words
     return new, report
 
 
