@@ -172,6 +172,46 @@ def parse_plan(path, version):
     raise CohortError(f"plan {path}: truncated (no 'end' line)")
 
 
+def plan_text(plan, header=(), version=PLAN_VERSION, notes=None):
+    """A plan's text from its content in parse_plan's form: the one writer
+    of the grammar (cohort plan, plan --rebase, the tests' plans by hand),
+    which the runtime's parser reads back. header: comment lines after the
+    first; notes: {("site" or "group", index): a comment for its line}.
+    A "max_size", "unknown_entry" or "unknown_path" of None, and a
+    "rest_max" of None, leave their line or word out (the runtime's
+    defaults); a key that is missing counts as None, or as empty. "paths"
+    may also be a list of (sites, verdict), which a test's plan may repeat."""
+    notes = notes or {}
+
+    def noted(kind, i, text):
+        note = notes.get((kind, i))
+        return text if note is None else f"{text}  # {note}"
+
+    lines = [f"cohort-plan {version}", *header]
+    if plan.get("max_size") is not None:
+        lines.append(f"max-size {plan['max_size']}")
+    for i, (build, path) in enumerate(plan["modules"]):
+        lines.append(f"module {i} {build or '-'} {path}")
+    for i, (mod, off, verdict, stop) in enumerate(plan["sites"]):
+        words = [verdict, None if stop is None else f"stop={stop}"]
+        lines.append(noted("site", i, f"site {i} {mod} {off:#x}" + "".join(f" {w}" for w in words if w)))
+    lines += [f"anchor {s} {w}" for s, w in sorted((plan.get("anchors") or {}).items())]
+    at = plan.get("group_at") or {}
+    for i, name in enumerate(plan["groups"]):
+        lines.append(noted("group", i, f"group {i} {name}" + (f" at={at[i]}" if i in at else "")))
+    lines += [f"select {g} " + " ".join(map(str, sites)) for g, sites in plan["selects"]]
+    if plan.get("rest") is not None:
+        lines.append(f"rest {plan['rest']}" + (f" max={plan['rest_max']}" if plan.get("rest_max") else "")
+                     + (" one" if plan.get("rest_one") else ""))
+    paths = plan.get("paths") or {}
+    lines += ["path " + " ".join(map(str, p)) + f" {v}" for p, v in (paths.items() if isinstance(paths, dict) else paths)]
+    lines += [f"{word} {plan[key]}" for word, key in (("unknown-entry", "unknown_entry"),
+                                                      ("unknown-path", "unknown_path"))
+              if plan.get(key) is not None]
+    lines.append("end")
+    return "\n".join(lines) + "\n"
+
+
 def decide(plan, sites, size=None, patched=False):
     """The group the runtime gives an allocation whose application call
     sites, innermost first, are `sites` (plan site indexes, None for a site

@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from cohort.formats import elf
+from cohort.formats import elf, planfile
 
 
 def build_id(binary):
@@ -65,27 +65,11 @@ def write_plan(path, modules, sites, groups, selects, max_size=None, unknown_ent
     of everything else (version 4); paths: [([site indexes], verdict)]
     (version 5); unknown_path: "walk" or "cold" (version 6); at: {group
     index: bytes into a line its line-sized blocks start} (version 8)."""
-    lines = [f"cohort-plan {version}", "# written by hand in a test"]
-    if max_size:
-        lines.append(f"max-size {max_size}")
-    for i, m in enumerate(modules):
-        lines.append(f"module {i} {build_id(m)} {Path(m).resolve()}")
-    for i, (mod, off, verdict) in enumerate(sites):
-        lines.append(f"site {i} {mod} {off:#x}" + (f" {verdict}" if verdict else ""))
-    for i, name in enumerate(groups):
-        lines.append(f"group {i} {name}" + (f" at={at[i]}" if at and i in at else ""))
-    for g, ss in selects:
-        lines.append(f"select {g} " + " ".join(str(s) for s in ss))
-    if rest is not None:
-        lines.append(f"rest {rest}")
-    for ss, verdict in paths:
-        lines.append("path " + " ".join(str(s) for s in ss) + f" {verdict}")
-    if unknown_entry:
-        lines.append(f"unknown-entry {unknown_entry}")
-    if unknown_path:
-        lines.append(f"unknown-path {unknown_path}")
-    lines.append("end")
-    Path(path).write_text("\n".join(lines) + "\n")
+    content = {"max_size": max_size or None, "modules": [(build_id(m), Path(m).resolve()) for m in modules],
+               "sites": [(mod, off, verdict, None) for mod, off, verdict in sites], "groups": groups,
+               "group_at": at or {}, "selects": selects, "rest": rest, "paths": list(paths),
+               "unknown_entry": unknown_entry or None, "unknown_path": unknown_path or None}
+    Path(path).write_text(planfile.plan_text(content, ["# written by hand in a test"], version=version))
     return path
 
 

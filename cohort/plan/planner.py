@@ -743,18 +743,11 @@ def assemble(profile, kept, params, notes):
 
 def render(plan, profile, source="profile.json"):
     """The plan file's text."""
-    lines = [f"cohort-plan {planfile.PLAN_VERSION}", f"# made by cohort plan{'' if plan.policy == 'halo' else ' --policy ' + plan.policy} from {source}",
-             f"{planfile.ALLOCATOR_MARK} {plan.allocator}", f"max-size {plan.max_size}"]
+    header = [f"# made by cohort plan{'' if plan.policy == 'halo' else ' --policy ' + plan.policy} from {source}",
+              f"{planfile.ALLOCATOR_MARK} {plan.allocator}"]
     mod_index = {m: i for i, m in enumerate(plan.modules)}
-    for i, m in enumerate(plan.modules):
-        mod = profile["modules"][m]
-        lines.append(f"module {i} {mod['build_id'] or '-'} {mod['path']}")
     site_index = {s: i for i, s in enumerate(plan.sites)}
-    for i, s in enumerate(plan.sites):
-        site = profile["sites"][s]
-        words = [plan.verdicts.get(s), f"stop={plan.stops[s]}" if s in plan.stops else None]
-        lines.append(f"site {i} {mod_index[site['module']]} {site['offset']:#x}"
-                     + "".join(f" {w}" for w in words if w) + f"  # {site_name(profile, s)}")
+    notes = {("site", i): site_name(profile, s) for i, s in enumerate(plan.sites)}
     # What carries the sites to another build (cohort plan --rebase; the
     # runtime does it too): the profile's, taken when it was made; for a
     # profile made before anchors, the module's file's, if it is still the
@@ -768,25 +761,22 @@ def render(plan, profile, source="profile.json"):
                                      for i, m in enumerate(plan.modules)},
                                     {i: (mod_index[profile["sites"][plan.sites[i]]["module"]],
                                          profile["sites"][plan.sites[i]]["offset"]) for i in missing}))
-    lines += [f"anchor {i} {anchors[i]}" for i in sorted(anchors)]
-    def at(g):
-        return f" at={plan.line_at[g]}" if g in plan.line_at else ""
-    for i, g in enumerate(plan.groups):
-        lines.append(f"group {i} {g.name}{at(i)}  # contexts {' '.join(map(str, g.members))}")
+    groups = [g.name for g in plan.groups]
+    notes.update({("group", i): f"contexts {' '.join(map(str, g.members))}" for i, g in enumerate(plan.groups)})
     if plan.rest is not None:
-        lines.append(f"group {plan.rest} rest{at(plan.rest)}  # every allocation of up to {plan.rest_max} bytes "
-                     f"no other group claims")
-    for i, g in enumerate(plan.groups):
-        for conj in g.conjunctions:
-            lines.append(f"select {i} " + " ".join(str(site_index[s]) for s in conj))
-    if plan.rest is not None:
-        lines.append(f"rest {plan.rest} max={plan.rest_max}" + (" one" if plan.rest_one else ""))
-    for path, verdict in plan.paths.items():
-        lines.append("path " + " ".join(str(site_index[s]) for s in path) + f" {verdict}")
-    lines.append(f"unknown-entry {plan.unknown_entry}")
-    lines.append(f"unknown-path {plan.unknown_path}")
-    lines.append("end")
-    return "\n".join(lines) + "\n"
+        groups.append("rest")
+        notes[("group", plan.rest)] = f"every allocation of up to {plan.rest_max} bytes no other group claims"
+    content = {
+        "max_size": plan.max_size,
+        "modules": [(profile["modules"][m]["build_id"], profile["modules"][m]["path"]) for m in plan.modules],
+        "sites": [(mod_index[profile["sites"][s]["module"]], profile["sites"][s]["offset"], plan.verdicts.get(s),
+                   plan.stops.get(s)) for s in plan.sites],
+        "anchors": anchors, "groups": groups, "group_at": plan.line_at,
+        "selects": [(i, [site_index[s] for s in conj]) for i, g in enumerate(plan.groups) for conj in g.conjunctions],
+        "rest": plan.rest, "rest_max": plan.rest_max, "rest_one": plan.rest_one,
+        "paths": {tuple(site_index[s] for s in path): verdict for path, verdict in plan.paths.items()},
+        "unknown_entry": plan.unknown_entry, "unknown_path": plan.unknown_path}
+    return planfile.plan_text(content, header, notes=notes)
 
 
 def report(plan, profile):

@@ -190,26 +190,6 @@ def rebase(plan, binary, min_kept=DEFAULT_MIN_KEPT):
     return new, report
 
 
-def render(plan, header):
-    """A plan's text from its parsed content (parse_plan's dict)."""
-    lines = [f"cohort-plan {planfile.PLAN_VERSION}", *header, f"max-size {plan['max_size']}"]
-    for i, (bid, path) in enumerate(plan["modules"]):
-        lines.append(f"module {i} {bid or '-'} {path}")
-    for i, (mod, off, verdict, stop) in enumerate(plan["sites"]):
-        words = [verdict, None if stop is None else f"stop={stop}"]
-        lines.append(f"site {i} {mod} {off:#x}" + "".join(f" {w}" for w in words if w))
-    lines += [f"anchor {s} {w}" for s, w in sorted(plan["anchors"].items())]
-    for i, name in enumerate(plan["groups"]):
-        lines.append(f"group {i} {name}" + (f" at={plan['group_at'][i]}" if i in plan["group_at"] else ""))
-    lines += [f"select {g} " + " ".join(map(str, sites)) for g, sites in plan["selects"]]
-    if plan["rest"] is not None:
-        lines.append(f"rest {plan['rest']}" + (f" max={plan['rest_max']}" if plan["rest_max"] else "")
-                     + (" one" if plan["rest_one"] else ""))
-    lines += ["path " + " ".join(map(str, p)) + f" {v}" for p, v in plan["paths"].items()]
-    lines += [f"unknown-entry {plan['unknown_entry']}", f"unknown-path {plan['unknown_path']}", "end"]
-    return "\n".join(lines) + "\n"
-
-
 def summary(report, binary):
     """One line: what the rebase kept."""
     sites = report["sites"].values()
@@ -261,5 +241,5 @@ def rebase_command(plan_path, binary, output, force=False, min_kept=DEFAULT_MIN_
     allocator = planfile.made_for(plan_path)
     if allocator:
         header.append(f"{planfile.ALLOCATOR_MARK} {allocator}")
-    write_output(output, render(new, header), "plan", force)
+    write_output(output, planfile.plan_text(new, header), "plan", force)
     return report, summary(report, binary)
