@@ -3,11 +3,10 @@
 Every trial round runs every configuration once (glibc, cohort+glibc,
 jemalloc, cohort+jemalloc, random control, ...), so drifts on a noisy
 machine hit all of them alike; a warm-up round is discarded. Each round
-starts one configuration later than the round before, so that no
-configuration always runs right after the same one: on this machine a run
-that always followed glibc timed apart from its twin (objects' plan, whose
-file differs from the rest pool's only in a comment: 1.49 s [1.48-1.61]
-against 1.21 s [1.04-1.32]). A trial that fails or whose output differs
+runs them in another order, a row of a balanced Latin square (round_order),
+so that no configuration runs right after the same one in every round: on
+this machine a run that follows glibc's times slower than its twin
+(round_order says by how much). A trial that fails or whose output differs
 from the first glibc baseline is kept in results.json, flagged, and never
 enters a median. Cache misses come from
 cachegrind on a separate (smaller) input with a fixed, recorded geometry.
@@ -185,6 +184,31 @@ def parse_policies(text):
     if len(set(names)) != len(names):
         raise CohortError("--policies names a policy twice")
     return names
+
+
+def round_order(n, rnd):
+    """The order in which round rnd runs n configurations, as indexes into
+    their list: row rnd of a balanced Latin square (Williams'), in which
+    over n rounds (2n for an odd n) each configuration runs right after
+    each other one equally often. Every row starts a turn of
+    0, 1, n-1, 2, n-2, ...; row 0 runs the first, the reference baseline,
+    first. Rounds that only turned the list, as bench's did before, kept
+    each configuration after the same one in every round but one, and on
+    this machine a run right after glibc's times slower: in a suite run of
+    2026-11-30, bintree's plan, the rest pool's plan within one
+    instruction, ran 0.656 s in the round it came first and 0.785 to 0.914
+    s in the four it followed glibc, against the rest pool's 0.712 to 0.786
+    s; quadtree's likewise, 1.679 s against 2.005 to 2.335 s."""
+    start, lo, hi = [0], 1, n - 1
+    while len(start) < n:
+        start.append(lo)
+        lo += 1
+        if len(start) < n:
+            start.append(hi)
+            hi -= 1
+    k = rnd % (n if n % 2 == 0 else 2 * n)
+    row = [(i + k) % n for i in start]
+    return row if k < n else row[::-1]   # an odd square's mirror rows give the pairs the first n lack
 
 
 def configurations(allocators, plan, random_control=True, base_env=None, all_control=True,
@@ -615,8 +639,7 @@ def _bench(target, prog, outdir, results_path, trials, warmup, allocators, plan,
     trial_log, reference = [], None
     with tempfile.TemporaryDirectory(prefix="cohort-bench.") as work:
         for rnd in range(warmup + trials):
-            turn = rnd % len(configs)   # round 0 runs the first baseline first: its output is the reference
-            for name, kind, alloc, make_env in configs[turn:] + configs[:turn]:
+            for name, kind, alloc, make_env in [configs[i] for i in round_order(len(configs), rnd)]:
                 stats = stats_dir / f"{name}.json" if kind != "baseline" else None
                 r = run_once(target, make_env(stats), work, stdin=inputs["ref"], output_file=output_file,
                              ignore=ignore)

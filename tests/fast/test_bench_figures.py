@@ -2,7 +2,10 @@
 report): percentiles and medians, the runtime's misses counted apart from
 the program's, and where a plan loses beyond noise. No build."""
 
+import pytest
+
 from conftest import ROOT
+from cohort.measure.bench import round_order
 from cohort.measure.stats import percentile, summarise
 
 
@@ -60,3 +63,20 @@ def test_report_lists_where_a_plan_loses_beyond_noise():
     assert "cohort+jemalloc than jemalloc (1.200-1.300 s against 1.000-1.100)" in row
     assert "cohort+jemalloc than rest" not in row                     # rest runs in front of glibc
     assert row.endswith("| cohort+jemalloc 1.040 |")
+
+
+@pytest.mark.parametrize("n", range(1, 13))
+def test_rounds_put_each_configuration_after_each_other_equally_often(n):
+    """bench.round_order: every round is an order of all n configurations,
+    round 0 starts with the first (the reference baseline), and over a
+    whole square (n rounds, 2n for an odd n) each configuration runs right
+    after each other one equally often: a turned list put each one after
+    the same one in every round but one."""
+    from collections import Counter
+    period = n if n % 2 == 0 else 2 * n
+    rows = [round_order(n, r) for r in range(period)]
+    assert all(sorted(row) == list(range(n)) for row in rows)
+    assert rows[0][0] == 0
+    pairs = Counter(p for row in rows for p in zip(row, row[1:]))
+    assert len(pairs) == n * (n - 1) and len(set(pairs.values())) <= 1
+    assert round_order(n, period + 3) == round_order(n, 3)

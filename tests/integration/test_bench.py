@@ -28,10 +28,13 @@ def bench(tmp_path, plan, mode="ok", *extra):
     return r, out
 
 
-def turned(order, rnd):
-    """Round rnd's order: each round starts one configuration later."""
-    k = rnd % len(order)
-    return order[k:] + order[:k]
+def predecessors(trials):
+    """{config: the configurations it ran right after, one per round}."""
+    before = {}
+    for prev, t in zip(trials, trials[1:]):
+        if prev["round"] == t["round"]:
+            before.setdefault(t["config"], []).append(prev["config"])
+    return before
 
 
 def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
@@ -41,7 +44,13 @@ def test_bench_orders_trials_and_writes_valid_results(tmp_path, toy_plan):
     jsonschema.validate(res, SCHEMA)
     order = ["glibc", "cohort+glibc", "jemalloc", "cohort+jemalloc", "mimalloc", "cohort+mimalloc", "random", "all"]
     assert res["parameters"]["order"] == order
-    assert [(t["round"], t["config"]) for t in res["trials"]] == [(r_, c) for r_ in range(4) for c in turned(order, r_)]
+    # Every round runs each configuration once, round 0 the first baseline
+    # first (its output is the reference), and none runs right after the
+    # same one in two rounds (a balanced Latin square's rows).
+    rounds = [[t["config"] for t in res["trials"] if t["round"] == r_] for r_ in range(4)]
+    assert [t["round"] for t in res["trials"]] == sorted(t["round"] for t in res["trials"])
+    assert all(sorted(r_) == sorted(order) for r_ in rounds) and rounds[0][0] == "glibc"
+    assert all(len(set(b)) == len(b) for b in predecessors(res["trials"]).values())
     assert [t["warmup"] for t in res["trials"]] == [True] * len(order) + [False] * (3 * len(order))
     assert all(t["status"] == "ok" for t in res["trials"]) and res["problems"] == []
     assert all(res["summary"][c]["ok_trials"] == 3 for c in order)
@@ -157,7 +166,13 @@ def test_policies_side_by_side(tmp_path, toy_plan):
     jsonschema.validate(res, SCHEMA)
     order = ["glibc", "cohort+glibc", "dpa", "mo", "random", "all"]
     assert res["parameters"]["order"] == order and res["parameters"]["policies"] == ["halo", "dpa", "mo"]
-    assert [(t["round"], t["config"]) for t in res["trials"]] == [(r_, c) for r_ in range(4) for c in turned(order, r_)]
+    # Every round runs each configuration once, round 0 the first baseline
+    # first (its output is the reference), and none runs right after the
+    # same one in two rounds (a balanced Latin square's rows).
+    rounds = [[t["config"] for t in res["trials"] if t["round"] == r_] for r_ in range(4)]
+    assert [t["round"] for t in res["trials"]] == sorted(t["round"] for t in res["trials"])
+    assert all(sorted(r_) == sorted(order) for r_ in rounds) and rounds[0][0] == "glibc"
+    assert all(len(set(b)) == len(b) for b in predecessors(res["trials"]).values())
     assert all(res["ratios"][p]["vs"] == "glibc" and "d1_ratio" in res["ratios"][p] for p in ("dpa", "mo"))
     assert json.loads((out / "stats" / "dpa.json").read_text())["mode"] == "dpa"
     assert json.loads((out / "stats" / "mo.json").read_text())["mode"] == "mo"
