@@ -4,9 +4,8 @@ Every trial round runs every configuration once (glibc, cohort+glibc,
 jemalloc, cohort+jemalloc, random control, ...), so drifts on a noisy
 machine hit all of them alike; a warm-up round is discarded. Each round
 runs them in another order, a row of a balanced Latin square (round_order),
-so that no configuration runs right after the same one in every round: on
-this machine a run that follows glibc's times slower than its twin
-(round_order says by how much). A trial that fails or whose output differs
+so that no configuration runs right after the same one in every round and
+none carries another's after-effects in all its trials. A trial that fails or whose output differs
 from the first glibc baseline is kept in results.json, flagged, and never
 enters a median. Cache misses come from
 cachegrind on a separate (smaller) input with a fixed, recorded geometry.
@@ -193,12 +192,15 @@ def round_order(n, rnd):
     each other one equally often. Every row starts a turn of
     0, 1, n-1, 2, n-2, ...; row 0 runs the first, the reference baseline,
     first. Rounds that only turned the list, as bench's did before, kept
-    each configuration after the same one in every round but one, and on
-    this machine a run right after glibc's times slower: in a suite run of
+    each configuration after the same one in every round but one, so
+    whatever a run leaves behind (a heavy glibc run's freed memory, the
+    caches) fell on the same configuration every time: in a suite run of
     2026-11-30, bintree's plan, the rest pool's plan within one
     instruction, ran 0.656 s in the round it came first and 0.785 to 0.914
     s in the four it followed glibc, against the rest pool's 0.712 to 0.786
-    s; quadtree's likewise, 1.679 s against 2.005 to 2.335 s."""
+    s. Balanced, the two still came apart in a rerun (0.817-0.836 s
+    against 0.724-0.781): at 5 trials the quartile test has false
+    positives of its own on this machine."""
     start, lo, hi = [0], 1, n - 1
     while len(start) < n:
         start.append(lo)
