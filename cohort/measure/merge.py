@@ -27,6 +27,7 @@ from cohort.formats import profilefile
 from cohort.measure.profile import LINE_OFFSETS, RAW_VERSION, as_text, ds_graph, hot_nodes
 from cohort.formats import elf
 from cohort.plan import rebase
+from cohort.plan.transfer import same_program
 from cohort.policies import families
 
 COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_misses", "ll_misses")
@@ -127,9 +128,8 @@ def check_inputs(profiles, paths, weights):
                           "one per profile")
     first = profiles[0]
     for p, path in zip(profiles[1:], paths[1:]):
-        if executable(p) != executable(first):
-            raise CohortError(f"profile {path} is of another program ({executable(p)}) than profile {paths[0]} "
-                              f"({executable(first)}): merge the profiles of one program's runs")
+        same_program(first, p, f"profile {paths[0]}", f"profile {path}", "merge the profiles of one program's runs",
+                     one_build=False)
         for k in ("affinity_distance", "max_size"):
             if p["parameters"][k] != first["parameters"][k]:
                 raise CohortError(f"profile {path} was made with another {k.replace('_', ' ')} "
@@ -137,10 +137,6 @@ def check_inputs(profiles, paths, weights):
         if p.get("version") != first.get("version"):
             raise CohortError(f"profile {path} is of format version {p.get('version')}, {paths[0]} of "
                               f"{first.get('version')}: profile both with one Cohort")
-
-
-def executable(profile):
-    return os.path.basename(profile["target"].get("executable") or profile["target"]["argv"][0])
 
 
 def relate(profiles, paths):
@@ -208,8 +204,10 @@ def merge(profiles, paths, weights=None):
     totals = {}
     layouts = lines = None
     for p, w, move, said in zip(profiles, weights, moves, related):
+        # A module another build stands in for is the merged build's.
+        moved_modules = {s["module"] for s in p["sites"] if s["id"] in move}
         for mod in p["modules"]:
-            if not any(s["module"] == mod["id"] and s["id"] in move for s in p["sites"]):
+            if mod["id"] not in moved_modules:
                 m.module(mod)
         site_of = {s["id"]: None if s["id"] in move and move[s["id"]] is None else m.site(p, s, w, move.get(s["id"]))
                    for s in p["sites"]}

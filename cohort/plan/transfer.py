@@ -52,9 +52,11 @@ def plan_site_map(plan, profile):
 
 
 def same_program(a, b, what_a="the training profile", what_b="the validation profile",
-                 advice="validate a plan with runs of the program it was made for"):
+                 advice="validate a plan with runs of the program it was made for", one_build=True):
     """CohortError unless two profiles are of one build of one program: the
-    same executable file name with the same build id (or both without one)."""
+    same executable file name with the same build id (or both without one).
+    one_build=False: of one program, whatever its builds (cohort merge
+    relates builds by their anchors)."""
     def main_module(p):
         exe = os.path.basename(p["target"].get("executable") or p["target"]["argv"][0])
         mods = [m for m in p["modules"] if os.path.basename(m["path"]) == exe]
@@ -62,7 +64,7 @@ def same_program(a, b, what_a="the training profile", what_b="the validation pro
     (ea, ba), (eb, bb) = main_module(a), main_module(b)
     if ea != eb:
         raise CohortError(f"{what_b} is of another program ({eb}) than {what_a} ({ea}): {advice}")
-    if ba != bb:
+    if one_build and ba != bb:
         raise CohortError(f"{what_b} is of another build of {ea} than {what_a} (build id {bb or 'none'}, "
                           f"not {ba or 'none'}): profile both with one build")
 
