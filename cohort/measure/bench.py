@@ -5,9 +5,9 @@ jemalloc, cohort+jemalloc, random control, ...), so drifts on a noisy
 machine hit all of them alike; a warm-up round is discarded. Each round
 runs them in another order, a row of a balanced Latin square (round_order),
 so that no configuration runs right after the same one in every round and
-none carries another's after-effects in all its trials. A trial that fails or whose output differs
-from the first glibc baseline is kept in results.json, flagged, and never
-enters a median. Cache misses come from
+none carries another's after-effects in all its trials. A trial that fails
+or whose output differs from the first glibc baseline is kept in
+results.json, flagged, and never enters a median. Cache misses come from
 cachegrind on a separate (smaller) input with a fixed, recorded geometry.
 The schema is docs/results-format.md.
 

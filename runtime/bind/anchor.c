@@ -9,8 +9,9 @@
  * Everything is read from the module's file, mapped read-only (by the tool
  * cohort-anchor, and by the runtime when it meets another build of a
  * planned module), so both give the same answer: the sections that hold
- * code, the function symbols, the GOT slots' relocations. Calls are found by decoding the code from each code
- * section's start (Zydis, decode.h). Nothing here calls malloc. */
+ * code, the function symbols, the GOT slots' relocations. Calls are found
+ * by decoding the code from each code section's start (Zydis, decode.h).
+ * Nothing here calls malloc. */
 #define _GNU_SOURCE
 #include "bind.h"
 #include "decode.h"
