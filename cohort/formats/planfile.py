@@ -17,26 +17,44 @@ PLAN_VERSION = 9        # the version written; 1 to 8 are still read
 # (its rest pool was decided for it: docs/planner.md, "The rest pool against
 # the allocator underneath"); the runtime reads no comment.
 ALLOCATOR_MARK = "# made for allocator"
+NOTE_MARK = "# note:"
 
 MAX_PATH = 32           # runtime/plan/plan.h CH_MAX_PATH: sites in one path
 MAX_NODES = 4095        # CH_MAX_NODES less the root: nodes of the paths' trie
 _BLANKS = re.compile(r"[ \t]+")
 
 
-def made_for(path):
-    """The allocator a plan file was made for, or None (older plans, and
-    plans written by hand, do not say)."""
+def header_comments(path):
+    """The comment lines of a plan file's header (before its first line
+    that is not one, after `cohort-plan`); [] where it cannot be read."""
+    out = []
     try:
         with open(path, errors="replace") as f:
             for line in f:
-                if line.startswith(ALLOCATOR_MARK):
-                    words = line[len(ALLOCATOR_MARK):].split()
-                    return words[0] if words else None
-                if line.strip() and not line.startswith("#") and not line.startswith("cohort-plan"):
-                    return None   # the header's comments are over
+                if line.startswith("#"):
+                    out.append(line.rstrip("\n"))
+                elif line.strip() and not line.startswith("cohort-plan"):
+                    break
     except OSError:
-        return None
+        return []
+    return out
+
+
+def made_for(path):
+    """The allocator a plan file was made for, or None (older plans, and
+    plans written by hand, do not say)."""
+    for line in header_comments(path):
+        if line.startswith(ALLOCATOR_MARK):
+            words = line[len(ALLOCATOR_MARK):].split()
+            return words[0] if words else None
     return None
+
+
+def notes_of(path):
+    """The planner's verdicts a plan file carries (cohort plan writes one
+    `# note:` line each: a group kept or dropped and why, the rest pool's
+    shape): [] for older plans, plans written by hand and rebased ones."""
+    return [line[len(NOTE_MARK):].strip() for line in header_comments(path) if line.startswith(NOTE_MARK)]
 
 
 def plan_argument(path, what="--plan"):

@@ -407,6 +407,12 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
     if worth.get(None):
         lines.append(f"  not grouped: {worth[None]}")
     lines.append(f"  {prediction(profile, removed)}")
+    # Which rule kept or dropped each group, and its figures: the planner's
+    # own notes, from the plan file where one is given (older plans, plans
+    # written by hand and rebased ones carry none).
+    verdicts = planner.verdicts(made) if made is not None else planfile.notes_of(plan_path)
+    if verdicts:
+        lines += ["", "The planner's verdicts:"] + [f"  {n}" for n in verdicts]
     if transfers:
         lines.append("")
         lines.append("Transfer to other inputs (the plan replayed on each run's profile):")

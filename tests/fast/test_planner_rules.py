@@ -172,6 +172,31 @@ def test_group_shadowed_by_an_earlier_selector_is_dropped_with_its_reason():
     assert any("group around context 1 dropped: the selector of g0" in n for n in plan.notes)
 
 
+def test_the_plan_file_carries_why_each_group_was_kept_or_dropped(tmp_path):
+    """cohort explain shows which rule kept or dropped each group from the
+    plan file alone: render writes every verdict, the kept group's with its
+    figures and the rest pool's shape, as one `# note:` line in the header,
+    which planfile.notes_of reads back in order and the runtime skips."""
+    from cohort.formats import planfile
+    from cohort.plan.planner import make_plan, render, verdicts
+    profile = shape_profile([(0, [1, 2], 1000, 600000), (1, [3, 1, 2], 1000, 300000)],
+                            [(0, 0, 500000), (1, 1, 200000)], 1_000_000)
+    plan = make_plan(profile, **dict(FREE_WALKS, rest="pool"))
+    path = tmp_path / "plan"
+    path.write_text(render(plan, profile))
+    said = planfile.notes_of(path)
+    assert said == [" ".join(n.split()) for n in verdicts(plan)]
+    # with a rest pool, context 0 alone gains nothing over the rest pool's
+    # size classes (it lies among its own there): dropped, with the figures
+    assert any(n.startswith("group around context 0 dropped: identifying it costs more") and
+               "against at most 0.0 ms" in n for n in said)
+    kept = [n for n in said if n.startswith("group 0 g0")]
+    assert len(kept) == 1 and " kept: " in kept[0] and "affinitive accesses" in kept[0] and " ms " in kept[0]
+    assert said[-1].startswith(f"group {plan.rest} rest kept, ")
+    assert planfile.made_for(path) == "glibc"
+    assert planfile.notes_of(tmp_path / "missing") == []
+
+
 def test_a_group_of_two_sizes_made_in_turn_is_split_by_size_class():
     """A group's pool keeps its members in allocation order. Two kinds of
     two sizes made in turn (cppcheck's tokens and their TokenImpls), whose

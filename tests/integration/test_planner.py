@@ -4,6 +4,7 @@ runtime's own parser (tools/cohort-plan-check). The rules alone, on
 hand-made graphs and synthetic profiles, are in tests/fast/test_planner_rules.py."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,17 @@ def test_planned_run_groups_the_walked_objects_in_allocation_order(pipeline, tmp
     assert st["groups"][ga.pop()]["allocations"] == len(objs["a"]) + len(objs["b"])
 
 
+def lines_of(path):
+    return Path(path).read_text().splitlines()
+
+
+def bare_plan(out, tmp_path):
+    """The pipeline's plan without its comments: as one written by hand."""
+    path = tmp_path / "uncommented.plan"
+    path.write_text("\n".join(ln.split("#")[0].rstrip() for ln in lines_of(out / "plan")) + "\n")
+    return path
+
+
 def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
     out, _ = pipeline
     r = run([COHORT, "explain", out / "profile.json", out / "plan", "--graph", tmp_path / "g.svg"])
@@ -100,6 +112,15 @@ def test_explain_names_contexts_groups_and_selectors(pipeline, tmp_path):
     shown = [ln.split("identification: ")[1].split(";")[0] for ln in r.stdout.decode().splitlines()
              if "worth:" in ln]
     assert said and shown[:len(said)] == said, (said, shown)
+    # which rule kept or dropped each group, with its figures: the same
+    # verdicts cohort plan printed, read back from the plan file
+    verdicts = text.split("The planner's verdicts:\n", 1)[1].split("\n\n")[0].splitlines()
+    groups = [ln.split()[2] for ln in lines_of(out / "plan") if ln.startswith("group ") and " rest" not in ln]
+    assert groups and all(any(v.startswith(f"  group {i} ") and " kept: " in v and " ms " in v for v in verdicts)
+                          for i in range(len(groups))), verdicts
+    assert any(" rest kept, " in v for v in verdicts), verdicts
+    assert "The planner's verdicts:" not in run([COHORT, "explain", out / "profile.json", bare_plan(out, tmp_path)]
+                                                ).stdout.decode()
     assert "rest (every small allocation no other group claims, one pool " in text
     # the rest pool described as the plan shapes it: whole, or split by size class
     lines = [ln for ln in (out / "plan").read_text().splitlines()]
