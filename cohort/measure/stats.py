@@ -6,12 +6,11 @@ import statistics
 
 
 def quartiles(values):
-    """(p25, p75) of the values, as statistics.quantiles gives them; both
-    the value itself when there is one."""
-    if len(values) < 2:
-        return values[0], values[0]
-    q = statistics.quantiles(values, n=4)
-    return q[0], q[2]
+    """(p25, p75) of the values, interpolated as `cohort bench`'s summary
+    and its test of noise interpolate them (percentile), so that the
+    benchmark scripts and the bench report quote one quartile; both the
+    value itself when there is one."""
+    return percentile(values, 0.25), percentile(values, 0.75)
 
 
 def spread(values):

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import ROOT
 from cohort.measure.bench import round_order
-from cohort.measure.stats import percentile, summarise
+from cohort.measure.stats import percentile, quartiles, spread, summarise
 
 
 def test_percentiles_and_medians_from_known_inputs():
@@ -15,6 +15,9 @@ def test_percentiles_and_medians_from_known_inputs():
     assert percentile([1, 2, 3, 4, 5], 0.25) == 2 and percentile([1, 2, 3, 4, 5], 0.75) == 4
     assert percentile([10, 20], 0.25) == 12.5
     assert percentile([], 0.5) is None
+    # the scripts' quartiles are the summary's: one definition of the band
+    assert quartiles([1, 2, 3, 4, 5]) == (2, 4) and quartiles([7]) == (7, 7)
+    assert spread([5, 1, 3]) == (2, 3, 4) and spread([4, 1, 3, 2]) == (1.75, 2.5, 3.25)
     trials = [{"config": "a", "status": "ok", "wall_s": w, "user_s": w, "max_rss_kb": 1} for w in (4, 1, 3, 2)]
     trials.append({"config": "a", "status": "mismatch", "wall_s": 100, "user_s": 1, "max_rss_kb": 1})
     s = summarise(trials, ["a"])["a"]
