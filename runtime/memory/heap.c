@@ -87,7 +87,8 @@ static uint64_t new_key(void) {
   return k | 1;
 }
 
-/* A chunk not current whose bins hold at least this much is worth allocating from. */
+/* A chunk not current whose bins hold at least this much is worth allocating
+ * from (or less, for a chunk used only in part: offer_min). */
 #define AVAIL_MIN (ch_chunk_size / 16)
 /* An avail chunk with at least this much free is merged (if due) before the
  * general path leaves it for fresh pages; while the group's merges find
@@ -475,22 +476,35 @@ void ch_heap_flush_recent(void) {
 /* ------------------------------------------------------- chunk lists */
 
 /* A chunk that is neither current nor spill waits on one of two lists to be
- * allocated from again: avail when its bins hold at least AVAIL_MIN, room
+ * allocated from again: avail when its bins hold at least offer_min, room
  * when they do not but it has at least AVAIL_MIN of untouched room at the
  * bump pointer (it was current, and was left for holes elsewhere at a page
  * boundary). Any other chunk is nearly full, or has just failed a request
- * from the avail list with no room left: its next free that leaves AVAIL_MIN
+ * from the avail list with no room left: its next free that leaves offer_min
  * binned puts it back on avail (set_low), or it empties. Without the room
  * list, a chunk left at a page boundary waited there with most of itself
  * unused, and each new chunk in turn did the same: a thread replacing random
  * blocks held 280 to 521 chunks for 6.3 MB live (docs/runtime.md). */
 enum { CH_WAITS_NOT, CH_WAITS_AVAIL, CH_WAITS_ROOM };
 static inline bool has_room(const struct ch_chunk *c) { return (size_t)(c->end - c->bump) >= AVAIL_MIN; }
+/* How much of a chunk must be binned for it to be offered (the avail list):
+ * AVAIL_MIN, or an eighth of what it has handed out where that is less, so
+ * that a chunk used only in part does not keep a third of itself in holes
+ * that nothing reuses while its thread bumps fresh pages elsewhere. A
+ * lineage of threads each leaving chunks a few hundred KiB into their 1 MiB
+ * held 12 to 14 of them for 1.9 MB live, 21-28.5% of their resident pages
+ * free (`prodcons relay 2 60000 256` under `all`, docs/runtime.md). */
+#define OFFER_PART 8
+#define OFFER_FLOOR 4096
+static inline size_t offer_min(const struct ch_chunk *c) {
+  size_t part = (size_t)(c->bump - c->data) / OFFER_PART;
+  return part >= AVAIL_MIN ? AVAIL_MIN : part > OFFER_FLOOR ? part : OFFER_FLOOR;
+}
 
 /* The chunk's state calls for after_free once live_bytes falls below this:
  * when empty for the current or spill chunk (it starts over) once its bump
  * pointer has moved RESET_MIN since it last did, and for chunks already
- * offered or too little used to offer; else once the bins hold AVAIL_MIN. A
+ * offered or too little used to offer; else once the bins hold offer_min. A
  * group that frees its only live block and allocates another, over and
  * over, takes it back from its bin: starting over would cost the free a
  * reset every time (allocbench alt: 18 ns a pair against glibc's 11). */
@@ -498,7 +512,8 @@ static inline bool has_room(const struct ch_chunk *c) { return (size_t)(c->end -
 static inline size_t state_low(const struct ch_group_heap *gh, const struct ch_chunk *c) {
   size_t used = (size_t)(c->bump - c->data);
   if (c == gh->current || c == gh->spill) return used >= RESET_MIN;
-  return c->waits == CH_WAITS_AVAIL || used < AVAIL_MIN ? 1 : used - AVAIL_MIN + 1;
+  size_t offer = offer_min(c);
+  return c->waits == CH_WAITS_AVAIL || used < offer ? 1 : used - offer + 1;
 }
 /* The free path's one threshold: the state's, or the statistics' (a fall of
  * STATS_BATCH since the last report), whichever comes first. */
@@ -610,7 +625,7 @@ static CH_NOINLINE void after_free(struct ch_group_heap *gh, struct ch_chunk *c)
     return;
   }
   if (active || c->waits == CH_WAITS_AVAIL) { set_low(gh, c); return; }
-  if (free_bytes(c) >= AVAIL_MIN) {
+  if (free_bytes(c) >= offer_min(c)) {
     wait_del(gh, c);   /* off the room list: its bins come first now */
     wait_add(gh, c, CH_WAITS_AVAIL);
   } else if (c->waits == CH_WAITS_NOT && has_room(c)) {
