@@ -10,8 +10,11 @@
  * entries visited with their keys 42% less in one pool. So every tracked object of
  * up to CLASS_MAX bytes is placed twice more, once in a model of each
  * layout, and every access to a tracked object goes through a simulated
- * cache per layout (the geometry of loads.c's): a placed object's at its
- * place in that layout, a larger one's at its own address. Stack and global
+ * D1 per layout (the geometry of loads.c's): a placed object's at its
+ * place in that layout, a larger one's at its own address. No LL behind
+ * it: the planner compares the layouts' D1 misses alone, and the two LLs
+ * (128 KiB of tags each, in the host's cache beside the run's) took 5 to
+ * 11% of the tool's time (profiler/README.md). Stack and global
  * accesses are left out: modelled too, they made the profiler 52% slower
  * instead of 17%, and changed the verdict on none of seven programs. The planner keeps the
  * layout with fewer D1 misses (docs/planner.md, "The rest pool's shape").
@@ -57,10 +60,10 @@ static inline Addr region_of(UInt layout, UInt k) {
 typedef UInt *OccPage;
 
 typedef struct {
-  SimCache cache;
+  D1Cache cache;
   Addr bump[NCLASSES];    /* CH_LAYOUT_ONE uses bump[0] for every class */
   AddrStack bins[NCLASSES];   /* freed blocks of each size, last freed on top */
-  ULong d1_misses, ll_misses;
+  ULong d1_misses;
   OccPage *occ[1 << OCC_TOP_BITS];
   CountTable neighbours;  /* (ctx << 32 | neighbour's ctx) + 1 -> placements beside it */
 } Model;
@@ -162,20 +165,16 @@ void ch_layouts_touch(const Obj *o, Addr a, SizeT size) {
   if (o->model[CH_LAYOUT_ONE]) placed_accesses++;
   ULong *own = ch_ctx_stats(o->ctx)->layout_d1;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
-    UInt r = ch_sim_touch(&models[l].cache, at[l], size);
-    if (r) {
+    if (ch_d1_touch(&models[l].cache, at[l], size)) {
       models[l].d1_misses++;
       own[l]++;
     }
-    if (r == 2) models[l].ll_misses++;
   }
 }
 
 void ch_layouts_write(VgFile *f) {
-  VG_(fprintf)(f, "layouts max %d one-d1 %llu one-ll %llu classes-d1 %llu classes-ll %llu objects %llu "
-               "accesses %llu\n", CLASS_MAX, models[CH_LAYOUT_ONE].d1_misses, models[CH_LAYOUT_ONE].ll_misses,
-               models[CH_LAYOUT_CLASSES].d1_misses, models[CH_LAYOUT_CLASSES].ll_misses, placed,
-               placed_accesses);
+  VG_(fprintf)(f, "layouts max %d one-d1 %llu classes-d1 %llu objects %llu accesses %llu\n", CLASS_MAX,
+               models[CH_LAYOUT_ONE].d1_misses, models[CH_LAYOUT_CLASSES].d1_misses, placed, placed_accesses);
   static const HChar *const names[CH_LAYOUTS] = {"one", "classes"};
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
     const CountTable *t = &models[l].neighbours;

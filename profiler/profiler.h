@@ -16,10 +16,11 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "8"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+#define CH_TOOL_VERSION "9"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
                                 5: sites carry their calls; 6: contexts carry their misses in each layout,
                                 and the layouts who lay beside whom; 7: contexts carry their allocations
-                                entered through a system module, and its frames; 8: the lines models */
+                                entered through a system module, and its frames; 8: the lines models;
+                                9: the layouts line has D1 misses only */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -213,6 +214,17 @@ static inline UInt ch_line_touch(SimCache *c, Addr line) {
   return ch_set_touch(c->ll[line & (CH_LL_SETS - 1)], CH_LL_WAYS, tag) ? 1 : 2;
 }
 
+/* A D1 of that geometry alone, for the models whose LL misses nothing reads
+ * (layouts.c): True where the access missed. */
+typedef struct {
+  Addr d1[CH_D1_SETS][CH_D1_WAYS];
+} D1Cache;
+static inline Bool ch_d1_touch(D1Cache *c, Addr a, SizeT size) {
+  Addr first = a >> CH_LINE_BITS, last = (a + (size ? size - 1 : 0)) >> CH_LINE_BITS;
+  Bool missed = !ch_set_touch(c->d1[first & (CH_D1_SETS - 1)], CH_D1_WAYS, first + 1);
+  if (last != first && !ch_set_touch(c->d1[last & (CH_D1_SETS - 1)], CH_D1_WAYS, last + 1)) missed = True;
+  return missed;
+}
 static inline UInt ch_sim_touch(SimCache *c, Addr a, SizeT size) {
   Addr first = a >> CH_LINE_BITS, last = (a + (size ? size - 1 : 0)) >> CH_LINE_BITS;
   UInt r = ch_line_touch(c, first);

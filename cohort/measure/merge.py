@@ -265,12 +265,15 @@ def merge(profiles, paths, weights=None):
         if "rest_layouts" in p:
             r = p["rest_layouts"]
             if layouts is None:
+                # LL misses only where every run has them (raw versions before 9)
+                ll = all("ll_misses" in (q.get("rest_layouts") or {}).get("one", {}) for q in profiles)
+                zero = {"d1_misses": 0, **({"ll_misses": 0} if ll else {})}
                 layouts = {"max_size": r["max_size"], "objects": 0, "accesses": 0,
-                           "one": {"d1_misses": 0, "ll_misses": 0}, "classes": {"d1_misses": 0, "ll_misses": 0}}
+                           "one": dict(zero), "classes": dict(zero)}
             layouts["objects"] += w * r["objects"]
             layouts["accesses"] += w * r["accesses"]
             for shape in ("one", "classes"):
-                for k in ("d1_misses", "ll_misses"):
+                for k in layouts[shape]:
                     layouts[shape][k] += w * r[shape][k]
                 for c, n, k in (r.get("beside") or {}).get(shape, ()):
                     if ctx_of[c] is None or ctx_of[n] is None:

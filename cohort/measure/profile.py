@@ -25,7 +25,7 @@ from cohort.measure.runner import check_input, open_input, resolve_program, scri
 from cohort.plan.rebase import plan_anchors
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "8"
+RAW_VERSION = "9"
 # The offsets within a line profiler/lines.c models a line-sized block at:
 # where the rest pool packs it, then 0, 16, 32 and 48 bytes into a line.
 LINE_OFFSETS = ["packed", 0, 16, 32, 48]
@@ -195,8 +195,7 @@ def parse_raw(text):
             f = rest.split()
             v = {f[i]: int(f[i + 1]) for i in range(0, len(f), 2)}
             raw["layouts"] = {"max_size": v["max"], "objects": v["objects"], "accesses": v["accesses"],
-                              "one": {"d1_misses": v["one-d1"], "ll_misses": v["one-ll"]},
-                              "classes": {"d1_misses": v["classes-d1"], "ll_misses": v["classes-ll"]}}
+                              "one": {"d1_misses": v["one-d1"]}, "classes": {"d1_misses": v["classes-d1"]}}
         elif kind == "lines":     # the line offsets modelled (profiler/lines.c)
             f = rest.split()
             if f[1:6] != [str(o) for o in LINE_OFFSETS]:

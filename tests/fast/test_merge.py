@@ -157,3 +157,24 @@ def test_a_file_that_is_no_profile_is_not_replaced(tmp_path):
     status, _, err = cli("merge", tmp_path / "a", tmp_path / "a", "-o", mine)
     assert status != 0 and "not replacing it" in err
     assert mine.read_text() == "mine\n"
+
+
+def test_the_layouts_d1_misses_are_summed_and_their_ll_misses_kept_only_where_every_run_has_them():
+    """rest_layouts' models have a D1 and no LL from raw version 9 on: a
+    merge of an older run with a newer one sums the D1 misses and leaves
+    the LL misses out, which only the older one counted."""
+    def with_layouts(p, one, classes, ll):
+        p["rest_layouts"] = {"max_size": 256, "objects": 10, "accesses": 100,
+                             "one": {"d1_misses": one, **({"ll_misses": 1} if ll else {})},
+                             "classes": {"d1_misses": classes, **({"ll_misses": 1} if ll else {})}}
+        check_profile(p)
+        return p
+    ctx = [([1, 5], 100, 1000)]
+    old = with_layouts(run_of(["prog", "a"], ctx, [(0, 0, 10)]), 40, 30, True)
+    new = with_layouts(run_of(["prog", "b"], ctx, [(0, 0, 10)]), 20, 10, False)
+    m = merge([old, new], ["a.json", "b.json"], [1.0, 2.0])
+    check_profile(m)
+    assert m["rest_layouts"]["one"] == {"d1_misses": 40 + 2 * 20}
+    assert m["rest_layouts"]["classes"] == {"d1_misses": 30 + 2 * 10}
+    both = merge([old, old], ["a.json", "a.json"], [1.0, 1.0])
+    assert both["rest_layouts"]["one"] == {"d1_misses": 80, "ll_misses": 2}

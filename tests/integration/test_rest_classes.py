@@ -176,7 +176,7 @@ def test_the_profile_models_both_rest_shapes(shape_profiles):
     pairs = shape_profiles["pairs"][1]["rest_layouts"]
     for m in (walk, pairs):
         assert m["max_size"] == 256 and m["objects"] == 8000 and m["accesses"] > 0
-        assert m["one"]["ll_misses"] <= m["one"]["d1_misses"]
+        assert set(m["one"]) == set(m["classes"]) == {"d1_misses"}   # a D1 per model, no LL (raw version 9)
     # 4000 nodes walked 20 times: about a line each in one pool, half a line by class
     assert walk["classes"]["d1_misses"] < 0.6 * walk["one"]["d1_misses"]
     assert pairs["one"]["d1_misses"] < 0.7 * pairs["classes"]["d1_misses"]
