@@ -31,15 +31,13 @@ ULong ch_total_accesses, ch_tracked_accesses;
 
 /* ==== edges =============================================================== */
 
-/* {x, y} with x <= y, packed as x << 32 | y, + 1 so that 0 marks empty. */
-static CountTable edges = {.cc = "cohort.edges"};
-/* The same keys: the near weight, in 64ths (only where it is not 0). */
-static CountTable near = {.cc = "cohort.edges"};
+/* {x, y} with x <= y, packed as x << 32 | y, + 1 so that 0 marks empty;
+ * its count, and beside it the near weight, in 64ths. */
+static CountTable edges = {.cc = "cohort.edges", .wide = True};
 
 static inline void edge_add(UInt x, UInt y, UInt near64) {
   ULong key = x <= y ? ((ULong)x << 32 | y) : ((ULong)y << 32 | x);
-  ch_count_add(&edges, key + 1, 1);
-  if (near64) ch_count_add(&near, key + 1, near64);
+  ch_count_add2(&edges, key + 1, 1, near64);
 }
 
 /* ==== per-thread queues =================================================== */
@@ -170,10 +168,8 @@ void ch_affinity_write(VgFile *f) {
     if (queues[t]) { walks += queues[t]->walks; threads++; }
   VG_(fprintf)(f, "accesses all %llu tracked %llu macro %llu threads %u\n", ch_total_accesses,
                ch_tracked_accesses, walks, threads);
-  for (UWord i = 0; i < edges.cap; i++)
-    if (edges.keys[i]) {
-      ULong k = edges.keys[i] - 1;
-      ULong n = ch_count_get(&near, k + 1);
-      VG_(fprintf)(f, "edge %u %u %llu %llu\n", (UInt)(k >> 32), (UInt)k, edges.counts[i], n);
-    }
+  for (UWord i = 0; i < edges.cap; i++) {
+    const ULong *s = ch_count_slot(&edges, i);
+    if (s[0]) VG_(fprintf)(f, "edge %u %u %llu %llu\n", (UInt)((s[0] - 1) >> 32), (UInt)(s[0] - 1), s[1], s[2]);
+  }
 }

@@ -1,36 +1,47 @@
 /* Counts: counters keyed by a nonzero 64-bit word, in one open-addressing
  * table doubled when half full. Affinity's edges and the layouts'
- * neighbours are such tables; their keys pack two context ids. */
+ * neighbours are such tables; their keys pack two context ids. A slot holds
+ * its key and counts together: apart, the keys and the counts in two
+ * arrays, an add of a large table (a C++ program's edges) missed the
+ * host's cache twice. */
 #include "profiler.h"
 
+static UWord probe(const CountTable *t, ULong key);
+
 static void grow(CountTable *t) {
-  ULong *ok = t->keys, *on = t->counts;
-  UWord ocap = t->cap;
+  ULong *old = t->slots;
+  UWord ocap = t->cap, width = t->wide ? 4 : 2;
   t->cap = t->cap ? 2 * t->cap : 1 << 12;
-  t->keys = VG_(calloc)(t->cc, t->cap, sizeof(ULong));
-  t->counts = VG_(calloc)(t->cc, t->cap, sizeof(ULong));
+  t->slots = VG_(calloc)(t->cc, t->cap * width, sizeof(ULong));
   t->used = 0;
-  for (UWord i = 0; i < ocap; i++)
-    if (ok[i]) ch_count_add(t, ok[i], on[i]);
-  if (ok) { VG_(free)(ok); VG_(free)(on); }
+  for (UWord i = 0; i < ocap; i++) {
+    const ULong *s = &old[i * width];
+    if (!s[0]) continue;
+    ULong *d = ch_count_slot(t, probe(t, s[0]));
+    for (UWord w = 0; w < width; w++) d[w] = s[w];
+    t->used++;
+  }
+  if (old) VG_(free)(old);
 }
 
 /* The slot that holds key, or the empty one where it would go. */
 static inline UWord probe(const CountTable *t, ULong key) {
   UWord i = ch_hash64(key) & (t->cap - 1);
-  while (t->keys[i] && t->keys[i] != key) i = (i + 1) & (t->cap - 1);
+  while (ch_count_slot(t, i)[0] && ch_count_slot(t, i)[0] != key) i = (i + 1) & (t->cap - 1);
   return i;
 }
 
-void ch_count_add(CountTable *t, ULong key, ULong n) {
+static inline ULong *slot_for(CountTable *t, ULong key) {
   if (2 * (t->used + 1) > t->cap) grow(t);
-  UWord i = probe(t, key);
-  if (!t->keys[i]) { t->keys[i] = key; t->used++; }
-  t->counts[i] += n;
+  ULong *s = ch_count_slot(t, probe(t, key));
+  if (!s[0]) { s[0] = key; t->used++; }
+  return s;
 }
 
-ULong ch_count_get(const CountTable *t, ULong key) {
-  if (!t->cap) return 0;
-  UWord i = probe(t, key);
-  return t->keys[i] ? t->counts[i] : 0;
+void ch_count_add(CountTable *t, ULong key, ULong n) { slot_for(t, key)[1] += n; }
+
+void ch_count_add2(CountTable *t, ULong key, ULong n, ULong second) {
+  ULong *s = slot_for(t, key);
+  s[1] += n;
+  s[2] += second;
 }

@@ -178,10 +178,9 @@ void ch_layouts_write(VgFile *f) {
   static const HChar *const names[CH_LAYOUTS] = {"one", "classes"};
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
     const CountTable *t = &models[l].neighbours;
-    for (UWord i = 0; i < t->cap; i++)
-      if (t->keys[i]) {
-        ULong k = t->keys[i] - 1;
-        VG_(fprintf)(f, "beside %s %u %u %llu\n", names[l], (UInt)(k >> 32), (UInt)k, t->counts[i]);
-      }
+    for (UWord i = 0; i < t->cap; i++) {
+      const ULong *s = ch_count_slot(t, i);
+      if (s[0]) VG_(fprintf)(f, "beside %s %u %u %llu\n", names[l], (UInt)((s[0] - 1) >> 32), (UInt)(s[0] - 1), s[1]);
+    }
   }
 }

@@ -274,12 +274,17 @@ static inline void ch_stack_push(AddrStack *s, Addr a, const HChar *cc) {
 }
 
 /* ---- counts (counts.c): counters keyed by a nonzero word ----------------- */
+/* A slot is its key and its count side by side, so that an add touches one
+ * line of the host's cache: two words, or four where a second count rides
+ * along (`wide`: affinity's near weight beside its edge's count). */
 typedef struct {
-  ULong *keys, *counts;   /* keys[i] == 0: slot i is empty */
+  ULong *slots;           /* slot i: slots[i * width], key first; key 0: empty */
   UWord cap, used;
+  Bool wide;              /* four words a slot: key, count, second count, unused */
   const HChar *cc;        /* the allocation cost centre's name */
 } CountTable;
 void ch_count_add(CountTable *t, ULong key, ULong n);
-ULong ch_count_get(const CountTable *t, ULong key);   /* 0 where the key is not */
+void ch_count_add2(CountTable *t, ULong key, ULong n, ULong second);   /* wide tables */
+static inline ULong *ch_count_slot(const CountTable *t, UWord i) { return &t->slots[i * (t->wide ? 4 : 2)]; }
 
 #endif
