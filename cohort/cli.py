@@ -370,12 +370,14 @@ def cmd_optimize(args, target):
         if os.path.lexists(p):
             claim(p, OPTIMIZE_PRODUCTS.get(p.name, "profile"), args.force)
     done, codes = [], []   # the profiles of the runs that count; every run's exit status
+    built = {}   # each profile as written, which the planner takes as it is
     with made_dirs(out):
         for k, ((cmd, stdin), path) in enumerate(zip(runs, profiles)):
             data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
                                max_size=args.max_size, coverage=args.coverage, stdin=stdin,
                                trace_budget=trace_budget(args))
             print(summary(data, rc), file=sys.stderr)
+            built[path] = data
             codes.append(rc)
             if rc == 0:
                 done.append(path)
@@ -401,13 +403,14 @@ def cmd_optimize(args, target):
         merged_from, done = len(done), [merged]
     elif args.merge:
         note("WARNING: --merge has one training run to merge; the plan is made from it")
-    plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:], **params)
+    plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:],
+                                  loaded=built.get(done[0]), **params)
     print(headroom.line(prof))
     if ref is not None:
-        confirmed = confirm_plan(args, ref, done, params)
+        confirmed = confirm_plan(args, ref, done, params, prof)
         if confirmed is not None:
             plan, prof = plan_and_explain(out, force=args.force, profile_path=done[0], validate=done[1:],
-                                          **dict(params, **confirmed.params()))
+                                          loaded=prof, **dict(params, **confirmed.params()))
             text = "\n".join(confirmed.lines) + "\n"
             explained = out / "explain.txt"
             write_output(explained, explained.read_text() + "\n" + text, "explain", True)
@@ -426,15 +429,16 @@ def ref_run(args, target):
     return confirmation_run(target[0], args.ref, args.ref_stdin, args.ref_trials, "--ref")
 
 
-def confirm_plan(args, ref, profiles, params):
+def confirm_plan(args, ref, profiles, params, loaded):
     """`cohort optimize --ref`: the plan measured on the larger input
     (confirm.py). A run that fails, or prints other output under a plan,
     leaves the plan unconfirmed: a CohortError, or with --allow-failure a
-    warning and None."""
+    warning and None. loaded: profiles[0], as the plan was made from it."""
     from cohort.measure.confirm import confirm
     try:
         return confirm(profiles[0], ref[0], params, validate=profiles[1:], allocator=args.allocator,
-                       stdin=ref[1], log=lambda m: print(m, file=sys.stderr), trials=args.ref_trials)
+                       stdin=ref[1], log=lambda m: print(m, file=sys.stderr), trials=args.ref_trials,
+                       loaded=loaded)
     except CohortError as e:
         if not args.allow_failure:
             raise CohortError(f"{e}; it is written unconfirmed to {Path(args.output) / 'plan'}") from None

@@ -90,13 +90,14 @@ def figures(cg, base):
 
 
 def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdin=None, log=None, trials=5,
-            who="cohort optimize"):
+            who="cohort optimize", loaded=None):
     """Measure the plan that make_plan makes from profile_path with
     `params` on the run ref_argv (its standard input: stdin, or /dev/null)
     and return the Confirmation. CohortError when the run fails, or prints
     other output under a plan than under the allocator alone. trials: the
     rounds of the timing that follows the cachegrind steps (0: none). who:
-    the command its progress lines are said by."""
+    the command its progress lines are said by. loaded: the profile at
+    profile_path, already read (planner.plan_command)."""
     log = log or (lambda m: None)
     lib = allocator_library(allocator)
     base_env = clean_environment()
@@ -109,7 +110,7 @@ def confirm(profile_path, ref_argv, params, validate=(), allocator="glibc", stdi
                           f"not confirmed")
     # Read once: a large program's profile takes seconds to load, and every
     # variant below is planned from it.
-    profile = load_profile(profile_path)
+    profile = loaded if loaded is not None else load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
 
     def planned(path, exclude, rest, shape=None, line_offsets=None):

@@ -863,7 +863,11 @@ def load_validations(profile, paths, what="the training profile"):
     return out
 
 
-def plan_command(profile_path, output, force=False, validate=(), **params):
+def plan_command(profile_path, output, force=False, validate=(), loaded=None, **params):
+    """profile_path's plan, written to output; returns (plan, profile).
+    loaded: the profile at profile_path, already read (cohort optimize
+    hands on the one it has just written: read again and checked, a large
+    program's took seconds), else it is read and checked here."""
     from cohort.formats.profilefile import load_profile
     output = Path(output)
     claim(output, "plan", force)
@@ -882,7 +886,7 @@ def plan_command(profile_path, output, force=False, validate=(), **params):
         raise CohortError("--walk-cost, --frame-cost, --patched-cost, --stub-cost, --stop-cost, --stop-stub-cost, "
                           "--empty-cost, --miss-cost, --split-cost, --passthrough-cost, --quick-cost and "
                           "--entry-stub-cost must be finite and not negative")
-    profile = load_profile(profile_path)
+    profile = loaded if loaded is not None else load_profile(profile_path)
     validations = load_validations(profile, validate, f"profile {profile_path}")
     plan = make_plan(profile, validations=validations, **params)
     write_output(output, render(plan, profile, source=os.path.basename(str(profile_path))), "plan", force)

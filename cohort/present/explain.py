@@ -437,14 +437,15 @@ def explain(profile_path, plan_path=None, graph_path=None, top=10, force=False, 
     return text
 
 
-def plan_and_explain(outdir, force=False, profile_path=None, validate=(), **params):
+def plan_and_explain(outdir, force=False, profile_path=None, validate=(), loaded=None, **params):
     """The steps of `cohort optimize` (and `cohort bench --train`) after the
     profile: outdir/profile.json (or profile_path) -> plan, explain.txt and
     graph.svg in outdir, validated on the profiles `validate`. Returns (plan,
-    profile) as planner.plan_command does."""
+    profile) as planner.plan_command does (loaded: as there)."""
     outdir = Path(outdir)
     profile_path = Path(profile_path or outdir / "profile.json")
-    made = planner.plan_command(profile_path, outdir / "plan", force=force, validate=validate, **params)
+    made = planner.plan_command(profile_path, outdir / "plan", force=force, validate=validate, loaded=loaded,
+                                **params)
     text = explain(profile_path, outdir / "plan", graph_path=outdir / "graph.svg", force=force,
                    validate=validate, scale=params.get("scale"), made=made[0], profile=made[1])
     write_output(outdir / "explain.txt", text, "explain", force)
