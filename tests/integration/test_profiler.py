@@ -373,3 +373,14 @@ def test_each_analysis_that_can_be_switched_off_leaves_its_part_out(tmp_path):
     assert [c["accesses"] for c in bare["contexts"]] == [c["accesses"] for c in full["contexts"]]
     assert bare["graph"]["edges"] == full["graph"]["edges"]
     assert make_plan(bare).rest_layouts is None   # decided without the model, as for an older profile
+
+
+def test_the_profile_as_built_is_the_profile_as_read_back(tmp_path):
+    """cohort optimize plans from the profile it has just built without
+    reading it back (planner.plan_command's `loaded`): the two must be one
+    value, lists for lists and string keys for string keys."""
+    from cohort.measure.profile import profile as build
+    out = tmp_path / "p.json"
+    data, rc = build([str(O2), "alternate"], out)
+    assert rc == 0
+    assert data == load_profile(out)
