@@ -156,9 +156,29 @@ def parse_raw(text):
         raise ValueError("raw profile is truncated (the tool did not finish)")
     raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "near": None, "loads": [],
            "pointers": None, "pointer_stores": 0}
+    besides = None
+    # The kinds of line a large program's dump holds hundreds of thousands
+    # of come first (cppcheck's: 765,000 beside, 290,000 edge, 110,000
+    # pointer lines).
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
-        if kind == "param":
+        if kind == "beside":    # in a layout's model, how often an object lay beside another's
+            layout, c, n, count = rest.split()
+            if besides is None:
+                besides = raw["beside"] = {"one": [], "classes": []}
+            besides[layout].append((int(c), int(n), int(count)))
+        elif kind == "edge":   # x y weight [near weight in 64ths]
+            v = [int(t) for t in rest.split()]
+            raw["edges"].append((v[0], v[1], v[2]))
+            if len(v) > 3:   # a profiler that measures near weights: {} even if all are 0
+                if raw["near"] is None:
+                    raw["near"] = {}
+                if v[3]:
+                    raw["near"][(v[0], v[1])] = v[3]
+        elif kind == "pointer":
+            src, off, dst, n = (int(t) for t in rest.split())
+            raw["pointers"].append((src, off, dst, n))
+        elif kind == "param":
             k, v = rest.split()
             raw["params"][k] = int(v)
         elif kind == "exit":
@@ -188,9 +208,6 @@ def parse_raw(text):
                                     "macro": v[10], "d1_misses": v[11], "ll_misses": v[12],
                                     "layout_d1": v[13:15], "through": v[15], "through_frames": v[16],
                                     "sites": [int(x) for x in sites.split()]})
-        elif kind == "beside":    # in a layout's model, how often an object lay beside another's
-            layout, c, n, count = rest.split()
-            raw.setdefault("beside", {"one": [], "classes": []})[layout].append((int(c), int(n), int(count)))
         elif kind == "layouts":   # the rest pool's two layouts, simulated (profiler/layouts.c)
             f = rest.split()
             v = {f[i]: int(f[i + 1]) for i in range(0, len(f), 2)}
@@ -221,20 +238,9 @@ def parse_raw(text):
                                  "strided_windows": int(v[6]),
                                  "strides": [[int(a), int(b)] for a, b in (w.split(":") for w in v[7:])],
                                  "function": fn or None, "file": file or None, "line": int(lineno) or None})
-        elif kind == "edge":   # x y weight [near weight in 64ths]
-            v = [int(t) for t in rest.split()]
-            raw["edges"].append((v[0], v[1], v[2]))
-            if len(v) > 3:   # a profiler that measures near weights: {} even if all are 0
-                if raw["near"] is None:
-                    raw["near"] = {}
-                if v[3]:
-                    raw["near"][(v[0], v[1])] = v[3]
         elif kind == "pointers":  # absent when the tool ran with --cohort-pointers=no
             raw["pointer_stores"] = int(rest.split()[1])
             raw["pointers"] = []
-        elif kind == "pointer":
-            src, off, dst, n = (int(t) for t in rest.split())
-            raw["pointers"].append((src, off, dst, n))
         elif kind == "trace":     # --cohort-trace: how the heap trace went
             f = rest.split()
             raw["trace"] = {"written": f[0] == "written", **{f[i]: int(f[i + 1]) for i in range(1, len(f), 2)}}
