@@ -161,6 +161,10 @@ typedef struct {
 } Site;
 static Site *sites;
 static UInt n_sites, sites_cap;
+/* Per site, the stack walk that met it last (ch_context_of): apart from the
+ * sites' records, which a walk need not read. */
+static UInt *site_seen;
+static UInt site_seen_cap;
 
 #define NO_SITE 0xffffffffu   /* not inside any module: the walk stops */
 
@@ -217,6 +221,8 @@ static UInt site_for(UInt module, Addr offset, Addr ra) {
   s->module = module;
   s->offset = offset;
   s->ra = ra;
+  GROW(site_seen, n_sites, site_seen_cap, "cohort.sites");
+  site_seen[n_sites] = 0;
   s->kind = kind_get(ra);
   /* Name the call instruction (ra - 1), so line numbers are the caller's. */
   DiEpoch ep = VG_(current_DiEpoch)();
@@ -234,16 +240,21 @@ static UInt site_for(UInt module, Addr offset, Addr ra) {
 
 /* ==== the ip cache ======================================================== */
 
-static Addr *ip_keys;
-static UInt *ip_vals;
+/* return address -> site, a slot holding both (one line of the host's cache
+ * a lookup, where two arrays took two) */
+typedef struct {
+  Addr ra;      /* 0: empty */
+  UInt site;
+  Bool system;  /* the site's module is a system one */
+} IpSlot;
+static IpSlot *ip_tab;
 static UWord ip_cap = 1 << 14, ip_used;
 
 static void ip_reset(UWord cap) {
-  if (ip_keys) { VG_(free)(ip_keys); VG_(free)(ip_vals); }
+  if (ip_tab) VG_(free)(ip_tab);
   ip_cap = cap;
   ip_used = 0;
-  ip_keys = VG_(calloc)("cohort.ipkeys", ip_cap, sizeof(Addr));
-  ip_vals = VG_(calloc)("cohort.ipvals", ip_cap, sizeof(UInt));
+  ip_tab = VG_(calloc)("cohort.iptab", ip_cap, sizeof *ip_tab);
 }
 
 static UInt resolve(Addr ra) {
@@ -261,19 +272,22 @@ Bool ch_code_place(Addr pc, UInt *module, Addr *offset) {
   return True;
 }
 
-static UInt site_of(Addr ra) {
+/* ra's slot: its site, or NO_SITE, and whether it is a system module's
+ * (valid until the next call). */
+static const IpSlot *site_of(Addr ra) {
   UWord i = ch_hash64(ra) & (ip_cap - 1);
-  for (; ip_keys[i]; i = (i + 1) & (ip_cap - 1))
-    if (ip_keys[i] == ra) return ip_vals[i];
+  for (; ip_tab[i].ra; i = (i + 1) & (ip_cap - 1))
+    if (ip_tab[i].ra == ra) return &ip_tab[i];
   UInt s = resolve(ra);
   if (2 * (ip_used + 1) > ip_cap) {  /* grow by starting afresh, bigger */
     ip_reset(2 * ip_cap);
     i = ch_hash64(ra) & (ip_cap - 1);
   }
-  ip_keys[i] = ra;
-  ip_vals[i] = s;
+  ip_tab[i].ra = ra;
+  ip_tab[i].site = s;
+  ip_tab[i].system = s != NO_SITE && modules[sites[s].module].system;
   ip_used++;
-  return s;
+  return &ip_tab[i];
 }
 
 void ch_contexts_forget_range(Addr a, SizeT len) {
@@ -342,10 +356,16 @@ static UInt intern(const UInt *s, UInt n, Bool truncated) {
   return n_ctxs++;
 }
 
+static UInt walks;   /* stack walks so far: each marks the sites it meets */
+
 UInt ch_context_of(ThreadId tid, UInt *inner) {
   Addr ips[CH_MAX_FRAMES + 1];
   UInt s[CH_MAX_FRAMES];
   UInt n = VG_(get_StackTrace)(tid, ips, CH_MAX_FRAMES + 1, NULL, NULL, 0);
+  if (++walks == 0) {   /* the marks start over */
+    for (UInt i = 0; i < n_sites; i++) site_seen[i] = 0;
+    walks = 1;
+  }
   Bool truncated = n > CH_MAX_FRAMES;
   if (truncated) n = CH_MAX_FRAMES;
   UInt k = 0;
@@ -354,7 +374,8 @@ UInt ch_context_of(ThreadId tid, UInt *inner) {
     /* Valgrind names outer frames by return address - 1 (the call). */
     Addr ra = f ? ips[f] + 1 : ips[f];
     if (ips[f] == 0) break;  /* the outermost frame */
-    UInt site = site_of(ra);
+    const IpSlot *slot = site_of(ra);
+    UInt site = slot->site;
     if (site == NO_SITE) {
       /* Valgrind's unwinder goes on past the outermost frame (_start,
        * clone), where the runtime stops, and yields addresses in no code at
@@ -363,16 +384,18 @@ UInt ch_context_of(ThreadId tid, UInt *inner) {
       truncated = seg && seg->hasX;
       break;
     }
-    if (modules[sites[site].module].system) {
+    if (slot->system) {
       /* frame 0 is the allocator itself (the tool's preload); a system
        * frame after it and before the entry is code the runtime must walk
        * past to find the entry (planner.py prices it) */
       if (f && !k) (*inner)++;
       continue;
     }
-    UInt j = 0;
-    while (j < k && s[j] != site) j++;   /* recursion: keep the innermost */
-    if (j == k) s[k++] = site;
+    /* recursion: keep the innermost (a deep interpreter's walk met each of
+     * its 14 sites dozens of times, each compared with those before) */
+    if (site_seen[site] == walks) continue;
+    site_seen[site] = walks;
+    s[k++] = site;
   }
   return intern(s, k, truncated);
 }
