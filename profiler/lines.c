@@ -67,29 +67,23 @@ static Addr place(UInt k, UInt g) {
 }
 
 /* Until the first block of whole lines, the four offsets' models place
- * every block alike, at the same addresses, so their caches hold the same
- * lines: only the first is simulated, and its counts are the others' too.
- * The first such block copies its cache to the others, and from then on
- * each is simulated. A run with no such object (treesim's 16-, 32- and
- * 104-byte objects) replays its accesses in two D1s instead of five.
- *
- * Until then they also place every block as layouts.c's one pool does, the
- * packed place, a whole number of pages from it (the same sets, each tag
- * moved by one constant), so the packed place's D1 stands for them too,
- * and a run with no such object replays its accesses in one D1. Their
- * first block of 0 bytes, which the one pool does not place, parts them:
- * the packed cache is copied to the offsets' first, its lines moved. */
+ * every block as layouts.c's one pool does (the packed place: the same
+ * blocks, tracked ones of 1 to 256 bytes, by the same rule), a whole number
+ * of pages from it, so their caches hold the same sets' lines, each tag
+ * moved by one constant: the packed place's D1 alone is simulated, and its
+ * counts are the others' too. The first such block copies its cache to the
+ * offsets' models, its lines moved, and from then on each is simulated. A
+ * run with no such object (treesim's 16-, 32- and 104-byte objects)
+ * replays its accesses in one D1 instead of five. */
 _Static_assert((CH_MODEL_BASE - LINES_BASE) % ((Addr)CH_D1_SETS << CH_LINE_BITS) == 0,
                "the packed place and the offsets' models map to the same sets");
-static Bool apart, packed_apart;
+static Bool apart;
 static void part_models(void);
-static void part_packed(void);
 
 void ch_lines_alloc(Obj *o) {
   for (UInt k = 0; k < OFFSETS; k++) o->at[k] = 0;
   if (o->size > LINE_MAX_BLOCK) return;
   UInt g = granules(o->size);
-  if (o->size == 0 && !packed_apart) part_packed();
   if (!(g & 3) && !apart) part_models();
   for (UInt k = 0; k < OFFSETS; k++) o->at[k] = ch_place_code(LINES_BASE, place(k, g));
   /* A place past 32 bits in one model: in none (the models stay alike). */
@@ -115,19 +109,15 @@ typedef struct {
 
 static LineCache caches[CH_LINE_MODELS];
 
-static void part_packed(void) {
+static void part_models(void) {
   const Addr moved = (CH_MODEL_BASE - LINES_BASE) >> CH_LINE_BITS;
-  LineCache *from = &caches[PACKED], *to = &caches[1];
-  *to = *from;
+  LineCache *one = &caches[1];
+  *one = caches[PACKED];
   for (UInt s = 0; s < CH_D1_SETS; s++)
     for (UInt w = 0; w < CH_D1_WAYS; w++)
-      if (to->tag[s][w]) to->tag[s][w] -= moved;
-  if (to->last) to->last -= moved;
-  packed_apart = True;
-}
-static void part_models(void) {
-  if (!packed_apart) part_packed();
-  for (UInt k = 2; k < CH_LINE_MODELS; k++) caches[k] = caches[1];
+      if (one->tag[s][w]) one->tag[s][w] -= moved;
+  if (one->last) one->last -= moved;
+  for (UInt k = 2; k < CH_LINE_MODELS; k++) caches[k] = *one;
   apart = True;
 }
 static ULong visit;            /* visits to placed objects so far, from 1 */
@@ -170,8 +160,7 @@ void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase) {
   Addr d = a - o->start;
   CtxStats *cs = ch_ctx_stats(o->ctx);
   if (chase) cs->chases++;
-  /* packed, and the offsets' shared one; or packed alone, standing for them */
-  UInt models = apart ? CH_LINE_MODELS : packed_apart ? 2 : 1;
+  UInt models = apart ? CH_LINE_MODELS : 1;   /* or packed alone, standing for the offsets' */
   for (UInt k = 0; k < models; k++) {
     Addr at = (k == PACKED ? ch_place_addr(CH_MODEL_BASE, o->model[CH_LAYOUT_ONE])
                            : ch_place_addr(LINES_BASE, o->at[k - 1])) + d;
@@ -183,8 +172,8 @@ void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase) {
     if (chase && (fresh || fresh2)) cs->chase_waits[k]++;
   }
   for (UInt k = models; k < CH_LINE_MODELS; k++) {   /* the offsets' models, alike so far */
-    cs->line_misses[k] = cs->line_misses[models - 1];
-    cs->chase_waits[k] = cs->chase_waits[models - 1];
+    cs->line_misses[k] = cs->line_misses[PACKED];
+    cs->chase_waits[k] = cs->chase_waits[PACKED];
   }
 }
 
