@@ -370,14 +370,16 @@ def cmd_optimize(args, target):
         if os.path.lexists(p):
             claim(p, OPTIMIZE_PRODUCTS.get(p.name, "profile"), args.force)
     done, codes = [], []   # the profiles of the runs that count; every run's exit status
-    built = {}   # each profile as written, which the planner takes as it is
+    # The profile the plan will be made from, as written (the first run's,
+    # and the first that counts), which the planner takes as it is: only
+    # those, since a large program's profile takes hundreds of MB in memory.
+    built = {}
     with made_dirs(out):
         for k, ((cmd, stdin), path) in enumerate(zip(runs, profiles)):
             data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
                                max_size=args.max_size, coverage=args.coverage, stdin=stdin,
                                trace_budget=trace_budget(args))
             print(summary(data, rc), file=sys.stderr)
-            built[path] = data
             codes.append(rc)
             if rc == 0:
                 done.append(path)
@@ -387,6 +389,8 @@ def cmd_optimize(args, target):
                      f"{shell_words_hint(cmd[1:]) if k else ''}")   # --train's words, not a shell's
                 if args.allow_failure:
                     done.append(path)
+            if k == 0 or done[:1] == [path]:
+                built[path] = data
     if not done:
         status = training_failed(target, codes[0], args.allow_failure,
                                  f"wrote {', '.join(map(str, profiles))}; not planning")
