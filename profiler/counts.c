@@ -10,7 +10,7 @@ static UWord probe(const CountTable *t, ULong key);
 
 static void grow(CountTable *t) {
   ULong *old = t->slots;
-  UWord ocap = t->cap, width = t->wide ? 4 : 2;
+  UWord ocap = t->cap, width = ch_count_width(t);
   t->cap = t->cap ? 2 * t->cap : 1 << 12;
   t->slots = VG_(calloc)(t->cc, t->cap * width, sizeof(ULong));
   t->used = 0;

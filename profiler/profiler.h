@@ -285,6 +285,7 @@ typedef struct {
 } CountTable;
 void ch_count_add(CountTable *t, ULong key, ULong n);
 void ch_count_add2(CountTable *t, ULong key, ULong n, ULong second);   /* wide tables */
-static inline ULong *ch_count_slot(const CountTable *t, UWord i) { return &t->slots[i * (t->wide ? 4 : 2)]; }
+static inline UWord ch_count_width(const CountTable *t) { return t->wide ? 4 : 2; }   /* words a slot */
+static inline ULong *ch_count_slot(const CountTable *t, UWord i) { return &t->slots[i * ch_count_width(t)]; }
 
 #endif
