@@ -141,7 +141,7 @@ def cmd_profile(args, target):
     from cohort.measure.profile import profile, summary
     data, rc = profile(target, args.output, force=args.force, affinity_distance=args.affinity_distance,
                        max_size=args.max_size, coverage=args.coverage, stdin=args.stdin,
-                       trace_budget=trace_budget(args))
+                       trace_budget=trace_budget(args), sample_base=args.sample_base)
     print(summary(data, rc), file=sys.stderr)
     note(f"wrote {args.output}")
     return training_failed(target, rc, args.allow_failure, "exiting with status 1")
@@ -378,7 +378,7 @@ def cmd_optimize(args, target):
         for k, ((cmd, stdin), path) in enumerate(zip(runs, profiles)):
             data, rc = profile(cmd, path, force=args.force, affinity_distance=args.affinity_distance,
                                max_size=args.max_size, coverage=args.coverage, stdin=stdin,
-                               trace_budget=trace_budget(args))
+                               trace_budget=trace_budget(args), sample_base=args.sample_base)
             print(summary(data, rc), file=sys.stderr)
             codes.append(rc)
             if rc == 0:
@@ -507,6 +507,10 @@ def add_profile_options(p):
                    help="largest object whose accesses are tracked (default: 4096)")
     p.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
                    help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
+    p.add_argument("--sample-base", type=int, metavar="ACCESSES",
+                   help="accesses to tracked objects that the profiler's analyses see whole; beyond, "
+                        "they see windows whose counts stand for the rest, so a long run costs little "
+                        "more than a short one (default: 4,194,304; 0: every access)")
     p.add_argument("--trace", action="store_true",
                    help="also record the heap reference trace and keep its hot data streams in the "
                         "profile, for --policy hds (implied by --policy hds)")

@@ -35,9 +35,9 @@ ULong ch_total_accesses, ch_tracked_accesses;
  * its count, and beside it the near weight, in 64ths. */
 static CountTable edges = {.cc = "cohort.edges", .wide = True};
 
-static inline void edge_add(UInt x, UInt y, UInt near64) {
+static inline void edge_add(UInt x, UInt y, UInt near64, ULong weight) {
   ULong key = x <= y ? ((ULong)x << 32 | y) : ((ULong)y << 32 | x);
-  ch_count_add2(&edges, key + 1, 1, near64);
+  ch_count_add2(&edges, key + 1, weight, near64 * weight);
 }
 
 /* ==== per-thread queues =================================================== */
@@ -93,8 +93,9 @@ static inline UInt near64(const Obj *u, UInt ulo, UInt uhi, const Obj *v, const 
   return d < 64 ? (UInt)(64 - d) : 0;
 }
 
-static void walk(Queue *q, UInt id, Obj *u, UInt ulo, UInt uhi) {
-  CtxStats *cx = ch_ctx_stats(u->ctx);
+/* weight: how many accesses this one stands for (sample.c); 0 while the
+ * queues warm up before a window, which trims the queue and counts nothing. */
+static void walk(Queue *q, CtxStats *cx, Obj *u, UInt ulo, UInt uhi, ULong weight) {
   UInt x = u->ctx;
   UInt sum = 0, k;
   if (++stamp == 0) stamp = 1;
@@ -106,11 +107,16 @@ static void walk(Queue *q, UInt id, Obj *u, UInt ulo, UInt uhi) {
     Obj *v = ch_obj(e->id);
     if (v->seq != e->seq || v->stamp == stamp) continue;
     v->stamp = stamp;
-    if (coallocatable(u, v)) edge_add(x, v->ctx, near64(u, ulo, uhi, v, e));
+    if (weight && coallocatable(u, v)) edge_add(x, v->ctx, near64(u, ulo, uhi, v, e), weight);
   }
   q->len = k;  /* entry k and older are out of reach for good */
-  q->walks++;
-  cx->macro++;
+  q->walks += weight;
+  cx->macro += weight;
+}
+
+void ch_affinity_forget(void) {
+  for (UInt t = 0; t < VG_N_THREADS; t++)
+    if (queues[t]) queues[t]->len = 0;
 }
 
 VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
@@ -126,15 +132,18 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
     return;
   }
   Obj *u = ch_obj(id);
-  ch_tracked_accesses++;
-  if (ch_clo_layouts) ch_layouts_touch(u, a, size);
-  if (ch_clo_lines) ch_lines_touch(u, id, a, size, chase);
+  if (++ch_tracked_accesses >= ch_sample_next) ch_sample_advance();
   CtxStats *cs = ch_ctx_stats(u->ctx);
   cs->accesses++;
   if (ch_cache_last) {   /* loads.c's cache saw this access just before */
     cs->d1_misses++;
     if (ch_cache_last == 2) cs->ll_misses++;
   }
+  if (ch_sample_skip) return;   /* the analyses see a window of the run (sample.c) */
+  ULong weight = ch_sample_weight;
+  ch_sample_analysed += weight != 0;
+  if (ch_clo_layouts) ch_layouts_touch(u, cs, a, size, weight);
+  if (ch_clo_lines) ch_lines_touch(u, cs, id, a, size, chase, weight);
   Queue *q = cur;
   Entry *h = &q->q[q->head];
   /* The touched bytes, within the object (an access may run past its end). */
@@ -148,7 +157,7 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
     return;
   }
   if (ch_clo_trace) ch_trace_ref(id, u);
-  walk(q, id, u, lo, hi);
+  walk(q, cs, u, lo, hi, weight);
   q->head = (q->head + 1) & qmask;
   if (q->len < qcap) q->len++;
   h = &q->q[q->head];

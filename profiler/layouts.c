@@ -156,18 +156,18 @@ void ch_layouts_free(Obj *o) {
  * place there or, where a model does not place it, at its own address: a
  * group's members are then weighed in each shape, apart from the rest of
  * the run (docs/planner.md, "A group's shape"). */
-void ch_layouts_touch(const Obj *o, Addr a, SizeT size) {
+void ch_layouts_touch(const Obj *o, CtxStats *cs, Addr a, SizeT size, ULong weight) {
   Addr at[CH_LAYOUTS] = {a, a};
   Addr d = a - o->start;
   UInt k = o->model[CH_LAYOUT_CLASSES] ? class_of(o->size) : 0;   /* every placed object is placed there */
   for (UInt l = 0; l < CH_LAYOUTS; l++)
     if (o->model[l]) at[l] = ch_place_addr(region_of(l, k), o->model[l]) + d;
-  if (o->model[CH_LAYOUT_ONE]) placed_accesses++;
-  ULong *own = ch_ctx_stats(o->ctx)->layout_d1;
+  if (o->model[CH_LAYOUT_ONE]) placed_accesses += weight;
+  ULong *own = cs->layout_d1;
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
     if (ch_d1_touch(&models[l].cache, at[l], size)) {
-      models[l].d1_misses++;
-      own[l]++;
+      models[l].d1_misses += weight;
+      own[l] += weight;
     }
   }
 }

@@ -149,17 +149,16 @@ static inline Bool line_touch(LineCache *c, Addr line, Bool *fresh) {
   return !hit;
 }
 
-void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase) {
+void ch_lines_touch(const Obj *o, CtxStats *cs, UInt id, Addr a, SizeT size, Bool chase, ULong weight) {
   if (!o->model[CH_LAYOUT_ONE] || !o->at[0]) return;
   if (id != visit_id || o->seq != visit_seq) {   /* a new visit */
     visit++;
     visit_id = id;
     visit_seq = o->seq;
   }
-  modelled++;
+  modelled += weight;
   Addr d = a - o->start;
-  CtxStats *cs = ch_ctx_stats(o->ctx);
-  if (chase) cs->chases++;
+  if (chase) cs->chases += weight;
   UInt models = apart ? CH_LINE_MODELS : 1;   /* or packed alone, standing for the offsets' */
   for (UInt k = 0; k < models; k++) {
     Addr at = (k == PACKED ? ch_place_addr(CH_MODEL_BASE, o->model[CH_LAYOUT_ONE])
@@ -168,8 +167,8 @@ void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase) {
     Bool fresh, fresh2 = False;
     Bool missed = line_touch(&caches[k], first, &fresh);
     if (last != first && line_touch(&caches[k], last, &fresh2)) missed = True;
-    if (missed) cs->line_misses[k]++;
-    if (chase && (fresh || fresh2)) cs->chase_waits[k]++;
+    if (missed) cs->line_misses[k] += weight;
+    if (chase && (fresh || fresh2)) cs->chase_waits[k] += weight;
   }
   for (UInt k = models; k < CH_LINE_MODELS; k++) {   /* the offsets' models, alike so far */
     cs->line_misses[k] = cs->line_misses[PACKED];

@@ -27,6 +27,7 @@ static Bool process_option(const HChar *arg) {
   else if VG_BOOL_CLO(arg, "--cohort-layouts", ch_clo_layouts) {}
   else if VG_BOOL_CLO(arg, "--cohort-lines", ch_clo_lines) {}
   else if VG_BOOL_CLO(arg, "--cohort-pointers", ch_clo_pointers) {}
+  else if VG_BINT_CLO(arg, "--sample-base", ch_clo_sample_base, 0, (Long)1 << 40) {}
   else return False;
   return True;
 }
@@ -44,7 +45,8 @@ static void print_usage(void) {
     "    --stride-window=N          executions of a load per stride window (MO's t) [64]\n"
     "    --cohort-layouts=yes|no    model the rest pool's two shapes (layouts.c) [yes]\n"
     "    --cohort-lines=yes|no      model where in its line a block starts (lines.c; needs the layouts) [yes]\n"
-    "    --cohort-pointers=yes|no   count the stores that link two objects (APA's DS graph) [yes]\n");
+    "    --cohort-pointers=yes|no   count the stores that link two objects (APA's DS graph) [yes]\n"
+    "    --sample-base=N            tracked accesses analysed whole; beyond, windows (sample.c); 0: all [4194304]\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -89,6 +91,8 @@ static void post_clo_init(void) {
   ch_contexts_init();
   ch_affinity_init();
   ch_trace_init();
+  if (ch_clo_trace) ch_clo_sample_base = 0;   /* the trace samples on its own (trace.c) */
+  ch_sample_init();
   open_progress();
 }
 
@@ -107,6 +111,7 @@ static void fini(Int exitcode) {
                ch_clo_max_size);
   VG_(fprintf)(f, "exit %d\n", exitcode);
   ch_objects_write(f);
+  ch_sample_write(f);
   if (ch_clo_layouts) ch_layouts_write(f);
   if (ch_clo_lines) ch_lines_write(f);
   ch_cache_write(f);

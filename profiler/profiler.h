@@ -16,11 +16,12 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "9"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+#define CH_TOOL_VERSION "10"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
                                 5: sites carry their calls; 6: contexts carry their misses in each layout,
                                 and the layouts who lay beside whom; 7: contexts carry their allocations
                                 entered through a system module, and its frames; 8: the lines models;
-                                9: the layouts line has D1 misses only */
+                                9: the layouts line has D1 misses only; 10: the sample line, and the
+                                analyses' counts past --sample-base are estimates from windows */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -155,6 +156,17 @@ void ch_affinity_init(void);
 void ch_affinity_write(VgFile *f);
 extern ULong ch_total_accesses;   /* every instrumented access seen by ch_access */
 extern ULong ch_tracked_accesses; /* those that hit a tracked object */
+void ch_affinity_forget(void);    /* every thread's queue emptied (sample.c) */
+
+/* ---- sampling (sample.c) ------------------------------------------------- */
+extern Long ch_clo_sample_base;   /* --sample-base: tracked accesses analysed whole; 0: all */
+extern Bool ch_sample_skip;       /* the analyses skip this access */
+extern ULong ch_sample_weight;    /* else it counts this many times (0: it warms them) */
+extern ULong ch_sample_next;      /* ch_tracked_accesses at which that changes */
+extern ULong ch_sample_windows, ch_sample_analysed;
+void ch_sample_init(void);
+void ch_sample_advance(void);
+void ch_sample_write(VgFile *f);
 
 /* ---- pointers (pointers.c): APA's DS graph, measured -------------------- */
 VG_REGPARM(2) void ch_store_pointer(Addr a, Addr value);
@@ -171,14 +183,14 @@ void ch_trace_write(VgFile *f);        /* the file, and its line in the raw prof
 enum { CH_LAYOUT_ONE, CH_LAYOUT_CLASSES, CH_LAYOUTS };
 void ch_layouts_alloc(Obj *o);          /* a new tracked object: its place in each */
 void ch_layouts_free(Obj *o);
-void ch_layouts_touch(const Obj *o, Addr a, SizeT size);   /* an access to a tracked object */
+void ch_layouts_touch(const Obj *o, CtxStats *cs, Addr a, SizeT size, ULong weight);   /* an access to a tracked object */
 void ch_layouts_write(VgFile *f);
 
 /* ---- lines (lines.c): where in its line a line-sized block starts ------- */
 #define CH_LINE_MODELS 5   /* packed, then 0, 16, 32, 48 bytes into a line */
 /* An access to tracked object o (its id); chase: a load of a pointer that
  * replaces the register holding its base (instrument.c). */
-void ch_lines_touch(const Obj *o, UInt id, Addr a, SizeT size, Bool chase);
+void ch_lines_touch(const Obj *o, CtxStats *cs, UInt id, Addr a, SizeT size, Bool chase, ULong weight);
 void ch_lines_alloc(Obj *o);   /* a new tracked object: its place in each model */
 void ch_lines_free(Obj *o);
 void ch_lines_write(VgFile *f);

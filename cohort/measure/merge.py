@@ -32,8 +32,11 @@ from cohort.policies import families
 
 COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_misses", "ll_misses")
 TOTALS = ("allocations", "accesses", "macro_accesses", "unknown_frees", "run_accesses", "run_d1_misses",
-          "run_ll_misses", "heap_other_d1_misses", "heap_other_ll_misses", "weight_before_filter")
+          "run_ll_misses", "heap_other_d1_misses", "heap_other_ll_misses", "weight_before_filter",
+          "sampled_windows", "analysed_accesses")
 TOTALS_MAX = ("peak_live_objects", "peak_live_bytes", "threads")
+# Kept, as the largest, only where every run has it (raw version 10 on).
+TOTALS_MAX_OPTIONAL = ("sample_base",)
 MAX_WEIGHT = 1e6   # counts of up to 2^44 each stay within a profile's 64 bits
 
 
@@ -262,6 +265,9 @@ def merge(profiles, paths, weights=None):
                 totals[k] = totals.get(k, 0) + w * p["totals"][k]
         for k in TOTALS_MAX:
             totals[k] = max(totals.get(k, 0), p["totals"][k])
+        for k in TOTALS_MAX_OPTIONAL:
+            if k in p["totals"]:
+                totals[k] = max(totals.get(k, 0), p["totals"][k])
         if "rest_layouts" in p:
             r = p["rest_layouts"]
             if layouts is None:
@@ -294,7 +300,7 @@ def merge(profiles, paths, weights=None):
         finish_context(c)
         for k in lacking:
             c.pop(k, None)
-    for k in TOTALS:
+    for k in TOTALS + TOTALS_MAX_OPTIONAL:
         if any(k not in p["totals"] for p in profiles):
             totals.pop(k, None)
     for s in m.sites:

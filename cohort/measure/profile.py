@@ -25,7 +25,8 @@ from cohort.measure.runner import check_input, open_input, resolve_program, scri
 from cohort.plan.rebase import plan_anchors
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "9"
+RAW_VERSION = "10"
+MAX_SAMPLE_BASE = 1 << 40   # the tool's bound (--sample-base)
 # The offsets within a line profiler/lines.c models a line-sized block at:
 # where the rest pool packs it, then 0, 16, 32 and 48 bytes into a line.
 LINE_OFFSETS = ["packed", 0, 16, 32, 48]
@@ -183,7 +184,7 @@ def parse_raw(text):
             raw["params"][k] = int(v)
         elif kind == "exit":
             raw["exit"] = int(rest)
-        elif kind in ("objects", "accesses"):
+        elif kind in ("objects", "accesses", "sample"):
             f = rest.split()
             raw[kind] = {f[i]: int(f[i + 1]) for i in range(0, len(f), 2)}
         elif kind == "module":
@@ -368,6 +369,10 @@ def build_profile(raw, target, params, returncode):
             "weight_before_filter": sum(w for _, _, w in raw["edges"]),
             "weight": sum(e[2] for e in edges),
             "unknown_frees": raw["objects"]["unknown-frees"],
+            # The accesses the per-access analyses saw (profiler/sample.c): every
+            # tracked one up to sample_base, then windows standing for the rest.
+            **({"sample_base": raw["sample"]["base"], "sampled_windows": raw["sample"]["windows"],
+                "analysed_accesses": raw["sample"]["analysed"]} if "sample" in raw else {}),
             **({"run_accesses": raw["run"]["accesses"], "run_d1_misses": raw["run"]["d1"],
                 "run_ll_misses": raw["run"]["ll"], "heap_other_d1_misses": raw["run"]["heap_other_d1"],
                 "heap_other_ll_misses": raw["run"]["heap_other_ll"]} if "run" in raw else {}),
@@ -457,23 +462,28 @@ def hot_streams(trace, budget):
 
 
 def profile(target, output, force=False, affinity_distance=128, max_size=4096, coverage=0.9, stdin=None,
-            trace_budget=None):
+            trace_budget=None, sample_base=None):
     """The whole `cohort profile`. stdin: a file the target reads as its
     standard input (default: cohort's own). trace_budget: record the heap
     reference trace, up to this many references, and add its hot data
-    streams to the profile (the hds policy's input). Returns (profile dict,
-    target's return code)."""
+    streams to the profile (the hds policy's input). sample_base: tracked
+    accesses the per-access analyses see whole before they sample windows
+    (profiler/sample.c; 0: every access; None: the tool's default).
+    Returns (profile dict, target's return code)."""
     output = Path(output)
     claim(output, "profile", force)
     if affinity_distance < 1 or max_size < 1 or not 0 < coverage <= 1:
         raise CohortError("affinity distance and max size must be positive, coverage in (0, 1]")
     if trace_budget is not None and not 1 <= trace_budget <= MAX_TRACE_BUDGET:
         raise CohortError(f"the trace budget must be 1 to {MAX_TRACE_BUDGET:,} references")
+    if sample_base is not None and not 0 <= sample_base <= MAX_SAMPLE_BASE:
+        raise CohortError(f"the sample base must be 0 to {MAX_SAMPLE_BASE:,} accesses")
     if stdin is not None:
         stdin = check_input(stdin)
     params = {"affinity_distance": affinity_distance, "max_size": max_size, "coverage": coverage}
     rc, raw = run_and_read(target, "profile", affinity_distance, max_size, stdin=stdin,
-                           trace_budget=trace_budget)
+                           trace_budget=trace_budget,
+                           tool_args=() if sample_base is None else (f"--sample-base={sample_base}",))
     data = build_profile(raw, target, params, rc)
     if raw.get("trace", {}).get("data") is not None:
         data["hot_streams"] = hot_streams(raw["trace"]["data"], trace_budget)
@@ -488,4 +498,8 @@ def summary(data, rc):
              f"{len(data['contexts'])} contexts, {t['accesses']} accesses to tracked objects; "
              f"graph of {len(g['nodes'])} contexts ({g['coverage']:.0%} of accesses), "
              f"{len(g['edges'])} edges"]
+    if t.get("analysed_accesses", t["accesses"]) < t["accesses"]:
+        lines.append(f"cohort: the analyses saw {t['analysed_accesses']:,} of them: the first "
+                     f"{t['sample_base']:,} (--sample-base), then {t['sampled_windows']:,} windows "
+                     f"whose counts stand for the rest, as estimates")
     return "\n".join(lines)

@@ -150,6 +150,25 @@ def test_totals_a_run_lacks_stay_out():
     assert "run_accesses" not in m["totals"] and m["totals"]["accesses"] == 2 * a["totals"]["accesses"]
 
 
+def test_sampling_totals_are_summed_and_the_base_is_the_largest_where_every_run_has_them():
+    """Raw version 10 on, a profile says what its analyses saw
+    (profiler/sample.c): merged, the windows and the accesses seen add up,
+    weighted like the accesses, and the base is the largest; a run of an
+    older tool, which analysed every access, leaves all three out."""
+    a = load_profile(TINY)
+    b = json.loads(json.dumps(a))
+    for p, base, windows, seen in ((a, 1 << 22, 3, 5000), (b, 1 << 20, 7, 2000)):
+        p["totals"].update(sample_base=base, sampled_windows=windows, analysed_accesses=seen)
+        check_profile(p)
+    m = merge([a, b], ["a", "b"], [1.0, 2.0])
+    check_profile(m)
+    assert (m["totals"]["sample_base"], m["totals"]["sampled_windows"], m["totals"]["analysed_accesses"]) == \
+        (1 << 22, 3 + 2 * 7, 5000 + 2 * 2000)
+    older = load_profile(TINY)
+    m = merge([a, older], ["a", "older"])
+    assert not {"sample_base", "sampled_windows", "analysed_accesses"} & set(m["totals"])
+
+
 def test_a_file_that_is_no_profile_is_not_replaced(tmp_path):
     (tmp_path / "a").write_text(TINY.read_text())
     mine = tmp_path / "notes.txt"

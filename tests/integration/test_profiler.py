@@ -15,9 +15,9 @@ O2 = PROGRAMS / "patterns_O2"      # PIE, no frame pointers, stripped
 O2FP = PROGRAMS / "patterns_O2fp"  # the same code, not PIE, frame pointers, symbols
 
 
-def profile(tmp_path, *argv, name="profile.json", expect_rc=0):
+def profile(tmp_path, *argv, name="profile.json", expect_rc=0, opts=()):
     out = tmp_path / name
-    r = run([COHORT, "profile", "-o", out, "--", *argv])
+    r = run([COHORT, "profile", *opts, "-o", out, "--", *argv])
     assert r.returncode == expect_rc, r.stderr.decode()
     return load_profile(out), r
 
@@ -384,3 +384,42 @@ def test_the_profile_as_built_is_the_profile_as_read_back(tmp_path):
     data, rc = build([str(O2), "alternate"], out)
     assert rc == 0
     assert data == load_profile(out)
+
+
+def test_past_the_sample_base_the_analyses_see_windows_that_stand_for_the_run(tmp_path):
+    """profiler/sample.c: up to --sample-base tracked accesses every one is
+    analysed, as before sampling; past it, windows whose counts stand for
+    the accesses between them. Every access still counts where the headroom
+    and the hot-context filter read it, and the estimates stay near the
+    whole run's (the program walks its lists ten times alike). They run
+    low by what the run's last period held past its last window (its
+    teardown, here): at most a period, a sixteenth of a stage here."""
+    from cohort.plan.planner import make_plan
+    argv = (O0, "alternate", "60000")   # 3.4 M tracked accesses
+    exact, _ = profile(tmp_path, *argv, name="exact.json", opts=("--sample-base", "0"))
+    default, _ = profile(tmp_path, *argv, name="default.json")
+    sampled, r = profile(tmp_path, *argv, name="sampled.json", opts=("--sample-base", str(16 * 65536)))
+    t, s = exact["totals"], sampled["totals"]
+    assert t["analysed_accesses"] == t["accesses"] and t["sampled_windows"] == 0
+    # Within the default base (4.2 M), the run is analysed whole.
+    assert default["graph"] == exact["graph"] and default["contexts"] == exact["contexts"]
+    assert s["sampled_windows"] > 0 and s["analysed_accesses"] < 0.8 * s["accesses"]
+    assert b"the analyses saw" in r.stderr and b"estimates" in r.stderr, r.stderr
+    assert s["accesses"] == t["accesses"]
+    for c, d in zip(exact["contexts"], sampled["contexts"]):
+        assert (c["accesses"], c["d1_misses"], c["ll_misses"]) == (d["accesses"], d["d1_misses"], d["ll_misses"])
+    near = lambda a, b, tol: abs(a - b) <= tol * b   # noqa: E731
+    assert near(s["macro_accesses"], t["macro_accesses"], 0.1)
+    a, b = the(ctx_made_by(exact, "new_a")), the(ctx_made_by(exact, "new_b"))
+    assert near(weight(sampled, a, b), weight(exact, a, b), 0.1)
+    for shape in ("one", "classes"):
+        assert near(sampled["rest_layouts"][shape]["d1_misses"], exact["rest_layouts"][shape]["d1_misses"], 0.15)
+    assert [sorted(g.members) for g in make_plan(sampled).groups] == \
+        [sorted(g.members) for g in make_plan(exact).groups]
+
+
+def test_a_bad_sample_base_is_one_line(tmp_path):
+    for bad in ("-1", str(1 << 41), "many"):
+        r = run([COHORT, "profile", "--sample-base", bad, "-o", tmp_path / "p.json", "--", O0, "self", "10"])
+        assert r.returncode != 0 and r.stderr.decode().count("\n") == 1, r.stderr
+        assert not (tmp_path / "p.json").exists()

@@ -1,0 +1,74 @@
+/* Sampling: which accesses to tracked objects the per-access analyses see.
+ *
+ * The analyses an access to a tracked object runs (the affinity queue and
+ * its walk, the layouts' and the lines' models) took about half the tool's
+ * time, and more the longer the run (README.md, "Sampling"). Their counts
+ * are sums over the run, and a long run repeats itself: so the first
+ * `--sample-base` (B) tracked accesses are all analysed, and from then on
+ * stage s (s = 1, 2, ...) covers the next B * 2^s of them, of which it
+ * analyses one window of WINDOW accesses in every WINDOW * 2^s, each access
+ * counted 2^s times. Every stage analyses B accesses, so what the analyses
+ * cost grows with the logarithm of the run's length, and every count stays
+ * an estimate of the whole run's (a window stands for its period). A run of
+ * up to B tracked accesses is analysed whole, as it was before sampling.
+ *
+ * Before each window, WARM accesses go through the analyses without being
+ * counted: the models' caches and the affinity queues would otherwise start
+ * the window holding what they held a period earlier, and miss, or pair,
+ * where the run did not.
+ *
+ * What every access still counts, whatever the stage: the run's own cache
+ * (loads.c), and each context's accesses and misses there, which the
+ * headroom and HALO's hot-context filter read. */
+#include "profiler.h"
+
+Long ch_clo_sample_base = (Long)1 << 22;
+Bool ch_sample_skip = False;
+ULong ch_sample_weight = 1;
+ULong ch_sample_next = ~0ULL;
+ULong ch_sample_windows, ch_sample_analysed;
+
+/* A window, and the warming before it, in tracked accesses. The window
+ * holds what a D1 holds many times over (512 lines); the warming refills
+ * the models' D1s (32 KiB each) and the queues (A bytes). */
+#define WINDOW ((ULong)1 << 16)
+#define WARM ((ULong)1 << 13)
+#define MAX_STAGE 40
+
+static ULong base;   /* B, a whole number of windows; 0: no sampling */
+
+void ch_sample_init(void) {
+  if (ch_clo_sample_base <= 0) return;   /* every access, as ch_sample_next says */
+  base = ((ULong)ch_clo_sample_base + WINDOW - 1) / WINDOW * WINDOW;
+  ch_sample_next = base + 1;   /* the count of the first access past stage 0 */
+}
+
+/* The state for the t-th tracked access (t counted from 1, t > B): its
+ * stage, where it lies in its period, and when that changes. */
+void ch_sample_advance(void) {
+  ULong t = ch_tracked_accesses - 1;   /* from 0 */
+  UInt s = 1;
+  while (s < MAX_STAGE && t >= base * ((2ULL << s) - 1)) s++;
+  ULong stage_start = base * ((1ULL << s) - 1), period = WINDOW << s;
+  ULong off = (t - stage_start) % period, period_start = t - off;
+  Bool was_skipping = ch_sample_skip;
+  if (off < period - WINDOW - WARM) {
+    ch_sample_skip = True;
+    ch_sample_next = period_start + period - WINDOW - WARM + 1;
+  } else if (off < period - WINDOW) {
+    ch_sample_skip = False;
+    ch_sample_weight = 0;
+    ch_sample_next = period_start + period - WINDOW + 1;
+    if (was_skipping) ch_affinity_forget();   /* the queues' entries are a period old */
+  } else {
+    ch_sample_skip = False;
+    ch_sample_weight = 1ULL << s;
+    ch_sample_next = period_start + period + 1;
+    ch_sample_windows++;
+  }
+}
+
+void ch_sample_write(VgFile *f) {
+  VG_(fprintf)(f, "sample base %llu window %llu warm %llu windows %llu analysed %llu\n", base, WINDOW, WARM,
+               ch_sample_windows, ch_sample_analysed);
+}
