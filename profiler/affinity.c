@@ -131,9 +131,8 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
     }
     return;
   }
-  Obj *u = ch_obj(id);
   if (++ch_tracked_accesses >= ch_sample_next) ch_sample_advance();
-  CtxStats *cs = ch_ctx_stats(u->ctx);
+  CtxStats *cs = ch_ctx_stats(ch_obj_ctx[id]);   /* not the record, which a skipped access never reads */
   cs->accesses++;
   if (ch_cache_last) {   /* loads.c's cache saw this access just before */
     cs->d1_misses++;
@@ -142,6 +141,7 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   if (ch_sample_skip) return;   /* the analyses see a window of the run (sample.c) */
   ULong weight = ch_sample_weight;
   ch_sample_analysed += weight != 0;
+  Obj *u = ch_obj(id);
   if (ch_clo_layouts) ch_layouts_touch(u, cs, a, size, weight);
   if (ch_clo_lines) ch_lines_touch(u, cs, id, a, size, chase, weight);
   Queue *q = cur;

@@ -307,7 +307,7 @@ typedef struct {
   UWord hash;
 } Ctx;
 static Ctx *ctxs;
-static CtxStats *stats;
+CtxStats *ch_stats;   /* by context id (profiler.h's ch_ctx_stats) */
 static UInt n_ctxs, ctxs_cap, stats_cap;
 static UInt *ctx_tab;  /* context index + 1 */
 static UWord ctx_tab_cap;
@@ -343,8 +343,8 @@ static UInt intern(const UInt *s, UInt n, Bool truncated) {
   if (n_ctxs == stats_cap) {
     UInt old = stats_cap;
     stats_cap = ctxs_cap;
-    stats = VG_(realloc)("cohort.ctxstats", stats, stats_cap * sizeof *stats);
-    VG_(memset)(stats + old, 0, (stats_cap - old) * sizeof *stats);
+    ch_stats = VG_(realloc)("cohort.ctxstats", ch_stats, stats_cap * sizeof *ch_stats);
+    VG_(memset)(ch_stats + old, 0, (stats_cap - old) * sizeof *ch_stats);
   }
   Ctx *c = &ctxs[n_ctxs];
   c->sites = VG_(malloc)("cohort.ctxsites", (n ? n : 1) * sizeof(UInt));
@@ -400,7 +400,6 @@ UInt ch_context_of(ThreadId tid, UInt *inner) {
   return intern(s, k, truncated);
 }
 
-CtxStats *ch_ctx_stats(UInt ctx) { return &stats[ctx]; }
 UInt ch_n_contexts(void) { return n_ctxs; }
 
 void ch_contexts_init(void) { ip_reset(ip_cap); }
@@ -433,7 +432,7 @@ void ch_contexts_write(VgFile *f) {
   for (UInt i = 0; i < n_sites; i++)
     if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);   /* its own tabs part its levels */
   for (UInt c = 0; c < n_ctxs; c++) {
-    CtxStats *st = &stats[c];
+    CtxStats *st = &ch_stats[c];
     VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu :",
                  c, ctxs[c].truncated ? 1 : 0, st->allocs, st->bytes, st->min_size, st->max_size,
                  st->frees, st->life_sum, st->life_max, st->accesses, st->macro, st->d1_misses,
