@@ -6,7 +6,8 @@
  * the entries from v up to u, v included and u excluded, sum to less than A.
  * That is Figure 5: with 4-byte accesses and A = 32, the newest access is
  * affinitive to the seven before it. For each affinitive v, edge {x, y} gains
- * 1, subject to the paper's four constraints:
+ * 1 (past the sample base, the weight of its window: sample.c), subject to
+ * the paper's four constraints:
  *   - deduplication: consecutive accesses to one object are one macro access
  *     (its queue entry grows by their sizes) and do not walk the queue again;
  *   - no self-affinity: u != v;
