@@ -141,7 +141,6 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   }
   if (ch_sample_skip) return;   /* the analyses see a window of the run (sample.c) */
   ULong weight = ch_sample_weight;
-  ch_sample_analysed += weight != 0;
   Obj *u = ch_obj(id);
   if (ch_clo_layouts) ch_layouts_touch(u, cs, a, size, weight);
   if (ch_clo_lines) ch_lines_touch(u, cs, id, a, size, chase, weight);

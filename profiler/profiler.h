@@ -169,7 +169,7 @@ extern Long ch_clo_sample_base;   /* --sample-base: tracked accesses analysed wh
 extern Bool ch_sample_skip;       /* the analyses skip this access */
 extern ULong ch_sample_weight;    /* else it counts this many times (0: it warms them) */
 extern ULong ch_sample_next;      /* ch_tracked_accesses at which that changes */
-extern ULong ch_sample_windows, ch_sample_analysed;
+extern ULong ch_sample_windows;
 void ch_sample_init(void);
 void ch_sample_advance(void);
 void ch_sample_write(VgFile *f);

@@ -26,7 +26,7 @@ Long ch_clo_sample_base = (Long)1 << 22;
 Bool ch_sample_skip = False;
 ULong ch_sample_weight = 1;
 ULong ch_sample_next = ~0ULL;
-ULong ch_sample_windows, ch_sample_analysed;
+ULong ch_sample_windows;
 
 /* A window, and the warming before it, in tracked accesses. The window
  * holds what a D1 holds many times over (512 lines); the warming refills
@@ -68,7 +68,16 @@ void ch_sample_advance(void) {
   }
 }
 
+/* The accesses counted: all of stage 0, then each window whole but the
+ * one the run may have ended in (ch_sample_next is one past its end). */
+static ULong analysed(void) {
+  ULong t = ch_tracked_accesses;
+  if (!base || t <= base) return t;
+  if (ch_sample_skip || !ch_sample_weight) return base + ch_sample_windows * WINDOW;
+  return base + (ch_sample_windows - 1) * WINDOW + (t - (ch_sample_next - 1 - WINDOW));
+}
+
 void ch_sample_write(VgFile *f) {
   VG_(fprintf)(f, "sample base %llu window %llu warm %llu windows %llu analysed %llu\n", base, WINDOW, WARM,
-               ch_sample_windows, ch_sample_analysed);
+               ch_sample_windows, analysed());
 }
