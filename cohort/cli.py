@@ -508,9 +508,10 @@ def add_profile_options(p):
     p.add_argument("--coverage", type=float, default=0.9, metavar="FRACTION",
                    help="keep the hottest contexts that make up this fraction of accesses (default: 0.9)")
     p.add_argument("--sample-base", type=int, metavar="ACCESSES",
-                   help="accesses to tracked objects that the profiler's analyses see whole, rounded up "
-                        "to a multiple of 65,536; beyond, they see windows whose counts stand for the "
-                        "rest, so a long run costs little more than a short one (default: 4,194,304; "
+                   help="accesses to the heap around the tracked objects that the profiler's analyses "
+                        "see whole, rounded up to a multiple of 65,536; beyond, they see windows whose "
+                        "counts stand for the rest, so a long run costs little more than a short one "
+                        "(default: 4,194,304; "
                         "0: every access, as with --trace, whose trace samples on its own)")
     p.add_argument("--trace", action="store_true",
                    help="also record the heap reference trace and keep its hot data streams in the "

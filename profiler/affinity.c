@@ -28,7 +28,7 @@
  * at its head too, 0 (docs/planner.md, "Near affinity"). */
 #include "profiler.h"
 
-ULong ch_total_accesses, ch_tracked_accesses;
+ULong ch_tracked_accesses;
 
 /* ==== edges =============================================================== */
 
@@ -120,28 +120,28 @@ void ch_affinity_forget(void) {
     if (queues[t]) queues[t]->len = 0;
 }
 
+/* An access to the span of tracked objects that sample.c lets through,
+ * just after loads.c's cache saw it (ch_cache_last). */
 VG_REGPARM(2) void ch_access(Addr a, SizeT size) {
   Bool chase = (size & CH_ACCESS_CHASE) != 0;
   size &= ~CH_ACCESS_CHASE;
-  ch_total_accesses++;
+  ULong weight = ch_sample_weight;   /* 0 while the analyses warm before a window */
   UInt id = ch_shadow_get(a);
   if (!id) {   /* heap memory no tracked object holds (loads.c reports it) */
     if (ch_cache_last) {
-      ch_heap_other_d1++;
-      if (ch_cache_last == 2) ch_heap_other_ll++;
+      ch_heap_other_d1 += weight;
+      if (ch_cache_last == 2) ch_heap_other_ll += weight;
     }
     return;
   }
-  if (++ch_tracked_accesses >= ch_sample_next) ch_sample_advance();
-  CtxStats *cs = ch_ctx_stats(ch_obj_ctx[id]);   /* not the record, which a skipped access never reads */
-  cs->accesses++;
-  if (ch_cache_last) {   /* loads.c's cache saw this access just before */
-    cs->d1_misses++;
-    if (ch_cache_last == 2) cs->ll_misses++;
-  }
-  if (ch_sample_skip) return;   /* the analyses see a window of the run (sample.c) */
-  ULong weight = ch_sample_weight;
+  ch_tracked_accesses += weight;
   Obj *u = ch_obj(id);
+  CtxStats *cs = ch_ctx_stats(u->ctx);
+  cs->accesses += weight;
+  if (ch_cache_last) {
+    cs->d1_misses += weight;
+    if (ch_cache_last == 2) cs->ll_misses += weight;
+  }
   if (ch_clo_layouts) ch_layouts_touch(u, cs, a, size, weight);
   if (ch_clo_lines) ch_lines_touch(u, cs, id, a, size, chase, weight);
   Queue *q = cur;

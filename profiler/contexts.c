@@ -433,11 +433,12 @@ void ch_contexts_write(VgFile *f) {
     if (sites[i].inl[0]) VG_(fprintf)(f, "inline %u\t%s\n", i, sites[i].inl);   /* its own tabs part its levels */
   for (UInt c = 0; c < n_ctxs; c++) {
     CtxStats *st = &ch_stats[c];
-    VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu :",
+    VG_(fprintf)(f, "context %u %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+                 "%llu %llu :",
                  c, ctxs[c].truncated ? 1 : 0, st->allocs, st->bytes, st->min_size, st->max_size,
                  st->frees, st->life_sum, st->life_max, st->accesses, st->macro, st->d1_misses,
                  st->ll_misses, st->layout_d1[CH_LAYOUT_ONE], st->layout_d1[CH_LAYOUT_CLASSES],
-                 st->through, st->through_frames);
+                 st->through, st->through_frames, st->beside[CH_LAYOUT_ONE], st->beside[CH_LAYOUT_CLASSES]);
     for (UInt i = 0; i < ctxs[c].n; i++) VG_(fprintf)(f, " %u", ctxs[c].sites[i]);
     VG_(fprintf)(f, "\n");
   }

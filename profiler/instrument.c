@@ -1,14 +1,16 @@
 /* Instrumentation: every load and store of the client goes through loads.c's
- * cache, unguarded, and then calls ch_access (an 8-byte store that may link
- * two tracked objects also ch_store_pointer), which charges a miss of the
- * cache to the object's context; every call instruction tells contexts.c
- * what kind of call it is and counts its runs there. With --cohort-loads=yes
- * an instruction's first load also goes through its stride analysis.
+ * cache, unguarded, which also says whether the access is to be analysed:
+ * if so, ch_access runs (an 8-byte store that may link two tracked objects
+ * also ch_store_pointer), which charges a miss of the cache to the object's
+ * context; every call instruction tells contexts.c what kind of call it is
+ * and counts its runs there. With --cohort-loads=yes an instruction's first
+ * load also goes through its stride analysis.
  *
- * Most accesses touch the stack or globals, never the heap. So the call is
- * guarded inline by a range test against the span of tracked objects
- * (ch_heap_lo, ch_heap_span, read by the generated code itself): the helper
- * runs only for addresses that may hold a tracked object. */
+ * Most accesses touch the stack or globals, never the heap, and past the
+ * sample base most heap accesses lie between the windows the analyses see
+ * (sample.c): the cache's helper tests both (ch_sample_gate) and returns
+ * its answer, which guards the call to ch_access. So an access costs one
+ * helper call, as in cachegrind, unless it is analysed. */
 #include "profiler.h"
 #include "pub_tool_machine.h"
 
@@ -25,30 +27,30 @@ static IRExpr *bin(IRSB *sb, IROp op, IRType ty, IRExpr *a, IRExpr *b) {
 }
 
 /* loads.c's view of the access: ch_load for the first load of an
- * instruction (ls, only with --cohort-loads), ch_touch for any other. */
-static void add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
-  IRDirty *d = ls ? unsafeIRDirty_0_N(3, "ch_load", VG_(fnptr_to_fnentry)(&ch_load),
+ * instruction (ls, only with --cohort-loads), ch_touch for any other.
+ * Returns whether ch_access is to see it, as a 1-bit expression. */
+static IRExpr *add_cache(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
+  IRTemp seen = newIRTemp(sb->tyenv, Ity_I64);
+  IRDirty *d = ls ? unsafeIRDirty_1_N(seen, 3, "ch_load", VG_(fnptr_to_fnentry)(&ch_load),
                                       mkIRExprVec_3(mkIRExpr_HWord((HWord)ls), addr,
                                                     mkIRExpr_HWord((HWord)size)))
-                  : unsafeIRDirty_0_N(2, "ch_touch", VG_(fnptr_to_fnentry)(&ch_touch),
+                  : unsafeIRDirty_1_N(seen, 2, "ch_touch", VG_(fnptr_to_fnentry)(&ch_touch),
                                       mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
   if (guard) d->guard = guard;
   addStmtToIRSB(sb, IRStmt_Dirty(d));
+  IRExpr *go = bin(sb, Iop_CmpNE64, Ity_I1, IRExpr_RdTmp(seen), IRExpr_Const(IRConst_U64(0)));
+  /* a guarded call that did not run leaves 0x555...5 in its result */
+  return guard ? bin(sb, Iop_And1, Ity_I1, go, guard) : go;
 }
 
 /* loads.c's view of the access (ls: see add_cache), then ch_access(addr,
- * size) if addr is in the heap span and `guard` (may be NULL): ch_access
- * reads whether the cache missed. size may carry CH_ACCESS_CHASE. */
+ * size) if that says so; ch_access reads whether the cache missed. size
+ * may carry CH_ACCESS_CHASE. */
 static void add_access(IRSB *sb, IRExpr *addr, Int size, IRExpr *guard, LoadSite *ls) {
-  add_cache(sb, addr, size & ~(Int)CH_ACCESS_CHASE, guard, ls);
-  IRExpr *lo = load_word(sb, &ch_heap_lo);
-  IRExpr *span = load_word(sb, &ch_heap_span);
-  IRExpr *off = bin(sb, Iop_Sub64, Ity_I64, addr, lo);
-  IRExpr *in = bin(sb, Iop_CmpLT64U, Ity_I1, off, span);
-  if (guard) in = bin(sb, Iop_And1, Ity_I1, in, guard);
+  IRExpr *go = add_cache(sb, addr, size & ~(Int)CH_ACCESS_CHASE, guard, ls);
   IRDirty *d = unsafeIRDirty_0_N(2, "ch_access", VG_(fnptr_to_fnentry)(&ch_access),
                                  mkIRExprVec_2(addr, mkIRExpr_HWord((HWord)size)));
-  d->guard = in;
+  d->guard = go;
   addStmtToIRSB(sb, IRStmt_Dirty(d));
 }
 

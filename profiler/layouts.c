@@ -95,9 +95,14 @@ static void occupy(Model *m, Addr p, UInt granules, UInt who) {
   *occ_slot(m, p + (Addr)(granules - 1) * GRANULE, True) = who;
 }
 
+/* The pair, and the context's sum over its pairs: `cohort profile` reads
+ * the sum for every context, and the pairs only among those a group could
+ * hold, where a large program has a million pairs (cppcheck). */
 static void note_beside(Model *m, UInt ctx, Addr a) {
   UInt *s = occ_slot(m, a, False);
-  if (s && *s) ch_count_add(&m->neighbours, ((ULong)ctx << 32 | (*s - 1)) + 1, 1);
+  if (!s || !*s) return;
+  ch_count_add(&m->neighbours, ((ULong)ctx << 32 | (*s - 1)) + 1, 1);
+  ch_ctx_stats(ctx)->beside[m - models]++;
 }
 static ULong placed, placed_accesses;
 
@@ -172,15 +177,34 @@ void ch_layouts_touch(const Obj *o, CtxStats *cs, Addr a, SizeT size, ULong weig
   }
 }
 
+static Int by_key(const void *a, const void *b) {
+  ULong x = *(const ULong *)a, y = *(const ULong *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The pairs, one line per layout and context: "beside LAYOUT C N K N K ...",
+ * so that `cohort profile` skips a context a group could not hold at the
+ * first word (cppcheck: a million pairs, 133,000 such lines). */
 void ch_layouts_write(VgFile *f) {
   VG_(fprintf)(f, "layouts max %d one-d1 %llu classes-d1 %llu objects %llu accesses %llu\n", CLASS_MAX,
                models[CH_LAYOUT_ONE].d1_misses, models[CH_LAYOUT_CLASSES].d1_misses, placed, placed_accesses);
   static const HChar *const names[CH_LAYOUTS] = {"one", "classes"};
   for (UInt l = 0; l < CH_LAYOUTS; l++) {
     const CountTable *t = &models[l].neighbours;
+    if (!t->used) continue;
+    ULong *pairs = VG_(malloc)("cohort.layouts", t->used * 2 * sizeof(ULong));   /* key, count */
+    UWord n = 0;
     for (UWord i = 0; i < t->cap; i++) {
       const ULong *s = ch_count_slot(t, i);
-      if (s[0]) VG_(fprintf)(f, "beside %s %u %u %llu\n", names[l], (UInt)((s[0] - 1) >> 32), (UInt)(s[0] - 1), s[1]);
+      if (s[0]) { pairs[2 * n] = s[0] - 1; pairs[2 * n + 1] = s[1]; n++; }
     }
+    VG_(ssort)(pairs, n, 2 * sizeof(ULong), by_key);
+    for (UWord i = 0; i < n; i++) {
+      UInt c = (UInt)(pairs[2 * i] >> 32);
+      if (i == 0 || c != (UInt)(pairs[2 * i - 2] >> 32)) VG_(fprintf)(f, "%sbeside %s %u", i ? "\n" : "", names[l], c);
+      VG_(fprintf)(f, " %u %llu", (UInt)pairs[2 * i], pairs[2 * i + 1]);
+    }
+    VG_(fprintf)(f, "\n");
+    VG_(free)(pairs);
   }
 }

@@ -43,7 +43,10 @@ static inline UInt cache_touch(Addr a, SizeT size) {
   return r;
 }
 
-VG_REGPARM(2) void ch_touch(Addr a, SizeT size) { cache_touch(a, size); }
+VG_REGPARM(2) UWord ch_touch(Addr a, SizeT size) {
+  cache_touch(a, size);
+  return ch_sample_gate(a);
+}
 
 /* ==== static loads ======================================================== */
 
@@ -112,7 +115,7 @@ static void window_end(LoadSite *ls) {
   ls->stride = ls->best_stride = 0;
 }
 
-VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size) {
+VG_REGPARM(3) UWord ch_load(LoadSite *ls, Addr a, SizeT size) {
   UInt r = cache_touch(a, size);
   total_loads++;
   ls->execs++;
@@ -126,6 +129,7 @@ VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size) {
   }
   ls->last = a;
   if (++ls->seen == (UInt)ch_clo_stride_window) window_end(ls);
+  return ch_sample_gate(a);
 }
 
 /* ==== output ============================================================== */

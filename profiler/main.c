@@ -46,7 +46,8 @@ static void print_usage(void) {
     "    --cohort-layouts=yes|no    model the rest pool's two shapes (layouts.c) [yes]\n"
     "    --cohort-lines=yes|no      model where in its line a block starts (lines.c; needs the layouts) [yes]\n"
     "    --cohort-pointers=yes|no   count the stores that link two objects (APA's DS graph) [yes]\n"
-    "    --sample-base=N            tracked accesses analysed whole; beyond, windows (sample.c); 0: all [4194304]\n");
+    "    --sample-base=N            accesses to the tracked span analysed whole; beyond, windows (sample.c); 0: all\n"
+    "                               [4194304]\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }

@@ -12,7 +12,6 @@
 /* ==== object records ====================================================== */
 
 Obj **ch_obj_pages;
-UInt *ch_obj_ctx;
 static UInt n_pages, pages_cap;
 static UInt next_fresh = 1;  /* id 0 means "no object" */
 
@@ -40,7 +39,6 @@ static UInt new_id(void) {
     /* 64-aligned, so that each record is one line (profiler.h) */
     Obj *page = VG_(calloc)("cohort.objs", (1 << 16) + 1, sizeof(Obj));
     ch_obj_pages[n_pages++] = (Obj *)(((Addr)page + 63) & ~(Addr)63);
-    ch_obj_ctx = VG_(realloc)("cohort.objctx", ch_obj_ctx, ((SizeT)n_pages << 16) * sizeof(UInt));
   }
   return id;
 }
@@ -112,7 +110,6 @@ static void *track_new(ThreadId tid, void *p, SizeT size) {
   o->size = size < CH_SIZE_BIG ? (UInt)size : CH_SIZE_BIG;
   o->seq = seq;
   o->ctx = ctx;
-  ch_obj_ctx[id] = ctx;
   o->stamp = 0;
   o->trace_live = CH_OBJ_LIVE;
   o->to_next = CH_FAR;

@@ -16,12 +16,16 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_tooliface.h"
 
-#define CH_TOOL_VERSION "10"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
+#define CH_TOOL_VERSION "11"   /* 3: contexts carry their accesses' cache misses; 4: the layouts line;
                                 5: sites carry their calls; 6: contexts carry their misses in each layout,
                                 and the layouts who lay beside whom; 7: contexts carry their allocations
                                 entered through a system module, and its frames; 8: the lines models;
                                 9: the layouts line has D1 misses only; 10: the sample line, and the
-                                analyses' counts past --sample-base are estimates from windows */
+                                analyses' counts past --sample-base are estimates from windows;
+                                11: the sample clock is every access to the span of tracked objects,
+                                and past the base the contexts' accesses and misses, the tracked
+                                accesses and the heap's other misses are estimates too; contexts
+                                carry their neighbours in each layout, summed */
 #define CH_MAX_FRAMES 256 /* a deeper stack is truncated, as in the runtime */
 
 /* ---- options (main.c) ---------------------------------------------------- */
@@ -45,6 +49,7 @@ typedef struct {
   ULong accesses, macro;      /* machine-level and macro accesses */
   ULong d1_misses, ll_misses; /* accesses that missed the simulated D1, and LL too */
   ULong layout_d1[2];         /* D1 misses at its objects' places in each rest-pool layout (layouts.c) */
+  ULong beside[2];            /* live neighbours its objects were placed beside there (layouts.c) */
   ULong chases;               /* loads of a pointer that replaced its own base register (lines.c) */
   ULong line_misses[5];       /* per line offset modelled (lines.c): D1 misses, */
   ULong chase_waits[5];       /* and chases that waited for their line */
@@ -110,11 +115,6 @@ _Static_assert(sizeof(Obj) == 64, "an object's record is one line");
 
 extern Obj **ch_obj_pages;           /* id -> Obj, 64K objects per page, 64-aligned */
 static inline Obj *ch_obj(UInt id) { return &ch_obj_pages[id >> 16][id & 0xffff]; }
-/* id -> its object's context, apart from the records: an access the
- * analyses skip (sample.c) needs only this, and at 4 bytes an object the
- * array stays in the host's cache where the records, a line each, miss
- * (dot: 120 k objects, 313 M accesses to them). */
-extern UInt *ch_obj_ctx;
 static inline Bool ch_obj_live(const Obj *o) { return (o->trace_live & CH_OBJ_LIVE) != 0; }
 static inline UInt ch_obj_trace_ix(const Obj *o) { return o->trace_live & ~CH_OBJ_LIVE; }
 static inline void ch_obj_set_trace_ix(Obj *o, UInt ix) { o->trace_live = (o->trace_live & CH_OBJ_LIVE) | ix; }
@@ -160,19 +160,27 @@ VG_REGPARM(2) void ch_access(Addr a, SizeT size);
 void ch_set_thread(ThreadId tid);
 void ch_affinity_init(void);
 void ch_affinity_write(VgFile *f);
-extern ULong ch_total_accesses;   /* every instrumented access seen by ch_access */
-extern ULong ch_tracked_accesses; /* those that hit a tracked object */
+extern ULong ch_tracked_accesses; /* accesses to tracked objects (estimated past the sample base) */
 void ch_affinity_forget(void);    /* every thread's queue emptied (sample.c) */
 
 /* ---- sampling (sample.c) ------------------------------------------------- */
-extern Long ch_clo_sample_base;   /* --sample-base: tracked accesses analysed whole; 0: all */
-extern Bool ch_sample_skip;       /* the analyses skip this access */
-extern ULong ch_sample_weight;    /* else it counts this many times (0: it warms them) */
-extern ULong ch_sample_next;      /* ch_tracked_accesses at which that changes */
+extern Long ch_clo_sample_base;   /* --sample-base: accesses to the span analysed whole; 0: all */
+extern ULong ch_total_accesses;   /* every access in the span of tracked objects: the clock */
+extern Bool ch_sample_skip;       /* ch_access skips this access */
+extern ULong ch_sample_weight;    /* else it counts this many times (0: it warms the analyses) */
+extern ULong ch_sample_next;      /* ch_total_accesses at which that changes */
 extern ULong ch_sample_windows;
 void ch_sample_init(void);
 void ch_sample_advance(void);
 void ch_sample_write(VgFile *f);
+/* An access at a, after the run's cache saw it (loads.c): outside the span
+ * of tracked objects 0; else it moves the clock, and says whether
+ * ch_access is to see it (the generated code calls ch_access only then). */
+static inline UWord ch_sample_gate(Addr a) {
+  if (a - ch_heap_lo >= ch_heap_span) return 0;
+  if (++ch_total_accesses >= ch_sample_next) ch_sample_advance();
+  return !ch_sample_skip;
+}
 
 /* ---- pointers (pointers.c): APA's DS graph, measured -------------------- */
 VG_REGPARM(2) void ch_store_pointer(Addr a, Addr value);
@@ -258,8 +266,9 @@ extern Bool ch_clo_loads;
 extern Long ch_clo_stride_window;
 extern UInt ch_cache_last;   /* the latest access: 0 a D1 hit, 1 a D1 miss, 2 an LL miss too */
 LoadSite *ch_load_site(Addr pc);             /* made once per static load */
-VG_REGPARM(3) void ch_load(LoadSite *ls, Addr a, SizeT size);
-VG_REGPARM(2) void ch_touch(Addr a, SizeT size);   /* any other data access */
+/* Each returns ch_sample_gate's word: whether ch_access is to see the access. */
+VG_REGPARM(3) UWord ch_load(LoadSite *ls, Addr a, SizeT size);
+VG_REGPARM(2) UWord ch_touch(Addr a, SizeT size);   /* any other data access */
 void ch_loads_write(VgFile *f);
 /* The whole run's simulated misses, and those on heap memory among the
  * tracked objects that none of them holds (affinity.c counts these). */

@@ -1,16 +1,20 @@
-/* Sampling: which accesses to tracked objects the per-access analyses see.
+/* Sampling: which accesses to the heap ch_access (affinity.c) sees.
  *
- * The analyses an access to a tracked object runs (the affinity queue and
- * its walk, the layouts' and the lines' models) took about half the tool's
- * time, and more the longer the run (README.md, "Sampling"). Their counts
- * are sums over the run, and a long run repeats itself: so the first
- * `--sample-base` (B) tracked accesses are all analysed, and from then on
- * stage s (s = 1, 2, ...) covers the next B * 2^s of them, of which it
- * analyses one window of WINDOW accesses in every WINDOW * 2^s, each access
- * counted 2^s times. Every stage analyses B accesses, so what the analyses
- * cost grows with the logarithm of the run's length, and every count stays
- * an estimate of the whole run's (a window stands for its period). A run of
- * up to B tracked accesses is analysed whole, as it was before sampling.
+ * What an access to a tracked object costs (the shadow lookup, which misses
+ * the host's cache on a large heap, its context's counts, the affinity
+ * queue and its walk, the layouts' and the lines' models) was most of the
+ * tool's time, and more the longer the run (README.md, "Sampling"). Their
+ * counts are sums over the run, and a long run repeats itself. The clock is
+ * ch_total_accesses, every access in the span of tracked objects, which
+ * loads.c's cache counts inline (ch_sample_gate): the first `--sample-base`
+ * (B) of them all go to ch_access, and from then on stage s (s = 1, 2, ...)
+ * covers the next B * 2^s of them, of which ch_access sees one window of
+ * WINDOW accesses in every WINDOW * 2^s, each counted 2^s times; between
+ * windows an access costs one compare and one add. Every stage analyses B
+ * accesses, so what the analyses cost grows with the logarithm of the run's
+ * length, and every count they make stays an estimate of the whole run's (a
+ * window stands for its period). A run of up to B accesses to the span is
+ * analysed whole, as it was before sampling.
  *
  * Before each window, WARM accesses go through the analyses without being
  * counted: the models' caches and the affinity queues would otherwise start
@@ -18,9 +22,11 @@
  * where the run did not.
  *
  * What every access still counts, whatever the stage: the run's own cache
- * (loads.c), and each context's accesses and misses there, which the
- * headroom and HALO's hot-context filter read. */
+ * (loads.c), whose misses the headroom sets the tracked objects' against;
+ * and every access to the span, the clock. */
 #include "profiler.h"
+
+ULong ch_total_accesses;
 
 Long ch_clo_sample_base = (Long)1 << 22;
 Bool ch_sample_skip = False;
@@ -43,10 +49,10 @@ void ch_sample_init(void) {
   ch_sample_next = base + 1;   /* the count of the first access past stage 0 */
 }
 
-/* The state for the t-th tracked access (t counted from 1, t > B): its
- * stage, where it lies in its period, and when that changes. */
+/* The state for the t-th access to the span (t counted from 1, t > B):
+ * its stage, where it lies in its period, and when that changes. */
 void ch_sample_advance(void) {
-  ULong t = ch_tracked_accesses - 1;   /* from 0 */
+  ULong t = ch_total_accesses - 1;   /* from 0 */
   UInt s = 1;
   while (s < MAX_STAGE && t >= base * ((2ULL << s) - 1)) s++;
   ULong stage_start = base * ((1ULL << s) - 1), period = WINDOW << s;
@@ -71,7 +77,7 @@ void ch_sample_advance(void) {
 /* The accesses counted: all of stage 0, then each window whole but the
  * one the run may have ended in (ch_sample_next is one past its end). */
 static ULong analysed(void) {
-  ULong t = ch_tracked_accesses;
+  ULong t = ch_total_accesses;
   if (!base || t <= base) return t;
   if (ch_sample_skip || !ch_sample_weight) return base + ch_sample_windows * WINDOW;
   return base + (ch_sample_windows - 1) * WINDOW + (t - (ch_sample_next - 1 - WINDOW));

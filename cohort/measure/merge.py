@@ -33,7 +33,7 @@ from cohort.policies import families
 COUNTS = ("allocations", "bytes", "frees", "accesses", "macro_accesses", "d1_misses", "ll_misses")
 TOTALS = ("allocations", "accesses", "macro_accesses", "unknown_frees", "run_accesses", "run_d1_misses",
           "run_ll_misses", "heap_other_d1_misses", "heap_other_ll_misses", "weight_before_filter",
-          "sampled_windows", "analysed_accesses")
+          "sampled_windows", "analysed_accesses", "span_accesses")
 TOTALS_MAX = ("peak_live_objects", "peak_live_bytes", "threads")
 # Kept, as the largest, only where every run has it (raw version 10 on).
 TOTALS_MAX_OPTIONAL = ("sample_base",)

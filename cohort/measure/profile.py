@@ -26,7 +26,7 @@ from cohort.measure.runner import check_input, open_input, resolve_program, scri
 from cohort.plan.rebase import plan_anchors
 
 VERSION = 3          # written; profilefile.py reads 1 (no context families) and 2 (no DS graph) too
-RAW_VERSION = "10"
+RAW_VERSION = "11"
 MAX_SAMPLE_BASE = 1 << 40   # the tool's bound (--sample-base)
 # The offsets within a line profiler/lines.c models a line-sized block at:
 # where the rest pool packs it, then 0, 16, 32 and 48 bytes into a line.
@@ -132,8 +132,11 @@ def progress_line(progress, elapsed):
     h, m = divmod(m, 60)
     when = f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
     if len(words) >= 5 and words[0] == "progress" and all(w.isdigit() for w in words[1:5]):
-        allocs, tracked = int(words[2]), int(words[3])
-        return f"cohort: profiling, {when}: {allocs:,} allocations, {tracked:,} accesses to them"
+        # words[3], the accesses to tracked objects, moves only in the
+        # windows the analyses see past the sample base; words[4], every
+        # access to the heap around them, moves with the run.
+        allocs, heap = int(words[2]), int(words[4])
+        return f"cohort: profiling, {when}: {allocs:,} allocations, {heap:,} accesses to the heap"
     return f"cohort: profiling, {when}: starting"
 
 
@@ -159,16 +162,18 @@ def parse_raw(text):
     raw = {"params": {}, "modules": [], "sites": [], "contexts": [], "edges": [], "near": None, "loads": [],
            "pointers": None, "pointer_stores": 0}
     besides = None
-    # The kinds of line a large program's dump holds hundreds of thousands
-    # of come first (cppcheck's: 765,000 beside, 290,000 edge, 110,000
-    # pointer lines).
+    # The kinds of line a large program's dump holds many of come first
+    # (cppcheck's: 136,000 edge, 133,000 beside, 130,000 pointer and 76,000
+    # context lines).
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
-        if kind == "beside":    # in a layout's model, how often an object lay beside another's
-            layout, c, n, count = rest.split()
+        if kind == "beside":    # in a layout's model, how often a context's objects lay beside others'
+            # Kept as text ("C N COUNT N COUNT ..."): only the pairs among
+            # the contexts a group could hold are read (beside_pairs).
+            layout, _, pairs = rest.partition(" ")
             if besides is None:
                 besides = raw["beside"] = {"one": [], "classes": []}
-            besides[layout].append((int(c), int(n), int(count)))
+            besides[layout].append(pairs)
         elif kind == "edge":   # x y weight [near weight in 64ths]
             v = [int(t) for t in rest.split()]
             raw["edges"].append((v[0], v[1], v[2]))
@@ -209,7 +214,7 @@ def parse_raw(text):
                                     "life_sum": v[7], "life_max": v[8], "accesses": v[9],
                                     "macro": v[10], "d1_misses": v[11], "ll_misses": v[12],
                                     "layout_d1": v[13:15], "through": v[15], "through_frames": v[16],
-                                    "sites": [int(x) for x in sites.split()]})
+                                    "beside": v[17:19], "sites": [int(x) for x in sites.split()]})
         elif kind == "layouts":   # the rest pool's two layouts, simulated (profiler/layouts.c)
             f = rest.split()
             v = {f[i]: int(f[i + 1]) for i in range(0, len(f), 2)}
@@ -308,7 +313,6 @@ def build_profile(raw, target, params, returncode, starts=None):
         modules.append({"id": m["id"], "path": m["path"], "build_id": elf.build_id(m["path"]),
                         "system": m["system"]})
     contexts = []
-    seen = beside_totals(raw)
     for c in raw["contexts"]:
         freed = c["frees"]
         contexts.append({
@@ -323,7 +327,7 @@ def build_profile(raw, target, params, returncode, starts=None):
             "d1_misses": c["d1_misses"], "ll_misses": c["ll_misses"],
             "through_system": {"allocations": c["through"], "frames": c["through_frames"]},
             **({"layout_d1_misses": {"one": c["layout_d1"][0], "classes": c["layout_d1"][1]},
-                "beside": dict(seen.get(c["id"], {"one": 0, "classes": 0}))} if "layouts" in raw else {}),
+                "beside": {"one": c["beside"][0], "classes": c["beside"][1]}} if "layouts" in raw else {}),
             **({"lines": raw["lines"]["contexts"][c["id"]]} if c["id"] in raw.get("lines", {}).get("contexts", {})
                else {}),
         })
@@ -375,8 +379,10 @@ def build_profile(raw, target, params, returncode, starts=None):
             "weight_before_filter": sum(w for _, _, w in raw["edges"]),
             "weight": sum(e[2] for e in edges),
             "unknown_frees": raw["objects"]["unknown-frees"],
-            # The accesses the per-access analyses saw (profiler/sample.c): every
-            # tracked one up to sample_base, then windows standing for the rest.
+            # The accesses to the span of tracked objects (span_accesses) the
+            # per-access analyses saw (profiler/sample.c): every one up to
+            # sample_base, then windows standing for the rest.
+            "span_accesses": raw["accesses"]["all"],
             **({"sample_base": raw["sample"]["base"], "sampled_windows": raw["sample"]["windows"],
                 "analysed_accesses": raw["sample"]["analysed"]} if "sample" in raw else {}),
             **({"run_accesses": raw["run"]["accesses"], "run_d1_misses": raw["run"]["d1"],
@@ -390,17 +396,6 @@ def build_profile(raw, target, params, returncode, starts=None):
     }
 
 
-def beside_totals(raw):
-    """{context: {layout: how many live neighbours its objects were placed
-    beside in that layout's model}}, every neighbour counted, before the
-    pairs are filtered."""
-    totals = {}
-    for layout, pairs in raw.get("beside", {}).items():
-        for c, _n, k in pairs:
-            totals.setdefault(c, {"one": 0, "classes": 0})[layout] += k
-    return totals
-
-
 def beside(raw, keep, fams, hot_families):
     """The layouts' neighbour counts among the contexts a group could hold
     (the graph's nodes and the contexts of the family graph's), as
@@ -409,9 +404,23 @@ def beside(raw, keep, fams, hot_families):
     fam_contexts = {f["id"]: f["contexts"] for f in fams}
     for f in hot_families:
         hot.update(fam_contexts[f])
-    return {layout: sorted(([c, n, k] for c, n, k in pairs if c in hot and n in hot),
-                           key=lambda e: (-e[2], e[0], e[1]))
+    return {layout: sorted(beside_pairs(pairs, hot), key=lambda e: (-e[2], e[0], e[1]))
             for layout, pairs in raw.get("beside", {"one": [], "classes": []}).items()}
+
+
+def beside_pairs(lines, hot):
+    """[[context, neighbour's context, placements]] of the raw dump's pairs
+    (a line per context C: "C N COUNT N COUNT ...") whose two contexts are
+    in hot, read only for those."""
+    names = {str(c) for c in hot}
+    out = []
+    for line in lines:
+        c, _, rest = line.partition(" ")
+        if c not in names:
+            continue
+        v = rest.split()
+        out.extend([int(c), int(v[i]), int(v[i + 1])] for i in range(0, len(v), 2) if v[i] in names)
+    return out
 
 
 def run_and_read(argv, what, affinity_distance, max_size, trace_budget=None, **tool):
@@ -512,6 +521,14 @@ def profile(target, output, force=False, affinity_distance=128, max_size=4096, c
     return data, rc
 
 
+def sampled(totals):
+    """Whether the analyses saw only windows of the run (profiler/sample.c):
+    its counts past the base, among them the accesses, are estimates."""
+    if "span_accesses" in totals:   # raw version 11 on
+        return totals.get("analysed_accesses", totals["span_accesses"]) < totals["span_accesses"]
+    return totals.get("analysed_accesses", totals["accesses"]) < totals["accesses"]
+
+
 def summary(data, rc):
     """One paragraph for the terminal after profiling."""
     t, g = data["totals"], data["graph"]
@@ -519,8 +536,9 @@ def summary(data, rc):
              f"{len(data['contexts'])} contexts, {t['accesses']} accesses to tracked objects; "
              f"graph of {len(g['nodes'])} contexts ({g['coverage']:.0%} of accesses), "
              f"{len(g['edges'])} edges"]
-    if t.get("analysed_accesses", t["accesses"]) < t["accesses"]:
-        lines.append(f"cohort: the analyses saw {t['analysed_accesses']:,} of them: the first "
+    if sampled(t):
+        lines.append(f"cohort: the analyses saw {t['analysed_accesses']:,} of the "
+                     f"{t['span_accesses']:,} accesses to the heap around them: the first "
                      f"{t['sample_base']:,} (--sample-base), then {t['sampled_windows']:,} windows "
                      f"whose counts stand for the rest, as estimates")
     return "\n".join(lines)
