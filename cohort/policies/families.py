@@ -64,6 +64,9 @@ def site_functions(modules, sites, starts=function_starts):
 def fold(chain, function_of):
     """The chain without the sites that lie in a function entered further in
     (innermost first, as contexts are)."""
+    keys = [k for k in map(function_of.get, chain) if k is not None]
+    if len(set(keys)) == len(keys):   # no function entered twice: nothing folds
+        return list(chain)
     seen, out = set(), []
     for s in chain:
         f = function_of.get(s)
