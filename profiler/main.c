@@ -10,6 +10,7 @@
 const HChar *ch_clo_out = "cohort.raw";
 const HChar *ch_clo_main = NULL;
 const HChar *ch_clo_progress = NULL;
+const HChar *ch_clo_modules = NULL;
 Long ch_clo_affinity = 128;
 Long ch_clo_max_size = 4096;
 Bool ch_clo_layouts = True, ch_clo_lines = True, ch_clo_pointers = True;
@@ -18,6 +19,7 @@ static Bool process_option(const HChar *arg) {
   if VG_STR_CLO(arg, "--cohort-out", ch_clo_out) {}
   else if VG_STR_CLO(arg, "--cohort-main", ch_clo_main) {}
   else if VG_STR_CLO(arg, "--cohort-progress", ch_clo_progress) {}
+  else if VG_STR_CLO(arg, "--cohort-modules", ch_clo_modules) {}
   else if VG_BINT_CLO(arg, "--affinity-distance", ch_clo_affinity, 1, 1 << 20) {}
   else if VG_BINT_CLO(arg, "--max-size", ch_clo_max_size, 1, 1 << 30) {}
   else if VG_STR_CLO(arg, "--cohort-trace", ch_clo_trace) {}
@@ -37,6 +39,7 @@ static void print_usage(void) {
     "    --cohort-out=FILE          raw profile to write, %%p is the pid [cohort.raw]\n"
     "    --cohort-main=PATH         resolved path of the main executable\n"
     "    --cohort-progress=FILE     rewrite FILE about once a second with the counts so far\n"
+    "    --cohort-modules=FILE      append to FILE the path of each non-system module as it is first seen\n"
     "    --affinity-distance=N      HALO's affinity distance A, bytes [128]\n"
     "    --max-size=N               largest object whose accesses count [4096]\n"
     "    --cohort-trace=FILE        write the heap reference trace to FILE, %%p is the pid\n"

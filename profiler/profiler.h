@@ -39,6 +39,7 @@ extern Long ch_clo_max_size;         /* largest object whose accesses count */
  * shape: the planner then decides without it). */
 extern Bool ch_clo_layouts, ch_clo_lines, ch_clo_pointers;
 extern const HChar *ch_clo_main;     /* resolved path of the main executable */
+extern const HChar *ch_clo_modules;  /* --cohort-modules: non-system modules' paths, a line each */
 
 /* ---- contexts (contexts.c) ----------------------------------------------- */
 enum { CH_CALL_UNKNOWN = 0, CH_CALL_DIRECT, CH_CALL_INDIRECT, CH_CALL_OTHER };

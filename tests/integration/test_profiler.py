@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from conftest import COHORT, PROGRAMS, run
+from conftest import COHORT, PROGRAMS, ROOT, run
+from cohort.measure.profile import FunctionReader
 from cohort.plan import headroom, transfer
 from cohort.formats.profilefile import load_profile
 
@@ -429,3 +430,40 @@ def test_a_bad_sample_base_is_one_line(tmp_path):
         r = run([COHORT, "profile", "--sample-base", bad, "-o", tmp_path / "p.json", "--", O0, "self", "10"])
         assert r.returncode != 0 and r.stderr.decode().count("\n") == 1, r.stderr
         assert not (tmp_path / "p.json").exists()
+
+
+def test_the_tool_names_each_non_system_module_as_it_first_sees_it(tmp_path):
+    """--cohort-modules: a line per module whose sites an allocation's stack
+    holds, system modules (libc, ld.so, the tool's preload) left out, so
+    that `cohort profile` can read their functions while the program runs."""
+    modules = tmp_path / "modules"
+    env = dict(os.environ, VALGRIND_LIB=str(ROOT / "build" / "profiler" / "lib"))
+    r = run(["valgrind", "--tool=cohort", "-q", f"--cohort-out={tmp_path / 'raw'}", f"--cohort-modules={modules}",
+             f"--cohort-main={os.path.realpath(O0)}", O0, "alternate", "100"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert modules.read_text().splitlines() == [os.path.realpath(O0)]
+
+
+def test_the_function_reader_reads_the_modules_named_while_it_runs(tmp_path):
+    """profile.FunctionReader reads the program's functions, then each module
+    the tool appends, whole lines only; what is named by the time the run
+    ends it reads before finish returns."""
+    modules = tmp_path / "modules"
+    reader = FunctionReader(os.path.realpath(O0))
+    reader.start(modules)
+    modules.write_text(f"{os.path.realpath(O2)}\n{os.path.realpath(O2FP)[:-3]}")   # the tool is writing a line
+    with modules.open("a") as f:
+        f.write(f"{os.path.realpath(O2FP)[-3:]}\n")
+    starts = reader.finish()
+    assert set(starts) == {os.path.realpath(p) for p in (O0, O2, O2FP)}
+    assert all(starts.values())
+
+
+def test_an_abandoned_function_reader_stops(tmp_path):
+    modules = tmp_path / "modules"
+    modules.write_text("".join(f"{os.path.realpath(O2)}{'/.' * i}\n" for i in range(200)))
+    reader = FunctionReader(os.path.realpath(O0))
+    reader.start(modules)
+    reader.abandon()
+    reader.thread.join(timeout=60)
+    assert not reader.thread.is_alive() and len(reader.starts) < 200
