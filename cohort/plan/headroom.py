@@ -8,7 +8,10 @@ cache (profiler/loads.c) and counts its misses three ways: all of them
 context's `d1_misses`, objects of up to `--max-size` bytes), and those on
 other heap memory among the tracked objects (`heap_other_d1_misses`:
 larger objects, the allocator's own data, freed blocks). What is left is
-the stack, globals, and memory beyond the tracked objects' span."""
+the stack, globals, and memory beyond the tracked objects' span. The first
+count is exact; past the profiler's sample base (raw version 11 on) the
+other two are estimates from the windows it analysed (profiler/sample.c),
+and so is the share."""
 
 from dataclasses import dataclass
 
